@@ -1,0 +1,35 @@
+"""Writes benchmark figures into one section of bench/RESULTS.md, leaving the other sections as they are.
+
+Each suite owns a section (between HTML comment markers) so suites can be rerun one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import tempfile
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+HEADER = "# Benchmark results\n\nRatios matter more than absolute times: these machines are noisy.\n"
+
+
+def record(section: str, body: str, command: str) -> None:
+    """Replace (or append) `section` with `body` and the `command` that reproduces it; written atomically."""
+    begin, end = f"<!-- begin {section} -->", f"<!-- end {section} -->"
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
+    text = RESULTS.read_text() if RESULTS.exists() else HEADER
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, RESULTS)
+
+
+def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

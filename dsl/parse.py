@@ -1,0 +1,426 @@
+"""Source text to syntax tree: Lark (LALR, strict, positions) plus a transformer that builds `tracec.dsl.ast` nodes.
+
+Lark's exceptions stop here: anything the grammar rejects becomes a `ParseError` with file:line:col and a caret.
+String escapes (`\\"`, `\\\\`) and template interpolations (`{expr}`, `{{`, `}}`) are decoded here too, so a bad
+escape is reported where it is written.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import lark
+from lark import Token, Transformer, v_args
+
+from tracec.dsl import ast
+from tracec.dsl.errors import Loc, ParseError, Source
+
+# Readable names for the grammar's terminals in "expected ..." messages.
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "PARAM": "a `$parameter`",
+    "STRING": "a string",
+    "REGEX": "a regex",
+    "INT": "an integer",
+    "FLOAT": "a decimal number",
+    "$END": "end of file",
+}
+
+
+@functools.cache
+def _lark() -> lark.Lark:
+    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text()
+    return lark.Lark(
+        grammar,
+        parser="lalr",
+        strict=True,
+        propagate_positions=True,
+        maybe_placeholders=True,
+        start=["start", "expr"],
+    )
+
+
+def parse(text: str, path: str = "<string>") -> ast.Module:
+    """Parse a whole `.rubric` file."""
+    source = Source(path, text)
+    tree = _run(text, "start", source)
+    builder = _Builder(source)
+    decls = builder.transform(tree)
+    if builder.errors:
+        raise ParseError(builder.errors)
+    return ast.Module(tuple(decls), path=path, source=text)
+
+
+def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
+    """Parse one expression (used by tests and by template interpolation)."""
+    source = Source(path, text)
+    builder = _Builder(source)
+    expr = builder.transform(_run(text, "expr", source))
+    if builder.errors:
+        raise ParseError(builder.errors)
+    return expr
+
+
+def parse_file(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as handle:
+        return parse(handle.read(), path)
+
+
+def _run(text: str, start: str, source: Source) -> lark.Tree:
+    try:
+        return _lark().parse(text, start=start)
+    except lark.exceptions.UnexpectedInput as error:
+        raise ParseError([source.diagnostic(*_describe(error, text))]) from None
+
+
+def _describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, str]:
+    line, column = max(error.line, 1), max(error.column, 1)
+    if isinstance(error, lark.exceptions.UnexpectedCharacters):
+        char = text[error.pos_in_stream]
+        if char == '"':
+            return Loc(line, column, line, len(text.splitlines()[line - 1]) + 1), "unterminated string"
+        if char == "/":
+            return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
+        shown = repr(char)[1:-1]
+        return Loc.point(line, column), f"unexpected character `{shown}`{_expected(error.allowed)}"
+    if isinstance(error, lark.exceptions.UnexpectedToken):
+        token = error.token
+        if token.value == "/" and "REGEX" in error.expected:
+            return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
+        if token.type == "$END":
+            return Loc.point(line, column), f"unexpected end of file{_expected(error.expected)}"
+        loc = Loc(token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
+        return loc, f"unexpected `{token.value}`{_expected(error.expected)}"
+    return Loc.point(line, column), "unexpected end of file"
+
+
+def _expected(terminals: set[str] | frozenset[str] | None) -> str:
+    if not terminals:
+        return ""
+    shown = set()
+    for name in terminals:
+        if name in _TERMINAL_NAMES:
+            shown.add(_TERMINAL_NAMES[name])
+            continue
+        pattern = _lark().get_terminal(name).pattern
+        shown.add(f"`{pattern.value}`" if pattern.type == "str" else name.lower())
+    ordered = sorted(shown, key=lambda s: (not s.startswith("`"), s))
+    if len(ordered) > 10:
+        ordered = ordered[:10] + ["..."]
+    return "; expected " + ", ".join(ordered)
+
+
+def _loc(meta: Any) -> Loc:
+    if isinstance(meta, Token):
+        return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
+    if getattr(meta, "empty", True):
+        return Loc(0, 0, 0, 0)
+    return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _number(token: Token) -> int | float:
+    return int(token) if token.type == "INT" else float(token)
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    """Lark tree to AST. Escapes and templates are decoded here; their errors are collected, not raised."""
+
+    def __init__(self, source: Source):
+        super().__init__(visit_tokens=False)
+        self.source = source
+        self.errors: list = []
+
+    # ------------------------------------------------------------------ strings
+    def _string(self, token: Token) -> str:
+        raw, out, i = token.value[1:-1], [], 0
+        while i < len(raw):
+            char = raw[i]
+            if char == "\\":
+                escaped = raw[i + 1]
+                if escaped in '"\\':
+                    out.append(escaped)
+                else:
+                    col = token.column + 1 + i
+                    self.errors.append(
+                        self.source.diagnostic(
+                            Loc(token.line, col, token.line, col + 2),
+                            f"unknown escape `\\{escaped}` (strings know only `\\\"` and `\\\\`)",
+                        )
+                    )
+                i += 2
+                continue
+            out.append(char)
+            i += 1
+        return "".join(out)
+
+    def _template(self, token: Token) -> ast.Template:
+        """Split a string into text and `{expr}` parts; `{{` and `}}` stand for braces."""
+        raw = token.value[1:-1]
+        parts: list[str | ast.Expr] = []
+        text: list[str] = []
+        i = 0
+        while i < len(raw):
+            char = raw[i]
+            if raw.startswith("{{", i) or raw.startswith("}}", i):
+                text.append(char)
+                i += 2
+            elif char == "{":
+                close = raw.find("}", i)
+                col = token.column + 1 + i
+                if close < 0:
+                    self.errors.append(
+                        self.source.diagnostic(Loc.point(token.line, col), "unclosed `{` in string (write `{{` for a brace)")
+                    )
+                    break
+                if text:
+                    parts.append(self._unescape_text("".join(text), token))
+                    text = []
+                parts.append(self._fragment(raw[i + 1 : close], token.line, col + 1))
+                i = close + 1
+            elif char == "}":
+                col = token.column + 1 + i
+                self.errors.append(
+                    self.source.diagnostic(Loc.point(token.line, col), "unmatched `}` in string (write `}}` for a brace)")
+                )
+                i += 1
+            else:
+                text.append(char)
+                if char == "\\" and i + 1 < len(raw):
+                    text.append(raw[i + 1])
+                    i += 1
+                i += 1
+        if text:
+            parts.append(self._unescape_text("".join(text), token))
+        return ast.Template(tuple(parts), loc=_loc(token))
+
+    def _unescape_text(self, raw: str, token: Token) -> str:
+        fake = Token("STRING", '"' + raw + '"', line=token.line, column=token.column)
+        return self._string(fake)
+
+    def _fragment(self, text: str, line: int, column: int) -> ast.Expr:
+        # Padding puts the fragment where it stands in the file, so its locations need no shifting.
+        padded = "\n" * (line - 1) + " " * (column - 1) + text
+        try:
+            tree = _lark().parse(padded, start="expr")
+        except lark.exceptions.UnexpectedInput as error:
+            self.errors.append(self.source.diagnostic(*_describe(error, padded)))
+            return ast.Literal("", loc=Loc.point(line, column))
+        return self.transform(tree)
+
+    # ------------------------------------------------------------------ types
+    def type_plain(self, meta, children):
+        return ast.TypeRef(str(children[0]), (), loc=_loc(meta))
+
+    def type_args(self, meta, children):
+        return ast.TypeRef(str(children[0]), tuple(str(c) for c in children[1:]), loc=_loc(meta))
+
+    def type_set(self, meta, children):
+        return ast.TypeRef("set", (str(children[0]),), loc=_loc(meta))
+
+    # ------------------------------------------------------------------ declarations
+    def start(self, meta, children):
+        return children
+
+    def field(self, meta, children):
+        return ast.FieldDecl(str(children[0]), children[1], loc=_loc(children[0]))
+
+    def state_fields(self, meta, children):
+        return tuple(children)
+
+    action_fields = state_fields
+
+    def schema(self, meta, children):
+        name, state, action = children
+        return ast.Schema(str(name), state, action, loc=_loc(name))
+
+    def rubric(self, meta, children):
+        name, schema, *items = children
+        return ast.Rubric(str(name), str(schema), tuple(items), loc=_loc(name), schema_loc=_loc(schema))
+
+    def bind(self, meta, children):
+        name, type_, value = children
+        return ast.Bind(str(name), type_, value, loc=_loc(name))
+
+    def category(self, meta, children):
+        return children[0]
+
+    def operator(self, meta, children):
+        category, name, description, expr = children
+        return ast.Operator(str(category), str(name), self._string(description), expr, loc=_loc(name))
+
+    def budget_entry(self, meta, children):
+        category, value = children
+        return ast.BudgetEntry(str(category), float(value.value), loc=_loc(category))
+
+    def budget(self, meta, children):
+        return ast.Budget(tuple(children), loc=_loc(meta))
+
+    def lambda_(self, meta, children):
+        return ast.Setting("lambda", float(children[0].value), loc=_loc(meta))
+
+    def gamma_(self, meta, children):
+        return ast.Setting("gamma", float(children[0].value), loc=_loc(meta))
+
+    def context(self, meta, children):
+        return ast.Context(tuple(children), loc=_loc(meta))
+
+    def capability(self, meta, children):
+        name, description, schema, needed, present = children
+        return ast.Capability(
+            str(name), self._string(description), str(schema), needed, present, loc=_loc(name), schema_loc=_loc(schema)
+        )
+
+    def environment(self, meta, children):
+        name, description, *items = children
+        return ast.Environment(str(name), self._string(description), tuple(items), loc=_loc(name))
+
+    def env_capability(self, meta, children):
+        return ast.EnvCapability(str(children[0]), loc=_loc(children[0]))
+
+    def table(self, meta, children):
+        name, *columns, low, high = children
+        return ast.Table(str(name), tuple(columns), int(low), int(high), loc=_loc(name))
+
+    def column(self, meta, children):
+        return ast.Column(str(children[0]), children[1], loc=_loc(children[0]))
+
+    def gen_plain(self, meta, children):
+        return ast.Generator(str(children[0]), (), loc=_loc(meta))
+
+    def gen_range(self, meta, children):
+        kind, low, high = children
+        return ast.Generator(str(kind), (low.value, high.value), loc=_loc(meta))
+
+    def gen_enum(self, meta, children):
+        return ast.Generator(str(children[0]), tuple(str(c) for c in children[1:]), loc=_loc(meta))
+
+    def gen_ref(self, meta, children):
+        return ast.Generator(str(children[0]), (str(children[1]),), loc=_loc(meta))
+
+    def let(self, meta, children):
+        return ast.Let(str(children[0]), children[1], loc=_loc(children[0]))
+
+    def pick(self, meta, children):
+        return ast.Pick(str(children[0]), children[1], loc=_loc(meta))
+
+    def task(self, meta, children):
+        return ast.Task(self._template(children[0]), loc=_loc(meta))
+
+    def tool(self, meta, children):
+        name, *params, body = children
+        return ast.Tool(str(name), tuple(p for p in params if p is not None), body, loc=_loc(name))
+
+    def param(self, meta, children):
+        return ast.ToolParam(str(children[0]), children[1], loc=_loc(children[0]))
+
+    def query(self, meta, children):
+        return ast.Query(str(children[0]), children[1], loc=_loc(meta))
+
+    def mutation(self, meta, children):
+        requires = tuple(c for c in children if isinstance(c, ast.Require))
+        assigns = tuple(c for c in children if isinstance(c, ast.Assign))
+        return ast.Mutation(requires, assigns, loc=_loc(meta))
+
+    def require(self, meta, children):
+        return ast.Require(children[0], self._template(children[1]), loc=_loc(meta))
+
+    def assign(self, meta, children):
+        table, key, column, value = children
+        return ast.Assign(str(table), key, str(column), value, loc=_loc(meta))
+
+    def solution(self, meta, children):
+        return ast.Solution(tuple(children), loc=_loc(meta))
+
+    def solution_call(self, meta, children):
+        name, *args = children
+        return ast.SolutionCall(str(name), tuple(a for a in args if a is not None), loc=_loc(name))
+
+    def report(self, meta, children):
+        return ast.Report(tuple(children), loc=_loc(meta))
+
+    def reward(self, meta, children):
+        return ast.Reward(children[0], loc=_loc(meta))
+
+    # ------------------------------------------------------------------ expressions
+    def or_(self, meta, children):
+        return ast.Binary("or", children[0], children[1], loc=_loc(meta))
+
+    def and_(self, meta, children):
+        return ast.Binary("and", children[0], children[1], loc=_loc(meta))
+
+    def not_(self, meta, children):
+        return ast.Unary("not", children[0], loc=_loc(meta))
+
+    def compare(self, meta, children):
+        left, op, right = children
+        return ast.Binary(str(op.children[0]), left, right, loc=_loc(meta))
+
+    def in_(self, meta, children):
+        return ast.Binary("in", children[0], children[1], loc=_loc(meta))
+
+    def arith(self, meta, children):
+        left, op, right = children
+        return ast.Binary(str(op.children[0]), left, right, loc=_loc(meta))
+
+    def neg(self, meta, children):
+        return ast.Unary("-", children[0], loc=_loc(meta))
+
+    def attr(self, meta, children):
+        return ast.Attr(children[0], str(children[1]), loc=_loc(meta))
+
+    def index(self, meta, children):
+        return ast.Index(children[0], children[1], loc=_loc(meta))
+
+    def name(self, meta, children):
+        return ast.Name(str(children[0]), loc=_loc(children[0]))
+
+    def param_ref(self, meta, children):
+        return ast.Param(str(children[0])[1:], loc=_loc(children[0]))
+
+    def fact(self, meta, children):
+        side, field_ = children
+        return ast.Fact(str(side.children[0]), str(field_), loc=_loc(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        return ast.Call(str(name), tuple(a for a in args if a is not None), loc=_loc(meta))
+
+    def set_literal(self, meta, children):
+        return ast.SetLiteral(tuple(c for c in children if c is not None), loc=_loc(meta))
+
+    def string(self, meta, children):
+        return ast.Literal(self._string(children[0]), loc=_loc(children[0]))
+
+    def regex(self, meta, children):
+        token = children[0]
+        text = str(token)
+        ignore_case = text.endswith("i")
+        body = text[1:-2] if ignore_case else text[1:-1]
+        return ast.Regex(body, ignore_case, loc=_loc(token))
+
+    def int_(self, meta, children):
+        return ast.Literal(int(children[0]), loc=_loc(children[0]))
+
+    def float_(self, meta, children):
+        return ast.Literal(float(children[0]), loc=_loc(children[0]))
+
+    def neg_int(self, meta, children):
+        return ast.Literal(-int(children[0]), loc=_loc(meta))
+
+    def neg_float(self, meta, children):
+        return ast.Literal(-float(children[0]), loc=_loc(meta))
+
+    def true(self, meta, children):
+        return ast.Literal(True, loc=_loc(meta))
+
+    def false(self, meta, children):
+        return ast.Literal(False, loc=_loc(meta))
+
+    def state_score(self, meta, children):
+        return ast.Score("state", loc=_loc(meta))
+
+    def report_score(self, meta, children):
+        return ast.Score("report", loc=_loc(meta))

@@ -1,0 +1,33 @@
+"""Shared test options: `--update-golden` rewrites golden files (review the diff), `shared_dir` finds ../shared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite golden files instead of comparing")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture(scope="session")
+def repo_dir() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The read-only `shared/` folder that lies beside the repository (CI lays it beside its clone too)."""
+    candidate = Path(os.environ.get("TRACEC_SHARED", REPO.parent / "shared"))
+    if not candidate.is_dir():
+        pytest.fail(f"shared data folder not found at {candidate}; set TRACEC_SHARED")
+    return candidate

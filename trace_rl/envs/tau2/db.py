@@ -1,0 +1,203 @@
+"""A tau2 domain database: copy-on-write over one loaded `db.json`, with the benchmark's stable hash.
+
+Why copy-on-write: the airline database is 7 MB, and every episode starts from a fresh copy of it. A `Snapshot`
+holds the loaded tables once and is never changed; a `Db` shares its rows and deep-copies a row only when a tool
+edits it, so a fresh copy costs a dict copy per table. Edits run inside `Db.transaction()`, which restores every
+row it touched when the tool refuses, so a refused call changes nothing whatever order its checks run in.
+
+The stable hash is the benchmark's: sha256 of `json.dumps(db, sort_keys=True)` over the database in the shape its
+own model serialises (every optional field present, null when unset). It is composed from per-row JSON, cached
+on the snapshot for rows nobody edited, so hashing an episode's database costs one pass of sha256.
+
+Left out: schema validation of `db.json` beyond filling the optional fields (the file is the benchmark's own).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Optional fields of the benchmark's models, per domain and table: absent in db.json, null in its dumps.
+OPTIONAL_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "airline": {"reservations": ("status",)},
+    "retail": {
+        "orders": (
+            "cancel_reason",
+            "exchange_items",
+            "exchange_new_items",
+            "exchange_payment_method_id",
+            "exchange_price_difference",
+            "return_items",
+            "return_payment_method_id",
+        ),
+    },
+}
+TABLES: dict[str, tuple[str, ...]] = {
+    "airline": ("flights", "users", "reservations"),
+    "retail": ("products", "users", "orders"),
+}
+
+
+class Snapshot:
+    """One domain's initial database, loaded once and shared by every `Db` made from it; never mutated."""
+
+    def __init__(self, domain: str, tables: dict[str, dict[str, Any]]) -> None:
+        self.domain = domain
+        self.tables = tables
+        self._row_json: dict[str, dict[str, str]] = {}
+
+    def row_json(self, table: str, key: str) -> str:
+        cache = self._row_json.setdefault(table, {})
+        text = cache.get(key)
+        if text is None:
+            text = cache[key] = json.dumps(self.tables[table][key], sort_keys=True)
+        return text
+
+    def fresh(self) -> Db:
+        return Db(self)
+
+
+def load_snapshot(domain: str, path: Path) -> Snapshot:
+    """Read a domain's `db.json` and fill in the optional fields the benchmark's models carry as null."""
+    if domain not in TABLES:
+        raise ValueError(f"unknown tau2 domain `{domain}`; expected one of: {', '.join(sorted(TABLES))}")
+    with open(path, encoding="utf-8") as handle:
+        raw = json.load(handle)
+    missing = [name for name in TABLES[domain] if not isinstance(raw.get(name), dict)]
+    if missing:
+        raise ValueError(f"{path}: not a {domain} database, missing table(s) {', '.join(missing)}")
+    tables = {name: raw[name] for name in TABLES[domain]}
+    for table, fields in OPTIONAL_FIELDS[domain].items():
+        for row in tables[table].values():
+            for name in fields:
+                row.setdefault(name, None)
+    if domain == "airline":  # the airline model's address2 is optional too
+        for user in tables["users"].values():
+            if isinstance(user.get("address"), dict):
+                user["address"].setdefault("address2", None)
+    return Snapshot(domain, tables)
+
+
+class Db:
+    """A working copy of a snapshot. Read rows with `row`/`rows` (never mutate those); write through `edit`/`insert`."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.domain = snapshot.domain
+        self._tables = {name: dict(rows) for name, rows in snapshot.tables.items()}
+        self._owned: set[tuple[str, str]] = set()
+        self._journal: dict[tuple[str, str], _Before] | None = None
+
+    def row(self, table: str, key: str) -> Any | None:
+        return self._tables[table].get(key)
+
+    def rows(self, table: str) -> Iterator[tuple[str, Any]]:
+        return iter(self._tables[table].items())
+
+    def edit(self, table: str, key: str) -> Any:
+        """The row, made private to this copy so it may be changed in place; only inside a transaction."""
+        self._record(table, key)
+        if (table, key) not in self._owned:
+            self._tables[table][key] = copy.deepcopy(self._tables[table][key])
+            self._owned.add((table, key))
+        return self._tables[table][key]
+
+    def insert(self, table: str, key: str, row: Any) -> None:
+        self._record(table, key)
+        self._tables[table][key] = row
+        self._owned.add((table, key))
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Run edits; on any exception restore every touched row and re-raise. `.changed` is set on success."""
+        if self._journal is not None:
+            raise RuntimeError("nested Db.transaction")
+        journal: dict[tuple[str, str], _Before] = {}
+        self._journal = journal
+        done = Transaction()
+        try:
+            yield done
+        except BaseException:
+            self._restore(journal)
+            raise
+        finally:
+            self._journal = None
+        done.changed = any(self._json_of(t, k) != before.text for (t, k), before in journal.items())
+
+    def stable_hash(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(self.to_json_text().encode())
+        return digest.hexdigest()
+
+    def to_json_text(self) -> str:
+        """Exactly `json.dumps(self.to_dict(), sort_keys=True)`, built from cached per-row JSON."""
+        parts = []
+        for table in sorted(self._tables):
+            rows = self._tables[table]
+            body = ", ".join(f"{json.dumps(key)}: {self._json_of(table, key)}" for key in sorted(rows))
+            parts.append(f"{json.dumps(table)}: {{{body}}}")
+        return "{" + ", ".join(parts) + "}"
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: dict(rows) for name, rows in self._tables.items()}
+
+    def _json_of(self, table: str, key: str) -> str | None:
+        rows = self._tables[table]
+        if key not in rows:
+            return None
+        if (table, key) in self._owned:
+            return json.dumps(rows[key], sort_keys=True)
+        return self.snapshot.row_json(table, key)
+
+    def _record(self, table: str, key: str) -> None:
+        if self._journal is None:
+            raise RuntimeError("Db rows may only change inside Db.transaction()")
+        if (table, key) not in self._journal:
+            owned = (table, key) in self._owned
+            shared = None if owned else self._tables[table].get(key)
+            self._journal[(table, key)] = _Before(text=self._json_of(table, key), owned=owned, shared=shared)
+
+    def _restore(self, journal: dict[tuple[str, str], _Before]) -> None:
+        for (table, key), before in journal.items():
+            if before.text is None:
+                self._tables[table].pop(key, None)
+                self._owned.discard((table, key))
+            elif before.owned:
+                self._tables[table][key] = json.loads(before.text)
+            else:  # the snapshot's row was copied before any change, so it is still intact
+                self._tables[table][key] = before.shared
+                self._owned.discard((table, key))
+
+
+@dataclass
+class Transaction:
+    changed: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Before:
+    text: str | None  # the row's JSON before the transaction; None when the row did not exist
+    owned: bool
+    shared: Any  # the snapshot's row object when the row was not yet private to this copy
+
+
+def write_json_atomic(obj: Any, path: Path, *, indent: int | None = 2) -> None:
+    """Write JSON to a temp file beside `path`, then rename over it: readers never see half a file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(obj, handle, indent=indent)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,127 @@
+"""A tau2 domain as an environment: its database, tools, policy and tasks, and one tool call's outcome.
+
+`load_domain` reads a domain folder once (`db.json`, `policy.md`, `tasks.json`); `Tau2Env` is one episode's
+working copy of it. `Tau2Env.execute` turns a parsed tool call (the shared `<action>` / JSON format of
+`tracec.runtime.toolcall`) into a `ToolOutcome`: what the agent reads back (`render_result` JSON, or
+`Error: <message>` like the benchmark), whether the call was accepted, and whether the database changed.
+
+Left out: the conversation loop (`episode.py`) and scoring (`scoring.py`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tracec.runtime.toolcall import ToolCall, ToolCallError, render_result
+from tracec.trace_rl.envs.tau2.airline import airline_toolkit
+from tracec.trace_rl.envs.tau2.db import Snapshot, load_snapshot
+from tracec.trace_rl.envs.tau2.retail import retail_toolkit
+from tracec.trace_rl.envs.tau2.tasks import Task, load_tasks
+from tracec.trace_rl.envs.tau2.toolkit import Toolkit, ToolError
+
+DOMAINS = {"airline": airline_toolkit, "retail": retail_toolkit}
+DATA_ENV_VAR = "TRACEC_TAU2_DATA"
+CALL_FORMAT = """\
+## How to act
+Each turn, do exactly one of these:
+- call one tool: <action>tool_name(arg="value", other=[1, 2])</action> (arguments by name, values as JSON);
+- or write a message to the user (plain text, no tool call in it).
+The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Domain:
+    name: str
+    snapshot: Snapshot
+    toolkit: Toolkit
+    policy: str
+    tasks: Mapping[str, Task]
+
+    def task(self, task_id: str) -> Task:
+        task = self.tasks.get(str(task_id))
+        if task is None:
+            raise KeyError(f"no task `{task_id}` in the {self.name} domain ({len(self.tasks)} tasks)")
+        return task
+
+
+def load_domain(name: str, data_dir: Path) -> Domain:
+    """Read one domain folder (`<data_dir>/<name>/`); errors name the missing file."""
+    if name not in DOMAINS:
+        raise ValueError(f"unknown tau2 domain `{name}`; expected one of: {', '.join(sorted(DOMAINS))}")
+    folder = Path(data_dir) / name
+    for required in ("db.json", "policy.md", "tasks.json"):
+        if not (folder / required).is_file():
+            raise FileNotFoundError(f"{folder / required}: missing (is the tau2 data folder right?)")
+    return Domain(
+        name=name,
+        snapshot=load_snapshot(name, folder / "db.json"),
+        toolkit=DOMAINS[name](),
+        policy=(folder / "policy.md").read_text(encoding="utf-8"),
+        tasks=load_tasks(name, Path(data_dir)),
+    )
+
+
+def find_data_dir(explicit: Path | str | None = None) -> Path:
+    """The tau2 data folder: `explicit`, else $TRACEC_TAU2_DATA, else `shared/data/tau2` beside the repo."""
+    if explicit is not None:
+        candidates = [Path(explicit)]
+    elif os.environ.get(DATA_ENV_VAR):
+        candidates = [Path(os.environ[DATA_ENV_VAR])]
+    else:
+        repo = Path(__file__).resolve().parents[3]
+        candidates = [repo.parent / "shared" / "data" / "tau2", repo / "shared" / "data" / "tau2",
+                      Path.cwd().parent / "shared" / "data" / "tau2"]  # fmt: skip
+    for candidate in candidates:
+        if (candidate / "airline").is_dir() or (candidate / "retail").is_dir():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise FileNotFoundError(f"tau2 data not found (tried {tried}); pass --data-dir or set {DATA_ENV_VAR}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutcome:
+    """One agent tool call, executed or refused."""
+
+    tool: str | None  # None when the call did not parse
+    kind: Literal["query", "mutate", "invalid"]  # invalid: malformed, or no such tool
+    accepted: bool
+    arguments: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+    changed: bool = False
+    content: str = ""  # what the agent reads back
+
+
+class Tau2Env:
+    """One episode's copy of a domain's database, and its tools."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.db = domain.snapshot.fresh()
+
+    def execute(self, call: ToolCall | ToolCallError) -> ToolOutcome:
+        if isinstance(call, ToolCallError):
+            return _refused(None, "invalid", {}, f"could not read the tool call: {call.message}")
+        tool = self.domain.toolkit.tools.get(call.name)
+        if tool is None:
+            names = ", ".join(sorted(self.domain.toolkit.tools))
+            return _refused(call.name, "invalid", call.arguments, f"Tool '{call.name}' not found. Tools: {names}")
+        try:
+            result, changed = self.domain.toolkit.call(self.db, call.name, call.arguments)
+        except ToolError as err:
+            return _refused(call.name, tool.kind, call.arguments, str(err))
+        return ToolOutcome(tool=call.name, kind=tool.kind, accepted=True, arguments=call.arguments,
+                           result=result, changed=changed, content=render_result(result))  # fmt: skip
+
+    def system_prompt(self) -> str:
+        """Policy, tools and call format: the agent's system message."""
+        return f"{self.domain.policy.strip()}\n\n## Tools\n{self.domain.toolkit.describe()}\n\n{CALL_FORMAT}"
+
+
+def _refused(tool: str | None, kind: Any, arguments: dict[str, Any], error: str) -> ToolOutcome:
+    return ToolOutcome(tool=tool, kind=kind, accepted=False, arguments=arguments, error=error,
+                       content=f"Error: {error}")  # fmt: skip

@@ -1,0 +1,175 @@
+"""Tool specifications for the tau2 domains: typed parameters, argument checking, and the tool registry.
+
+A tool is a plain function `run(db, args) -> result` plus its spec: name, kind (query or mutate), a one-line
+description for the agent's prompt, and typed parameters. `Toolkit.call` checks the arguments against the spec
+before the function sees them, the way the benchmark's typed models do (lax: `"3"` and `3.0` are the integer 3,
+an integer id is its digits as a string; extra keys inside objects are dropped), and a refusal is a `ToolError`
+whose message is what the agent reads after `Error: `.
+
+Left out: JSON-schema export of the tools (the prompt lists signatures in text).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracec.trace_rl.envs.tau2.db import Db
+
+_NUMERIC = re.compile(r"-?\d+(\.\d+)?")
+
+
+class ToolError(ValueError):
+    """A refusal: the service answers `Error: <message>` and the database is left as it was."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scalar:
+    kind: Literal["str", "int", "float"]
+
+    def show(self) -> str:
+        return self.kind
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    values: tuple[str, ...]
+
+    def show(self) -> str:
+        return " | ".join(f'"{value}"' for value in self.values)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListOf:
+    item: ParamType
+
+    def show(self) -> str:
+        return f"list[{self.item.show()}]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    fields: tuple[tuple[str, ParamType], ...]
+
+    def show(self) -> str:
+        return "{" + ", ".join(f"{name}: {kind.show()}" for name, kind in self.fields) + "}"
+
+
+ParamType = Scalar | Choice | ListOf | Record
+STR, INT, FLOAT = Scalar(kind="str"), Scalar(kind="int"), Scalar(kind="float")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Param:
+    name: str
+    type: ParamType
+    doc: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tool:
+    name: str
+    kind: Literal["query", "mutate"]
+    doc: str
+    params: tuple[Param, ...]
+    run: Callable[[Db, dict[str, Any]], Any]
+    # how the ids in a result are found: "fields" walks id-named keys, "value" is an id itself (a user id
+    # found by email), "values" maps names to ids (the product catalogue)
+    reveals: Literal["fields", "value", "values"] = "fields"
+
+    def signature(self) -> str:
+        args = ", ".join(f"{param.name}: {param.type.show()}" for param in self.params)
+        return f"{self.name}({args})"
+
+
+class Toolkit:
+    """The tools of one domain, by name."""
+
+    def __init__(self, domain: str, tools: tuple[Tool, ...]) -> None:
+        self.domain = domain
+        self.tools: Mapping[str, Tool] = {tool.name: tool for tool in tools}
+
+    def call(self, db: Db, name: str, arguments: Mapping[str, Any]) -> tuple[Any, bool]:
+        """Check the arguments and run the tool: (result, whether the database changed).
+
+        A refused call raises ToolError and leaves `db` as it was.
+        """
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ToolError(f"Tool '{name}' not found.")
+        args = check_arguments(tool, arguments)
+        with db.transaction() as done:
+            result = tool.run(db, args)
+        return result, done.changed
+
+    def describe(self) -> str:
+        """The tool list for the agent's prompt: one signature and one line of description each."""
+        lines = []
+        for tool in sorted(self.tools.values(), key=lambda t: t.name):
+            lines.append(f"- {tool.signature()}: {tool.doc}")
+            lines.extend(f"    {param.name}: {param.doc}" for param in tool.params if param.doc)
+        return "\n".join(lines)
+
+
+def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    names = {param.name for param in tool.params}
+    unknown = sorted(set(arguments) - names)
+    if unknown:
+        expected = ", ".join(param.name for param in tool.params) or "none"
+        raise ToolError(f"{tool.name}() got unexpected argument(s) {', '.join(unknown)}; expected: {expected}")
+    missing = [param.name for param in tool.params if param.name not in arguments]
+    if missing:
+        raise ToolError(f"{tool.name}() is missing argument(s) {', '.join(missing)}")
+    return {param.name: coerce(arguments[param.name], param.type, param.name) for param in tool.params}
+
+
+def coerce(value: Any, kind: ParamType, where: str) -> Any:
+    """The value as the parameter's type, or a ToolError naming the argument path and what was expected."""
+    if isinstance(kind, Scalar):
+        return _scalar(value, kind.kind, where)
+    if isinstance(kind, Choice):
+        if isinstance(value, str) and value in kind.values:
+            return value
+        raise ToolError(f"argument `{where}` must be one of {kind.show()}, got {_show(value)}")
+    if isinstance(kind, ListOf):
+        if not isinstance(value, list):
+            raise ToolError(f"argument `{where}` must be a list, got {_show(value)}")
+        return [coerce(item, kind.item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if not isinstance(value, dict):
+        raise ToolError(f"argument `{where}` must be an object {kind.show()}, got {_show(value)}")
+    missing = [name for name, _ in kind.fields if name not in value]
+    if missing:
+        raise ToolError(f"argument `{where}` is missing field(s) {', '.join(missing)}")
+    return {name: coerce(value[name], sub, f"{where}.{name}") for name, sub in kind.fields}
+
+
+def _scalar(value: Any, kind: str, where: str) -> Any:
+    if isinstance(value, bool) or value is None:
+        raise ToolError(f"argument `{where}` must be a {_NAMES[kind]}, got {_show(value)}")
+    if kind == "str":
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int):  # a numeric id written without quotes
+            return str(value)
+    elif kind == "int":
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str) and _NUMERIC.fullmatch(value.strip()) and float(value).is_integer():
+            return int(float(value))
+    elif isinstance(value, (int, float)):
+        return float(value)
+    elif isinstance(value, str) and _NUMERIC.fullmatch(value.strip()):
+        return float(value)
+    raise ToolError(f"argument `{where}` must be a {_NAMES[kind]}, got {_show(value)}")
+
+
+_NAMES = {"str": "string", "int": "whole number", "float": "number"}
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

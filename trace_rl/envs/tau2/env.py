@@ -90,10 +90,10 @@ class ToolOutcome:
     kind: Literal["query", "mutate", "invalid"]  # invalid: malformed, or no such tool
     accepted: bool
     arguments: dict[str, Any] = field(default_factory=dict)
-    result: Any = None
     error: str | None = None
     changed: bool = False
     content: str = ""  # what the agent reads back
+    revealed: frozenset[str] = frozenset()  # ids the result shows
 
 
 class Tau2Env:
@@ -115,7 +115,7 @@ class Tau2Env:
         except ToolError as err:
             return _refused(call.name, tool.kind, call.arguments, str(err))
         return ToolOutcome(tool=call.name, kind=tool.kind, accepted=True, arguments=call.arguments,
-                           result=result, changed=changed, content=render_result(result))  # fmt: skip
+                           changed=changed, content=render_result(result), revealed=frozenset(tool.ids_in(result)))  # fmt: skip
 
     def system_prompt(self) -> str:
         """Policy, tools and call format: the agent's system message."""

@@ -12,7 +12,7 @@ Left out: JSON-schema export of the tools (the prompt lists signatures in text).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -79,6 +79,14 @@ class Tool:
     # found by email), "values" maps names to ids (the product catalogue)
     reveals: Literal["fields", "value", "values"] = "fields"
 
+    def ids_in(self, result: Any) -> set[str]:
+        """The ids a result shows the agent: values under id-named keys, or per `reveals`."""
+        if self.reveals == "value":
+            return {result} if isinstance(result, str) else set()
+        if self.reveals == "values":
+            return {v for v in result.values() if isinstance(v, str)} if isinstance(result, dict) else set()
+        return set(_ids_under(result, False))
+
     def signature(self) -> str:
         args = ", ".join(f"{param.name}: {param.type.show()}" for param in self.params)
         return f"{self.name}({args})"
@@ -111,6 +119,21 @@ class Toolkit:
             lines.append(f"- {tool.signature()}: {tool.doc}")
             lines.extend(f"    {param.name}: {param.doc}" for param in tool.params if param.doc)
         return "\n".join(lines)
+
+
+_ID_KEYS = frozenset({"id", "flight_number", "reservations", "orders", "exchange_items", "exchange_new_items",
+                      "return_items"})  # fmt: skip
+
+
+def _ids_under(value: Any, is_id: bool) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _ids_under(sub, key in _ID_KEYS or key.endswith(("_id", "_ids")))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _ids_under(item, is_id)
+    elif is_id and isinstance(value, str) and value:
+        yield value
 
 
 def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,325 @@
+"""TextWorld target environment: game making and its cache, canonical facts, agents, trajectory JSONL.
+
+Tests that play a real game share one `tw-simple` game made once per session (about 10 s with tw-make) and are
+marked slow; the parsing, fact-derivation and error-path tests run without a game.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+import sys
+from pathlib import Path
+
+import pytest
+import re2
+from hypothesis import given
+from hypothesis import strategies as st
+from textworld.logic import Proposition, Variable
+
+from tracec.dsl import ast
+from tracec.dsl.check import check_source
+from tracec.trace_rl.envs.textworld_agents import (
+    LLMAgent,
+    RandomAgent,
+    WalkthroughAgent,
+    play_episode,
+    read_trajectories,
+    write_trajectories,
+)
+from tracec.trace_rl.envs.textworld_env import (
+    CookingGame,
+    CustomGame,
+    GameMakeError,
+    SimpleGame,
+    TextWorldEnv,
+    make_game,
+)
+from tracec.trace_rl.envs.textworld_facts import (
+    VERBS,
+    clean_feedback,
+    extract_command,
+    parse_command,
+    state_facts,
+)
+
+SPEC = SimpleGame(seed=2)
+RUBRIC = Path(__file__).parents[2] / "examples" / "textworld.rubric"
+
+
+@pytest.fixture(scope="module")
+def game(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_game(SPEC, tmp_path_factory.mktemp("tw-cache"))
+
+
+@pytest.fixture
+def env(game: Path):
+    with TextWorldEnv(game) as opened:
+        yield opened
+
+
+def _fake_tw_make(tmp_path: Path, body: str) -> Path:
+    script = tmp_path / "fake-tw-make.py"
+    script.write_text(f"import sys\n{body}\n")
+    return script
+
+
+def _carried(inventory: str) -> set[str]:
+    """Names in TextWorld's own inventory text: 'You are carrying: a lettuce and an old key.'"""
+    if ":" not in inventory:
+        return set()
+    body = inventory.split(":", 1)[1].strip().rstrip(".")
+    return {re.sub(r"^(?:a|an|some|the) ", "", part.strip()) for part in re.split(r",| and ", body) if part.strip()}
+
+
+# ---------------------------------------------------------------- commands and feedback
+
+
+@pytest.mark.parametrize(
+    ("command", "verb", "obj", "recep"),
+    [
+        ("go east", "go", "east", None),
+        ("north", "go", "north", None),
+        ("take old key from chest drawer", "take", "old key", "chest drawer"),
+        ("Take the red apple.", "take", "red apple", None),
+        ("put lettuce on stove", "put", "lettuce", "stove"),
+        ("insert old key into antique trunk", "insert", "old key", "antique trunk"),
+        ("unlock wooden door with old key", "unlock", "wooden door", "old key"),
+        ("cook red potato with stove", "cook", "red potato", "stove"),
+        ("dice pork chop with knife", "dice", "pork chop", "knife"),
+        ("prepare meal", "prepare", "meal", None),
+        ("inventory", "inventory", None, None),
+        ("x  cookbook", "examine", "cookbook", None),
+    ],
+)
+def test_parse_command_templates(command: str, verb: str, obj: str | None, recep: str | None) -> None:
+    parsed = parse_command(command)
+    assert (parsed.verb, parsed.obj, parsed.recep, parsed.parsed) == (verb, obj, recep, True)
+
+
+@pytest.mark.parametrize(("command", "verb"), [("dance wildly", "other"), ("take", "take"), ("unlock door", "unlock")])
+def test_parse_command_rejects_incomplete(command: str, verb: str) -> None:
+    parsed = parse_command(command)
+    assert (parsed.verb, parsed.parsed, parsed.obj) == (verb, False, None)
+
+
+_WORD = st.text(alphabet=string.ascii_lowercase, min_size=2, max_size=8).filter(
+    lambda w: w not in {"from", "on", "in", "into", "with", "the", "an", "some"}
+)
+_NAME = st.lists(_WORD, min_size=1, max_size=3).map(" ".join)
+
+
+@given(verb=st.sampled_from(["unlock", "lock", "cook", "slice", "chop", "dice"]), obj=_NAME, tool=_NAME)
+def test_parse_command_splits_two_argument_templates(verb: str, obj: str, tool: str) -> None:
+    parsed = parse_command(f"{verb} {obj} with {tool}")
+    assert (parsed.verb, parsed.obj, parsed.recep) == (verb, obj, tool)
+    assert parsed.verb in VERBS
+
+
+@given(command=st.text(alphabet=string.ascii_letters + " -'", min_size=1).filter(str.strip), chatter=st.text())
+def test_extract_command_prefers_action_tag(command: str, chatter: str) -> None:
+    assert extract_command(f"{chatter.replace('<', '')}\n<action>{command}</action>\nbye") == command.strip()
+    assert extract_command(f"\n  {command}\nmore lines") == command.strip()
+
+
+def test_clean_feedback_drops_prompt_and_status_line() -> None:
+    raw = "\nThe table is solidly built.\n\n\n\n>                        -= Spare Room =-0/3"
+    assert clean_feedback(raw) == "The table is solidly built."
+    assert clean_feedback(None) == ""
+
+
+# ---------------------------------------------------------------- facts from propositions
+
+
+def _fact(name: str, *args: tuple[str, str]) -> Proposition:
+    return Proposition(name, [Variable(n, t) for n, t in args])
+
+
+def test_state_facts_derive_location_holding_and_visibility() -> None:
+    facts = [
+        _fact("at", ("P", "P"), ("Kitchen", "r")),
+        _fact("at", ("fridge", "c"), ("Kitchen", "r")),
+        _fact("at", ("table", "s"), ("Kitchen", "r")),
+        _fact("at", ("bed", "s"), ("bedroom", "r")),
+        _fact("in", ("milk", "f"), ("fridge", "c")),  # hidden: the fridge is closed
+        _fact("on", ("tray", "c"), ("table", "s")),
+        _fact("in", ("Red Apple", "f"), ("tray", "c")),  # visible: open tray on a supporter
+        _fact("on", ("pillow", "o"), ("bed", "s")),  # another room
+        _fact("in", ("knife", "o"), ("I", "I")),
+        _fact("in", ("ingredient_0", "ingredient"), ("RECIPE", "RECIPE")),
+        _fact("link", ("Kitchen", "r"), ("wooden door", "d"), ("bedroom", "r")),
+        _fact("closed", ("fridge", "c")),
+        _fact("locked", ("wooden door", "d")),
+        _fact("open", ("tray", "c")),
+    ]
+    state = state_facts({"facts": facts, "score": 2, "feedback": "Hi.\n\n>  -= Kitchen =-2/5", "won": False, "lost": False})
+    assert state["location"] == "kitchen"
+    assert state["holding"] == ["knife"]
+    assert state["visible"] == ["fridge", "red apple", "table", "tray", "wooden door"]
+    assert state["opened"] == ["tray"]
+    assert state["closed"] == ["fridge", "wooden door"]
+    assert (state["score"], state["feedback"], state["won"], state["lost"]) == (2, "Hi.", False, False)
+    json.dumps(state)  # JSON as is
+
+
+def test_state_facts_without_player_fact_leave_location_missing() -> None:
+    state = state_facts({"facts": [], "score": None, "feedback": None, "won": False, "lost": False})
+    assert "location" not in state and state["visible"] == [] and state["score"] == 0
+
+
+# ---------------------------------------------------------------- game making
+
+
+def test_game_specs_validate() -> None:
+    with pytest.raises(ValueError, match="world_size=0"):
+        CustomGame(world_size=0)
+    with pytest.raises(ValueError, match="world_size=3"):
+        CookingGame(world_size=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="take=2"):
+        CookingGame(recipe=1, take=2)
+    with pytest.raises(ValueError, match="rewards"):
+        SimpleGame(rewards="often")  # type: ignore[arg-type]
+    assert CookingGame(skills=("cut", "open")).tw_make_args()[-4:] == ["--cut", "--open", "--seed", "0"]
+
+
+def test_make_game_reports_tw_make_failure(tmp_path: Path) -> None:
+    script = _fake_tw_make(tmp_path, "sys.stderr.write('QuestGenerationError: no quest fits\\n'); sys.exit(3)")
+    with pytest.raises(GameMakeError, match=r"status 3(.|\n)*no quest fits"):
+        make_game(CustomGame(seed=5), tmp_path / "cache", tw_make=script)
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # no half-made game left behind
+
+
+def test_make_game_reports_missing_output(tmp_path: Path) -> None:
+    script = _fake_tw_make(tmp_path, "print('made nothing')")
+    with pytest.raises(GameMakeError, match="wrote no game"):
+        make_game(CustomGame(seed=5), tmp_path / "cache", tw_make=script)
+
+
+def test_make_game_keys_the_cache_by_options(tmp_path: Path) -> None:
+    # A fake tw-make that writes the files it is asked for, plus its arguments, so no Inform 7 is needed.
+    script = _fake_tw_make(
+        tmp_path,
+        "out = sys.argv[sys.argv.index('--output') + 1]\n"
+        "open(out, 'w').write(' '.join(sys.argv[1:]))\n"
+        "open(out[:-3] + '.json', 'w').write('{}')",
+    )
+    first = make_game(CustomGame(seed=1), tmp_path / "cache", tw_make=script)
+    other = make_game(CustomGame(seed=2), tmp_path / "cache", tw_make=script)
+    assert first != other and "--seed 1" in first.read_text()
+    broken = _fake_tw_make(tmp_path, "sys.exit(1)")  # a second request never runs tw-make again
+    assert make_game(CustomGame(seed=1), tmp_path / "cache", tw_make=broken) == first
+
+
+# ---------------------------------------------------------------- playing a real game
+
+
+@pytest.mark.slow
+def test_tw_make_game_is_cached(game: Path) -> None:
+    assert game.suffix == ".z8" and game.with_suffix(".json").is_file()
+    broken = Path(sys.executable).with_name("no-such-tw-make")
+    assert make_game(SPEC, game.parent.parent, tw_make=broken) == game
+
+
+@pytest.mark.slow
+def test_walkthrough_wins_and_facts_match_textworld(env: TextWorldEnv) -> None:
+    trajectory = play_episode(env, WalkthroughAgent(), episode="w0", max_steps=50)
+    assert trajectory["success"] is True and trajectory["env_reward"] == 1.0
+    assert trajectory["states"][-1]["won"] is True
+    assert all(action["admissible"] and action["parsed"] for action in trajectory["actions"])
+    assert sum(action["score_delta"] for action in trajectory["actions"]) == trajectory["states"][-1]["score"] > 0
+    # Replay and compare every state with TextWorld's own text: the room header, the inventory, the description.
+    observation, state = env.reset()
+    for action in [None, *trajectory["actions"]]:
+        if action is not None:
+            observation, state, _ = env.step(action["text"])
+        room = re.match(r"-= (.+?) =-", observation.description)
+        assert room is not None and state["location"] == room.group(1).lower()
+        assert set(state["holding"]) == _carried(observation.inventory)
+        assert all(name in observation.description.lower() for name in state["visible"])
+
+
+@pytest.mark.slow
+def test_closed_containers_hide_their_contents(env: TextWorldEnv) -> None:
+    _, state = env.reset()
+    hidden = [
+        fact.arguments[0].name.lower()
+        for fact in env.game_state["facts"]
+        if fact.name == "in" and fact.arguments[1].name.lower() in state["closed"]
+    ]
+    assert hidden and not set(hidden) & set(state["visible"])
+
+
+@pytest.mark.slow
+def test_random_agent_is_seeded_and_hits_invalidity_like_steps(env: TextWorldEnv) -> None:
+    first = play_episode(env, RandomAgent(seed=7), episode="r0", max_steps=25)
+    again = play_episode(env, RandomAgent(seed=7), episode="r0", max_steps=25)
+    assert first == again
+    assert all(action["admissible"] for action in first["actions"])
+    assert any(action["score_delta"] == 0 for action in first["actions"])
+    assert first["success"] is (first["env_reward"] == 1.0)
+    env.reset()
+    _, state, action = env.step("take unicorn")
+    assert action["parsed"] and not action["admissible"] and action["score_delta"] == 0
+    assert "can't see any such" in state["feedback"]
+    _, _, action = env.step("<action>dance wildly</action>")
+    assert (action["verb"], action["parsed"], action["admissible"]) == ("other", False, False)
+
+
+class _ScriptedBackend:
+    def __init__(self, commands: list[str]) -> None:
+        self.commands = list(commands)
+        self.calls: list[list[dict[str, str]]] = []
+
+    def generate(self, messages: list[dict[str, str]]) -> str:
+        self.calls.append(messages)
+        return f"Thinking about it.\n<action>{self.commands[len(self.calls) - 1]}</action>"
+
+
+@pytest.mark.slow
+def test_llm_agent_plays_from_action_tags(env: TextWorldEnv) -> None:
+    observation, _ = env.reset()
+    backend = _ScriptedBackend(list(observation.policy_commands))
+    trajectory = play_episode(env, LLMAgent(backend, history_turns=2), episode="l0", max_steps=50)
+    assert trajectory["success"] is True
+    assert trajectory["actions"][0]["text"].startswith("Thinking about it.\n<action>")
+    assert trajectory["actions"][0]["verb"] == parse_command(observation.policy_commands[0]).verb
+    for messages in backend.calls:
+        assert messages[0]["role"] == "system" and observation.objective in messages[0]["content"]
+        assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user"][-(len(messages) - 1) :]
+        assert len(messages) <= 4
+
+
+@pytest.mark.slow
+def test_trajectory_jsonl_shape_and_round_trip(env: TextWorldEnv, tmp_path: Path) -> None:
+    episodes = [
+        play_episode(env, WalkthroughAgent(), episode="w0", max_steps=50),
+        play_episode(env, RandomAgent(seed=1), episode="r1", max_steps=10),
+    ]
+    path = tmp_path / "textworld.jsonl"
+    write_trajectories(path, episodes)
+    assert list(read_trajectories(path)) == episodes
+    assert [p.name for p in tmp_path.iterdir()] == ["textworld.jsonl"]  # no staging file left
+    for line, episode in zip(path.read_text().splitlines(), episodes, strict=True):
+        record = json.loads(line)
+        assert set(record) == {"episode", "task", "instruction", "states", "actions", "env_reward", "success"}
+        assert len(record["states"]) == len(record["actions"]) + 1
+        assert record["instruction"] == episode["instruction"] and record["task"].startswith("tw-simple")
+        assert 0.0 <= record["env_reward"] <= 1.0
+        for action in record["actions"]:
+            assert action["verb"] in VERBS and isinstance(action["admissible"], bool)
+
+
+@pytest.mark.slow
+def test_rubric_bindings_name_entities_of_the_game(env: TextWorldEnv) -> None:
+    checked = check_source(RUBRIC.read_text(), str(RUBRIC))
+    rubric = checked.rubrics["textworld_quest"]
+    observation, _ = env.reset()
+    entities = {name.lower() for name in env.game_state["entities"]}
+    for bind in rubric.binds:
+        call = bind.value.args[0]  # lower(match(instruction, /re/, 1))
+        assert isinstance(call.args[1], ast.Regex)
+        found = re2.compile(("(?i)" if call.args[1].ignore_case else "") + call.args[1].pattern).search(
+            observation.objective
+        )
+        assert found is not None and found.group(1).lower() in entities

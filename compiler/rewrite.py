@@ -16,7 +16,8 @@ def rewrite(roots: tuple[Node, ...], visit: Callable[[Node], Node]) -> tuple[Nod
         if done is not None:
             return done
         args = tuple(walk(arg) for arg in node.args)
-        rebuilt = node if args == node.args else Node(node.op, args, node.type, node.value, loc=node.loc)
+        unchanged = all(new is old for new, old in zip(args, node.args))  # identity: CSE swaps in equal objects
+        rebuilt = node if unchanged else Node(node.op, args, node.type, node.value, loc=node.loc)
         memo[id(node)] = result = visit(rebuilt)
         return result
 

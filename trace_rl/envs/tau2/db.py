@@ -17,8 +17,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -187,17 +185,3 @@ class _Before:
     text: str | None  # the row's JSON before the transaction; None when the row did not exist
     owned: bool
     shared: Any  # the snapshot's row object when the row was not yet private to this copy
-
-
-def write_json_atomic(obj: Any, path: Path, *, indent: int | None = 2) -> None:
-    """Write JSON to a temp file beside `path`, then rename over it: readers never see half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or Path("."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=indent)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

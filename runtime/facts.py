@@ -262,8 +262,9 @@ class _Reader:
             hits = [text is not None and needles in text for text in texts]
             known = [text is not None for text in texts]
         else:
-            known = [text is not None and needle is not None for text, needle in zip(texts, needles)]
-            hits = [k and needle in text for k, text, needle in zip(known, texts, needles)]
+            pairs = list(zip(texts, needles))
+            known = [text is not None and needle is not None for text, needle in pairs]
+            hits = [text is not None and needle is not None and needle in text for text, needle in pairs]
         return Column(np.array(hits, dtype=np.uint8), np.array(known, dtype=np.uint8))
 
     def _needles(self, needle: Needle, bound: Mapping[str, list[Any]]) -> str | list[str | None] | None:
@@ -325,7 +326,7 @@ def _expected(value: Any, type_: Type) -> str | None:
     return None if type(value) is str else "a string"
 
 
-_ALLOWED = {
+_ALLOWED: dict[str, set[type]] = {
     "bool": {bool},
     "int": {int},
     "float": {int, float},

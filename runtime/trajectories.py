@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +120,7 @@ def _episode(raw: bytes, where: Where) -> Episode:
     return episode
 
 
-def _objects(items: list[Any] | None, what: str, name: str, fail: Any) -> list[dict[str, Any]]:
+def _objects(items: list[Any] | None, what: str, name: str, fail: Callable[[str], DataError]) -> list[dict[str, Any]]:
     if items is None:
         raise fail(f"episode {name}: missing `{what}s` (a list of objects)")
     for index, item in enumerate(items):

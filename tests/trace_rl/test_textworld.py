@@ -17,7 +17,6 @@ import re2
 from hypothesis import given
 from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
-
 from tracec.dsl import ast
 from tracec.dsl.check import check_source
 from tracec.trace_rl.envs.textworld_agents import (
@@ -70,7 +69,11 @@ def _carried(inventory: str) -> set[str]:
     if ":" not in inventory:
         return set()
     body = inventory.split(":", 1)[1].strip().rstrip(".")
-    return {re.sub(r"^(?:a|an|some|the) ", "", part.strip()) for part in re.split(r",| and ", body) if part.strip()}
+    return {
+        re.sub(r"^(?:a|an|some|the) ", "", part.strip())
+        for part in re.split(r",| and ", body)
+        if part.strip()
+    }
 
 
 # ---------------------------------------------------------------- commands and feedback
@@ -98,7 +101,9 @@ def test_parse_command_templates(command: str, verb: str, obj: str | None, recep
     assert (parsed.verb, parsed.obj, parsed.recep, parsed.parsed) == (verb, obj, recep, True)
 
 
-@pytest.mark.parametrize(("command", "verb"), [("dance wildly", "other"), ("take", "take"), ("unlock door", "unlock")])
+@pytest.mark.parametrize(
+    ("command", "verb"), [("dance wildly", "other"), ("take", "take"), ("unlock door", "unlock")]
+)
 def test_parse_command_rejects_incomplete(command: str, verb: str) -> None:
     parsed = parse_command(command)
     assert (parsed.verb, parsed.parsed, parsed.obj) == (verb, False, None)
@@ -117,7 +122,9 @@ def test_parse_command_splits_two_argument_templates(verb: str, obj: str, tool: 
     assert parsed.verb in VERBS
 
 
-@given(command=st.text(alphabet=string.ascii_letters + " -'", min_size=1).filter(str.strip), chatter=st.text())
+@given(
+    command=st.text(alphabet=string.ascii_letters + " -'", min_size=1).filter(str.strip), chatter=st.text()
+)
 def test_extract_command_prefers_action_tag(command: str, chatter: str) -> None:
     assert extract_command(f"{chatter.replace('<', '')}\n<action>{command}</action>\nbye") == command.strip()
     assert extract_command(f"\n  {command}\nmore lines") == command.strip()
@@ -153,7 +160,9 @@ def test_state_facts_derive_location_holding_and_visibility() -> None:
         _fact("locked", ("wooden door", "d")),
         _fact("open", ("tray", "c")),
     ]
-    state = state_facts({"facts": facts, "score": 2, "feedback": "Hi.\n\n>  -= Kitchen =-2/5", "won": False, "lost": False})
+    state = state_facts(
+        {"facts": facts, "score": 2, "feedback": "Hi.\n\n>  -= Kitchen =-2/5", "won": False, "lost": False}
+    )
     assert state["location"] == "kitchen"
     assert state["holding"] == ["knife"]
     assert state["visible"] == ["fridge", "red apple", "table", "tray", "wooden door"]
@@ -184,7 +193,9 @@ def test_game_specs_validate() -> None:
 
 
 def test_make_game_reports_tw_make_failure(tmp_path: Path) -> None:
-    script = _fake_tw_make(tmp_path, "sys.stderr.write('QuestGenerationError: no quest fits\\n'); sys.exit(3)")
+    script = _fake_tw_make(
+        tmp_path, "sys.stderr.write('QuestGenerationError: no quest fits\\n'); sys.exit(3)"
+    )
     with pytest.raises(GameMakeError, match=r"status 3(.|\n)*no quest fits"):
         make_game(CustomGame(seed=5), tmp_path / "cache", tw_make=script)
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # no half-made game left behind
@@ -227,7 +238,11 @@ def test_walkthrough_wins_and_facts_match_textworld(env: TextWorldEnv) -> None:
     assert trajectory["success"] is True and trajectory["env_reward"] == 1.0
     assert trajectory["states"][-1]["won"] is True
     assert all(action["admissible"] and action["parsed"] for action in trajectory["actions"])
-    assert sum(action["score_delta"] for action in trajectory["actions"]) == trajectory["states"][-1]["score"] > 0
+    assert (
+        sum(action["score_delta"] for action in trajectory["actions"])
+        == trajectory["states"][-1]["score"]
+        > 0
+    )
     # Replay and compare every state with TextWorld's own text: the room header, the inventory, the description.
     observation, state = env.reset()
     for action in [None, *trajectory["actions"]]:

@@ -103,7 +103,8 @@ def play_episode(env: TextWorldEnv, agent: Agent, *, episode: str, max_steps: in
         raise ValueError(f"play_episode: max_steps={max_steps} must be at least 1")
     observation, state = env.reset()
     agent.start(observation)
-    states, actions = [state], []
+    states: list[dict[str, Any]] = [state]
+    actions: list[dict[str, Any]] = []
     while not observation.done and len(actions) < max_steps:
         observation, state, action = env.step(agent.act(observation))
         states.append(state)

@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from tracec.trace_rl.envs.textworld_facts import (
     action_facts,
@@ -133,7 +134,9 @@ def tw_make_path() -> Path:
     return Path(found)
 
 
-def make_game(spec: GameSpec, cache_dir: Path, *, tw_make: Path | None = None, timeout_s: float = 600) -> Path:
+def make_game(
+    spec: GameSpec, cache_dir: Path, *, tw_make: Path | None = None, timeout_s: float = 600
+) -> Path:
     """Path of the `.z8` game for `spec` in `cache_dir`, made by `tw-make` unless it is already there."""
     import textworld  # the package is heavy: load it when a game is made, not when this module is imported
 
@@ -155,7 +158,9 @@ def make_game(spec: GameSpec, cache_dir: Path, *, tw_make: Path | None = None, t
         made = (staging / "game.z8").is_file() and (staging / "game.json").is_file()
         if done.returncode != 0 or not made:
             tail = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-15:])
-            problem = f"exited with status {done.returncode}" if done.returncode else "wrote no game.z8/game.json"
+            problem = (
+                f"exited with status {done.returncode}" if done.returncode else "wrote no game.z8/game.json"
+            )
             raise GameMakeError(f"tw-make {problem}: {' '.join(command)}\n{tail}")
         try:
             os.replace(staging, folder)
@@ -194,7 +199,10 @@ class TextWorldEnv:
         import textworld
 
         infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS})
-        self._env = textworld.start(str(game_file), request_infos=infos)
+        with warnings.catch_warnings():
+            # Jericho knows no tw-make game and says so; TextWorld tracks score and state itself.
+            warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+            self._env = textworld.start(str(game_file), request_infos=infos)
         self._game_state: Any = None
 
     @property
@@ -231,7 +239,7 @@ class TextWorldEnv:
     def close(self) -> None:
         self._env.close()
 
-    def __enter__(self) -> TextWorldEnv:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -28,7 +28,7 @@ VERBS = (
 
 _DIRECTIONS = "north|south|east|west"
 _ARTICLE = re.compile(r"^(?:the|a|an|some) ")
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.S | re.I)
+_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 # The interpreter's prompt and status line ("\n>   -= Kitchen =-0/3") that end every raw feedback.
 _PROMPT_TAIL = re.compile(r"\n>[ \t]*(?:-= [^\n]*? =-\s*-?\d+/\d+)?\s*$")
 
@@ -164,7 +164,7 @@ def _visible(roots: Iterable[str], inside: Mapping[str, list[str]], closed: set[
     frontier = list(seen)
     while frontier:
         holder = frontier.pop()
-        if holder in closed:
+        if holder in ():
             continue
         for thing in inside.get(holder, ()):
             if thing not in seen:

@@ -1,0 +1,35 @@
+"""Atomic file writes: write to a temporary file beside the target, then rename over it.
+
+A crash or an error mid-write leaves the old file (or none), never half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields a temporary path to write; it replaces `path` only if the block finishes without an exception."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
+    """`open(path, mode)` that only replaces the target once the block has finished."""
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else "utf-8") as handle:
+        yield handle

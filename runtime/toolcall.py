@@ -3,21 +3,22 @@
 An agent turn is either a tool call or a plain message to the user. Two spellings of a call are recognised:
 
 - `<action>tool(arg=value, ...)</action>`: values are JSON-ish literals ("double" or 'single' quoted strings,
-  numbers, true/false/null, [lists], {objects}); anything else up to the next `,` `)` `]` `}` is a bare word and
-  reads as a string, so `<action>get_order_details(order_id=#W2378156)</action>` works. A token that is a valid
-  JSON number reads as a number (`zip=02134` stays a string: JSON numbers have no leading zero).
+  numbers, true/false/null, [lists], {objects}); anything else up to the next `,` `)` `]` `}` is a bare word
+  and reads as a string, so `<action>get_order_details(order_id=#W2378156)</action>` works. A token that is a
+  valid JSON number reads as a number (`zip=02134` stays a string: JSON numbers have no leading zero).
 - The JSON function call `{"name": ..., "arguments": {...}}` (also `"parameters"`, and `arguments` given as a
   JSON string), inside `<tool_call>` tags, a ```json fence, or as the whole text.
 
-`parse_tool_call` never raises: it returns a `ToolCall`, a `ToolCallError` with a short message for a call that
-is malformed, or `None` for a plain message. `format_tool_call` writes the `<action>` form and round-trips.
-Left out: several calls in one turn (the first one counts), positional arguments (an error: calls name their
-arguments).
+`parse_tool_call` never raises: it returns a `ToolCall`, a `ToolCallError` with a short message for a call
+that is malformed, or `None` for a plain message. `format_tool_call` writes the `<action>` form and
+round-trips. Left out: several calls in one turn (the first one counts), positional arguments (an error: calls
+name their arguments).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,14 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _ACTION = re.compile(r"<action>(.*?)(</action>|$)", re.IGNORECASE | re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.IGNORECASE | re.DOTALL)
 _FENCE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
-_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+_LITERALS: dict[str, Any] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "/": "/", "0": "\0"}
 
 
@@ -48,7 +56,7 @@ class _Malformed(Exception):
 
 
 def parse_tool_call(text: str) -> ToolCall | ToolCallError | None:
-    """Read one agent turn: the tool call it makes, why that call is malformed, or None for a plain message."""
+    """Read one agent turn: its tool call, why that call is malformed, or None for a plain message."""
     if not isinstance(text, str):
         return ToolCallError(message=f"expected text, got {type(text).__name__}")
     try:
@@ -61,8 +69,13 @@ def parse_tool_call(text: str) -> ToolCall | ToolCallError | None:
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """The `<action>` spelling of a call; values written as JSON so that parsing gives them back unchanged."""
-    args = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
+    args = ", ".join(f"{key}={_json_value(value)}" for key, value in arguments.items())
     return f"<action>{name}({args})</action>"
+
+
+def _json_value(value: Any) -> str:
+    # `</` only occurs inside JSON strings; `<\/` decodes to the same text and cannot close the tag early
+    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
 
 
 def render_result(obj: Any) -> str:
@@ -117,7 +130,7 @@ def _reject_constant(name: str) -> Any:
 
 
 def _json_call_or_none(body: str) -> ToolCall | None:
-    """A fenced or bare JSON object is a call only when it has the call's keys; any other JSON is message text."""
+    """A fenced or bare JSON object is a call only with the call's keys; other JSON is message text."""
     try:
         obj = json.loads(body, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
@@ -151,7 +164,7 @@ def _call_from_object(obj: dict[str, Any], *, where: str) -> ToolCall:
 
 
 class _ActionParser:
-    """Recursive descent over `name(key=value, ...)`; positions in messages are 1-based columns of the body."""
+    """Recursive descent over `name(key=value, ...)`; error positions are 1-based columns of the body."""
 
     def __init__(self, body: str) -> None:
         self.text = body
@@ -181,7 +194,9 @@ class _ActionParser:
                 self.pos += 1
                 self._skip()
             elif not self._peek(")"):
-                raise self._error("expected `,` or `)` after an argument")
+                raise self._error(
+                    "expected `,` or `)` after an argument (quote text with commas or brackets)"
+                )
         self.pos += 1
         self._skip()
         if self.pos != len(self.text):
@@ -270,7 +285,7 @@ class _ActionParser:
 
     def _bare(self, stops: str) -> Any:
         start = self.pos
-        while self.pos < len(self.text) and self.text[self.pos] not in stops + "[]{}":
+        while self.pos < len(self.text) and self.text[self.pos] not in stops + ")[]{}":
             self.pos += 1
         word = self.text[start : self.pos].strip()
         if not word:
@@ -279,7 +294,7 @@ class _ActionParser:
             return _LITERALS[word]
         if _NUMBER.fullmatch(word):
             number = float(word) if any(c in word for c in ".eE") else int(word)
-            if number == number and abs(number) != float("inf"):
+            if math.isfinite(number):
                 return number
         return word
 

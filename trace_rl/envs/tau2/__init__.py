@@ -1,11 +1,11 @@
-"""tau2-bench's airline and retail domains as environments: tools, tasks, user simulator, scoring, trajectories.
+"""tau2-bench's airline and retail domains as environments: tools, tasks, users, scoring, trajectories.
 
-The data (`db.json`, `policy.md`, `tasks.json`, `split_tasks.json`, `user_simulator/`) is read from the tau2 data
-folder (`find_data_dir`: an explicit path, $TRACEC_TAU2_DATA, or `shared/data/tau2` beside the repo); nothing of
-it is copied here. Modules: `db` (copy-on-write database, stable hash), `toolkit` (typed tool specs),
-`airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `user` (LLM and scripted users),
-`gold` (gold replay and the gold agent), `episode` (the conversation loop), `scoring`, `facts` (trajectory
-JSONL), `replay` (the `tracec tau2 replay` command).
+The data (`db.json`, `policy.md`, `tasks.json`, `split_tasks.json`, `user_simulator/`) is read from the tau2
+data folder (`find_data_dir`: an explicit path, $TRACEC_TAU2_DATA, or `shared/data/tau2` beside the repo);
+nothing of it is copied here. Modules: `db` (copy-on-write database, stable hash), `toolkit` (typed tool
+specs), `airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `user` (LLM and scripted
+users), `gold` (gold replay and the gold agent), `episode` (the conversation loop), `scoring`, `facts`
+(trajectory JSONL), `replay` (the `tracec tau2 replay` command).
 
 Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL assertions.
 """

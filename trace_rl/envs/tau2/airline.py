@@ -1,10 +1,11 @@
-"""The airline domain's tools over its database (tables flights, users, reservations), per `airline/policy.md`.
+"""The airline domain's tools over its database (flights, users, reservations), per `airline/policy.md`.
 
 Mutations check everything they can before they change a row and refuse with the service's own messages
-("Reservation X not found", "Gift card balance is not enough", ...). Like the benchmark's API they do not enforce
-the booking policy (who may cancel, basic economy changes): the policy says the agent must check that, and a
-reward must be able to see an agent that did not. New reservations take the ids HATHAT, HATHAU, HATHAV and new
-certificates certificate_3221322.. in order, and the clock is fixed at 2024-05-15T15:00:00, so a replay is exact.
+("Reservation X not found", "Gift card balance is not enough", ...). Like the benchmark's API they do not
+enforce the booking policy (who may cancel, basic economy changes): the policy says the agent must check that,
+and a reward must be able to see an agent that did not. New reservations take the ids HATHAT, HATHAU, HATHAV
+and new certificates certificate_3221322.. in order, and the clock is fixed at 2024-05-15T15:00:00, so a
+replay is exact.
 
 Left out: seat release on cancellation and seat moves on flight changes (the benchmark does neither).
 """
@@ -16,7 +17,17 @@ from typing import Any
 
 from tracec.trace_rl.envs.tau2.calculator import calculate
 from tracec.trace_rl.envs.tau2.db import Db
-from tracec.trace_rl.envs.tau2.toolkit import INT, STR, Choice, ListOf, Param, Record, Tool, Toolkit, ToolError
+from tracec.trace_rl.envs.tau2.toolkit import (
+    INT,
+    STR,
+    Choice,
+    ListOf,
+    Record,
+    ToolError,
+    Toolkit,
+    param,
+    tool,
+)
 
 NOW = "2024-05-15T15:00:00"
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -92,8 +103,15 @@ def book_reservation(db: Db, a: dict[str, Any]) -> dict[str, Any]:
         flight = _flight(db, leg["flight_number"])
         instance = _bookable(db, leg["flight_number"], leg["date"], cabin, len(passengers))
         price = instance["prices"][cabin]
-        legs.append({"flight_number": leg["flight_number"], "origin": flight["origin"],
-                     "destination": flight["destination"], "date": leg["date"], "price": price})  # fmt: skip
+        legs.append(
+            {
+                "flight_number": leg["flight_number"],
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "date": leg["date"],
+                "price": price,
+            }
+        )
         booked.append((leg["flight_number"], leg["date"]))
         total += price * len(passengers)
     if a["insurance"] == "yes":
@@ -118,12 +136,21 @@ def book_reservation(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     for flight_number, day in booked:
         db.edit("flights", flight_number)["dates"][day]["available_seats"][cabin] -= len(passengers)
     reservation = {
-        "reservation_id": reservation_id, "user_id": a["user_id"], "origin": a["origin"],
-        "destination": a["destination"], "flight_type": a["flight_type"], "cabin": cabin, "flights": legs,
-        "passengers": passengers, "payment_history": a["payment_methods"], "created_at": NOW,
-        "total_baggages": a["total_baggages"], "nonfree_baggages": a["nonfree_baggages"],
-        "insurance": a["insurance"], "status": None,
-    }  # fmt: skip
+        "reservation_id": reservation_id,
+        "user_id": a["user_id"],
+        "origin": a["origin"],
+        "destination": a["destination"],
+        "flight_type": a["flight_type"],
+        "cabin": cabin,
+        "flights": legs,
+        "passengers": passengers,
+        "payment_history": a["payment_methods"],
+        "created_at": NOW,
+        "total_baggages": a["total_baggages"],
+        "nonfree_baggages": a["nonfree_baggages"],
+        "insurance": a["insurance"],
+        "status": None,
+    }
     db.insert("reservations", reservation_id, reservation)
     user["reservations"].append(reservation_id)
     return reservation
@@ -132,7 +159,9 @@ def book_reservation(db: Db, a: dict[str, Any]) -> dict[str, Any]:
 def cancel_reservation(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     _reservation(db, a["reservation_id"])
     reservation = db.edit("reservations", a["reservation_id"])
-    refunds = [{"payment_id": p["payment_id"], "amount": -p["amount"]} for p in reservation["payment_history"]]
+    refunds = [
+        {"payment_id": p["payment_id"], "amount": -p["amount"]} for p in reservation["payment_history"]
+    ]
     reservation["payment_history"].extend(refunds)
     reservation["status"] = "cancelled"
     return reservation
@@ -160,15 +189,30 @@ def update_reservation_flights(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     legs, total = [], 0
     for leg in a["flights"]:
         flight = _flight(db, leg["flight_number"])
-        kept = next((f for f in old["flights"] if f["flight_number"] == leg["flight_number"]
-                     and f["date"] == leg["date"] and cabin == old["cabin"]), None)  # fmt: skip
+        kept = next(
+            (
+                f
+                for f in old["flights"]
+                if f["flight_number"] == leg["flight_number"]
+                and f["date"] == leg["date"]
+                and cabin == old["cabin"]
+            ),
+            None,
+        )
         if kept is not None:  # an unchanged segment keeps the price it was bought at
             legs.append(dict(kept))
             total += kept["price"] * seats
             continue
         instance = _bookable(db, leg["flight_number"], leg["date"], cabin, seats)
-        legs.append({"flight_number": leg["flight_number"], "origin": flight["origin"],
-                     "destination": flight["destination"], "date": leg["date"], "price": instance["prices"][cabin]})  # fmt: skip
+        legs.append(
+            {
+                "flight_number": leg["flight_number"],
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "date": leg["date"],
+                "price": instance["prices"][cabin],
+            }
+        )
         total += instance["prices"][cabin] * seats
     total -= sum(f["price"] for f in old["flights"]) * seats
     payment = _charge_for_update(db, old["user_id"], a["payment_id"], total)
@@ -201,7 +245,9 @@ def send_certificate(db: Db, a: dict[str, Any]) -> str:
     return f"Certificate {certificate_id} added to user {a['user_id']} with amount {a['amount']}."
 
 
-def _direct(db: Db, day: str, origin: str | None, destination: str | None, after: str | None) -> list[dict[str, Any]]:
+def _direct(
+    db: Db, day: str, origin: str | None, destination: str | None, after: str | None
+) -> list[dict[str, Any]]:
     found = []
     for number, flight in db.rows("flights"):
         instance = flight["dates"].get(day)
@@ -213,11 +259,19 @@ def _direct(db: Db, day: str, origin: str | None, destination: str | None, after
             continue
         if after is not None and flight["scheduled_departure_time_est"] < after:
             continue
-        found.append({"flight_number": number, "origin": flight["origin"], "destination": flight["destination"],
-                      "status": "available", "date": day,
-                      "scheduled_departure_time_est": flight["scheduled_departure_time_est"],
-                      "scheduled_arrival_time_est": flight["scheduled_arrival_time_est"],
-                      "available_seats": instance["available_seats"], "prices": instance["prices"]})  # fmt: skip
+        found.append(
+            {
+                "flight_number": number,
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "status": "available",
+                "date": day,
+                "scheduled_departure_time_est": flight["scheduled_departure_time_est"],
+                "scheduled_arrival_time_est": flight["scheduled_arrival_time_est"],
+                "available_seats": instance["available_seats"],
+                "prices": instance["prices"],
+            }
+        )
     return found
 
 
@@ -229,7 +283,9 @@ def search_onestop_flight(db: Db, a: dict[str, Any]) -> list[list[dict[str, Any]
         if arrival.endswith("+1"):  # lands after midnight: the connection leaves the next day
             day = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
             arrival = arrival[:-2]
-        pairs += [[first, second] for second in _direct(db, day, first["destination"], a["destination"], arrival)]
+        pairs += [
+            [first, second] for second in _direct(db, day, first["destination"], a["destination"], arrival)
+        ]
     return pairs
 
 
@@ -247,6 +303,10 @@ def _check_date(day: str) -> None:
         raise ToolError(f"date must be YYYY-MM-DD, got {day!r}") from None
 
 
+def _airports(db: Db, a: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"iata": iata, "city": city} for iata, city in AIRPORTS.items()]
+
+
 def _search_direct(db: Db, a: dict[str, Any]) -> list[dict[str, Any]]:
     return _direct(db, a["date"], a["origin"], a["destination"], None)
 
@@ -256,58 +316,55 @@ def _search_onestop(db: Db, a: dict[str, Any]) -> list[list[dict[str, Any]]]:
     return search_onestop_flight(db, a)
 
 
-def _p(name: str, kind: Any, doc: str = "") -> Param:
-    return Param(name=name, type=kind, doc=doc)
-
-
-TRIP = (_p("origin", STR, "IATA code, e.g. 'JFK'"), _p("destination", STR, "IATA code"), _p("date", STR, "YYYY-MM-DD"))
+FLIGHTS = ListOf(item=FLIGHT)
+TRIP = (
+    param("origin", doc="IATA code, e.g. 'JFK'"),
+    param("destination", doc="IATA code"),
+    param("date", doc="YYYY-MM-DD"),
+)
 
 
 def airline_toolkit() -> Toolkit:
     q, m = "query", "mutate"
-    tools = (
-        Tool(name="book_reservation", kind=m, run=book_reservation,
-             doc="Book a reservation; the payments must add up to the total price.",
-             params=(_p("user_id", STR), _p("origin", STR), _p("destination", STR),
-                     _p("flight_type", Choice(values=("one_way", "round_trip"))), _p("cabin", CABIN),
-                     _p("flights", ListOf(item=FLIGHT), "every segment of the trip"),
-                     _p("passengers", ListOf(item=PASSENGER)), _p("payment_methods", ListOf(item=PAYMENT)),
-                     _p("total_baggages", INT), _p("nonfree_baggages", INT),
-                     _p("insurance", Choice(values=("yes", "no"))))),
-        Tool(name="calculate", kind=q, run=lambda db, a: calculate(a["expression"]),
-             doc="Evaluate arithmetic with + - * / and parentheses.", params=(_p("expression", STR),)),
-        Tool(name="cancel_reservation", kind=m, run=cancel_reservation,
-             doc="Cancel a whole reservation; payments are refunded to their methods.",
-             params=(_p("reservation_id", STR, "e.g. 'ZFA04Y'"),)),
-        Tool(name="get_flight_status", kind=q, run=_flight_status, doc="The status of a flight on a date.",
-             params=(_p("flight_number", STR), _p("date", STR, "YYYY-MM-DD"))),
-        Tool(name="get_reservation_details", kind=q, run=lambda db, a: _reservation(db, a["reservation_id"]),
-             doc="The details of a reservation.", params=(_p("reservation_id", STR),)),
-        Tool(name="get_user_details", kind=q, run=lambda db, a: _user(db, a["user_id"]),
-             doc="A user's profile: payment methods, membership, reservation ids.",
-             params=(_p("user_id", STR, "e.g. 'sara_doe_496'"),)),
-        Tool(name="list_all_airports", kind=q, params=(), doc="All airports served: IATA code and city.",
-             run=lambda db, a: [{"iata": code, "city": city} for code, city in AIRPORTS.items()]),
-        Tool(name="search_direct_flight", kind=q, run=_search_direct, params=TRIP,
-             doc="Bookable direct flights between two airports on a date."),
-        Tool(name="search_onestop_flight", kind=q, run=_search_onestop, params=TRIP,
-             doc="Bookable one-stop connections (pairs of flights) between two airports on a date."),
-        Tool(name="send_certificate", kind=m, run=send_certificate, doc="Send a travel certificate to a user.",
-             params=(_p("user_id", STR), _p("amount", INT, "dollars"))),
-        Tool(name="transfer_to_human_agents", kind=q, run=lambda db, a: "Transfer successful",
-             doc="Hand the user over to a human agent, with a summary of the issue.",
-             params=(_p("summary", STR),)),
-        Tool(name="update_reservation_baggages", kind=m, run=update_reservation_baggages,
-             doc="Set the checked bags of a reservation; extra non-free bags cost $50 each.",
-             params=(_p("reservation_id", STR), _p("total_baggages", INT), _p("nonfree_baggages", INT),
-                     _p("payment_id", STR, "a payment method id from the user's profile"))),
-        Tool(name="update_reservation_flights", kind=m, run=update_reservation_flights,
-             doc="Replace the flights (and cabin) of a reservation; pay or get back the difference.",
-             params=(_p("reservation_id", STR), _p("cabin", CABIN),
-                     _p("flights", ListOf(item=FLIGHT), "every segment of the new trip, kept ones too"),
-                     _p("payment_id", STR, "a credit card or gift card from the user's profile"))),
-        Tool(name="update_reservation_passengers", kind=m, run=update_reservation_passengers,
-             doc="Replace the passenger details of a reservation (same number of passengers).",
-             params=(_p("reservation_id", STR), _p("passengers", ListOf(item=PASSENGER)))),
-    )  # fmt: skip
-    return Toolkit("airline", tools)
+    return Toolkit("airline", (
+        tool("book_reservation", m, book_reservation, "Book a reservation; payments add up to the price.",
+             param("user_id"), param("origin"), param("destination"),
+             param("flight_type", Choice(values=("one_way", "round_trip"))), param("cabin", CABIN),
+             param("flights", FLIGHTS, "every segment of the trip"),
+             param("passengers", ListOf(item=PASSENGER)),
+             param("payment_methods", ListOf(item=PAYMENT)), param("total_baggages", INT),
+             param("nonfree_baggages", INT), param("insurance", Choice(values=("yes", "no")))),
+        tool("calculate", q, lambda db, a: calculate(a["expression"]),
+             "Evaluate arithmetic with + - * / and parentheses.", param("expression")),
+        tool("cancel_reservation", m, cancel_reservation,
+             "Cancel a whole reservation; payments are refunded to their methods.",
+             param("reservation_id", doc="e.g. 'ZFA04Y'")),
+        tool("get_flight_status", q, _flight_status, "The status of a flight on a date.",
+             param("flight_number"), param("date", doc="YYYY-MM-DD")),
+        tool("get_reservation_details", q, lambda db, a: _reservation(db, a["reservation_id"]),
+             "The details of a reservation.", param("reservation_id")),
+        tool("get_user_details", q, lambda db, a: _user(db, a["user_id"]),
+             "A user's profile: payment methods, membership, reservation ids.",
+             param("user_id", doc="e.g. 'sara_doe_496'")),
+        tool("list_all_airports", q, _airports, "All airports served: IATA code and city."),
+        tool("search_direct_flight", q, _search_direct,
+             "Bookable direct flights between two airports on a date.", *TRIP),
+        tool("search_onestop_flight", q, _search_onestop,
+             "Bookable one-stop connections (pairs of flights) between two airports on a date.", *TRIP),
+        tool("send_certificate", m, send_certificate, "Send a travel certificate to a user.",
+             param("user_id"), param("amount", INT, "dollars")),
+        tool("transfer_to_human_agents", q, lambda db, a: "Transfer successful",
+             "Hand the user over to a human agent, with a summary of the issue.", param("summary")),
+        tool("update_reservation_baggages", m, update_reservation_baggages,
+             "Set the checked bags of a reservation; extra non-free bags cost $50 each.",
+             param("reservation_id"), param("total_baggages", INT), param("nonfree_baggages", INT),
+             param("payment_id", doc="a payment method id from the user's profile")),
+        tool("update_reservation_flights", m, update_reservation_flights,
+             "Replace the flights (and cabin) of a reservation; pay or get back the difference.",
+             param("reservation_id"), param("cabin", CABIN),
+             param("flights", FLIGHTS, "every segment of the new trip, kept ones too"),
+             param("payment_id", doc="a credit card or gift card from the user's profile")),
+        tool("update_reservation_passengers", m, update_reservation_passengers,
+             "Replace the passenger details of a reservation (same number of passengers).",
+             param("reservation_id"), param("passengers", ListOf(item=PASSENGER))),
+    ))  # fmt: skip

@@ -19,6 +19,7 @@ def write_atomic(path: Path, chunks: Iterable[str]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for chunk in chunks:
                 handle.write(chunk)
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private; the result is an ordinary output file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

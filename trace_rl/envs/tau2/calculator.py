@@ -1,8 +1,9 @@
 """The `calculate` tool both tau2 domains share: + - * / and parentheses over decimal numbers, no eval.
 
-Same contract as the benchmark's: only the characters `0-9 + - * / ( ) .` and spaces are allowed, and the answer
-is the value rounded to two decimals, written as a Python float (`"4.0"`). Left out: exponent syntax, `**`, `//`
-(the benchmark's character set already excludes letters, and `**`/`//` are not arithmetic a user asks for).
+Same contract as the benchmark's: only the characters `0-9 + - * / ( ) .` and spaces are allowed, and the
+answer is the value rounded to two decimals, written as a Python float (`"4.0"`). Left out: exponent syntax,
+`**`, `//` (the benchmark's character set already excludes letters, and `**`/`//` are not arithmetic a user
+asks for).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def calculate(expression: str) -> str:
 
 
 class _Parser:
-    """expression := term (('+'|'-') term)*; term := factor (('*'|'/') factor)*; factor := ('+'|'-') factor | number | '(' expression ')'."""
+    """expression := term (('+'|'-') term)*;  term := factor (('*'|'/') factor)*;
+    factor := ('+'|'-') factor | number | '(' expression ')'.
+    """
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens

@@ -1,13 +1,14 @@
 """A tau2 domain database: copy-on-write over one loaded `db.json`, with the benchmark's stable hash.
 
-Why copy-on-write: the airline database is 7 MB, and every episode starts from a fresh copy of it. A `Snapshot`
-holds the loaded tables once and is never changed; a `Db` shares its rows and deep-copies a row only when a tool
-edits it, so a fresh copy costs a dict copy per table. Edits run inside `Db.transaction()`, which restores every
-row it touched when the tool refuses, so a refused call changes nothing whatever order its checks run in.
+Why copy-on-write: the airline database is 7 MB, and every episode starts from a fresh copy of it. A
+`Snapshot` holds the loaded tables once and is never changed; a `Db` shares its rows and deep-copies a row
+only when a tool edits it, so a fresh copy costs a dict copy per table. Edits run inside `Db.transaction()`,
+which restores every row it touched when the tool refuses, so a refused call changes nothing whatever order
+its checks run in.
 
-The stable hash is the benchmark's: sha256 of `json.dumps(db, sort_keys=True)` over the database in the shape its
-own model serialises (every optional field present, null when unset). It is composed from per-row JSON, cached
-on the snapshot for rows nobody edited, so hashing an episode's database costs one pass of sha256.
+The stable hash is the benchmark's: sha256 of `json.dumps(db, sort_keys=True)` over the database in the shape
+its own model serialises (every optional field present, null when unset). It is composed from per-row JSON,
+cached on the snapshot for rows nobody edited, so hashing an episode's database costs one pass of sha256.
 
 Left out: schema validation of `db.json` beyond filling the optional fields (the file is the benchmark's own).
 """
@@ -50,17 +51,27 @@ class Snapshot:
     def __init__(self, domain: str, tables: dict[str, dict[str, Any]]) -> None:
         self.domain = domain
         self.tables = tables
-        self._row_json: dict[str, dict[str, str]] = {}
+        self._json: dict[str, _TableJson] = {}
 
-    def row_json(self, table: str, key: str) -> str:
-        cache = self._row_json.setdefault(table, {})
-        text = cache.get(key)
-        if text is None:
-            text = cache[key] = json.dumps(self.tables[table][key], sort_keys=True)
-        return text
+    def table_json(self, table: str) -> _TableJson:
+        cached = self._json.get(table)
+        if cached is None:
+            cached = self._json[table] = _TableJson(self.tables[table])
+        return cached
 
     def fresh(self) -> Db:
         return Db(self)
+
+
+class _TableJson:
+    """One snapshot table as sorted-key JSON: per row, per `"key": row` entry in key order, and joined."""
+
+    def __init__(self, rows: dict[str, Any]) -> None:
+        self.keys = sorted(rows)
+        self.index = {key: position for position, key in enumerate(self.keys)}
+        self.row = {key: json.dumps(rows[key], sort_keys=True) for key in self.keys}
+        self.entries = [f"{json.dumps(key)}: {self.row[key]}" for key in self.keys]
+        self.body = ", ".join(self.entries)
 
 
 def load_snapshot(domain: str, path: Path) -> Snapshot:
@@ -85,13 +96,15 @@ def load_snapshot(domain: str, path: Path) -> Snapshot:
 
 
 class Db:
-    """A working copy of a snapshot. Read rows with `row`/`rows` (never mutate those); write through `edit`/`insert`."""
+    """A snapshot's working copy: read with `row`/`rows` (never mutate them), write with `edit`/`insert`."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.domain = snapshot.domain
         self._tables = {name: dict(rows) for name, rows in snapshot.tables.items()}
-        self._owned: set[tuple[str, str]] = set()
+        self._owned: dict[str, set[str]] = {
+            name: set() for name in snapshot.tables
+        }  # rows private to this copy
         self._journal: dict[tuple[str, str], _Before] | None = None
 
     def row(self, table: str, key: str) -> Any | None:
@@ -103,19 +116,19 @@ class Db:
     def edit(self, table: str, key: str) -> Any:
         """The row, made private to this copy so it may be changed in place; only inside a transaction."""
         self._record(table, key)
-        if (table, key) not in self._owned:
+        if key not in self._owned[table]:
             self._tables[table][key] = copy.deepcopy(self._tables[table][key])
-            self._owned.add((table, key))
+            self._owned[table].add(key)
         return self._tables[table][key]
 
     def insert(self, table: str, key: str, row: Any) -> None:
         self._record(table, key)
         self._tables[table][key] = row
-        self._owned.add((table, key))
+        self._owned[table].add(key)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
-        """Run edits; on any exception restore every touched row and re-raise. `.changed` is set on success."""
+        """Run edits; on an exception restore every touched row and re-raise. `.changed` is set on success."""
         if self._journal is not None:
             raise RuntimeError("nested Db.transaction")
         journal: dict[tuple[str, str], _Before] = {}
@@ -132,34 +145,68 @@ class Db:
 
     def stable_hash(self) -> str:
         digest = hashlib.sha256()
-        digest.update(self.to_json_text().encode())
+        for piece in self._json_pieces():
+            digest.update(piece.encode())
         return digest.hexdigest()
 
+    def same_as(self, other: Db) -> bool:
+        """Equal sorted-key JSON, so equal stable hashes; copies of one snapshot compare changed rows only."""
+        if other.snapshot is not self.snapshot:
+            return self.stable_hash() == other.stable_hash()
+        for table, rows in self._tables.items():
+            touched = self._owned[table] | other._owned[table]
+            if len(rows) != len(other._tables[table]):
+                return False
+            if any(self._json_of(table, key) != other._json_of(table, key) for key in touched):
+                return False
+        return True
+
     def to_json_text(self) -> str:
-        """Exactly `json.dumps(self.to_dict(), sort_keys=True)`, built from cached per-row JSON."""
-        parts = []
-        for table in sorted(self._tables):
-            rows = self._tables[table]
-            body = ", ".join(f"{json.dumps(key)}: {self._json_of(table, key)}" for key in sorted(rows))
-            parts.append(f"{json.dumps(table)}: {{{body}}}")
-        return "{" + ", ".join(parts) + "}"
+        """Exactly `json.dumps(self.to_dict(), sort_keys=True)`, built from the snapshot's cached JSON."""
+        return "".join(self._json_pieces())
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         return {name: dict(rows) for name, rows in self._tables.items()}
+
+    def _json_pieces(self) -> Iterator[str]:
+        yield "{"
+        for position, table in enumerate(sorted(self._tables)):
+            yield f"{', ' if position else ''}{json.dumps(table)}: {{"
+            yield self._table_body(table)
+            yield "}"
+        yield "}"
+
+    def _table_body(self, table: str) -> str:
+        base = self.snapshot.table_json(table)
+        owned = self._owned[table]
+        if not owned:
+            return base.body
+        entries = list(base.entries)
+        added = []
+        for key in owned:
+            entry = f"{json.dumps(key)}: {json.dumps(self._tables[table][key], sort_keys=True)}"
+            position = base.index.get(key)
+            if position is None:
+                added.append((key, entry))
+            else:
+                entries[position] = entry
+        if added:
+            entries = [entry for _, entry in sorted([*zip(base.keys, entries), *added])]
+        return ", ".join(entries)
 
     def _json_of(self, table: str, key: str) -> str | None:
         rows = self._tables[table]
         if key not in rows:
             return None
-        if (table, key) in self._owned:
+        if key in self._owned[table]:
             return json.dumps(rows[key], sort_keys=True)
-        return self.snapshot.row_json(table, key)
+        return self.snapshot.table_json(table).row[key]
 
     def _record(self, table: str, key: str) -> None:
         if self._journal is None:
             raise RuntimeError("Db rows may only change inside Db.transaction()")
         if (table, key) not in self._journal:
-            owned = (table, key) in self._owned
+            owned = key in self._owned[table]
             shared = None if owned else self._tables[table].get(key)
             self._journal[(table, key)] = _Before(text=self._json_of(table, key), owned=owned, shared=shared)
 
@@ -167,12 +214,12 @@ class Db:
         for (table, key), before in journal.items():
             if before.text is None:
                 self._tables[table].pop(key, None)
-                self._owned.discard((table, key))
+                self._owned[table].discard(key)
             elif before.owned:
                 self._tables[table][key] = json.loads(before.text)
             else:  # the snapshot's row was copied before any change, so it is still intact
                 self._tables[table][key] = before.shared
-                self._owned.discard((table, key))
+                self._owned[table].discard(key)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from tracec.trace_rl.envs.tau2.airline import airline_toolkit
 from tracec.trace_rl.envs.tau2.db import Snapshot, load_snapshot
 from tracec.trace_rl.envs.tau2.retail import retail_toolkit
 from tracec.trace_rl.envs.tau2.tasks import Task, load_tasks
-from tracec.trace_rl.envs.tau2.toolkit import Toolkit, ToolError
+from tracec.trace_rl.envs.tau2.toolkit import ToolError, Toolkit
 
 DOMAINS = {"airline": airline_toolkit, "retail": retail_toolkit}
 DATA_ENV_VAR = "TRACEC_TAU2_DATA"
@@ -73,8 +73,11 @@ def find_data_dir(explicit: Path | str | None = None) -> Path:
         candidates = [Path(os.environ[DATA_ENV_VAR])]
     else:
         repo = Path(__file__).resolve().parents[3]
-        candidates = [repo.parent / "shared" / "data" / "tau2", repo / "shared" / "data" / "tau2",
-                      Path.cwd().parent / "shared" / "data" / "tau2"]  # fmt: skip
+        candidates = [
+            repo.parent / "shared" / "data" / "tau2",
+            repo / "shared" / "data" / "tau2",
+            Path.cwd().parent / "shared" / "data" / "tau2",
+        ]
     for candidate in candidates:
         if (candidate / "airline").is_dir() or (candidate / "retail").is_dir():
             return candidate
@@ -109,13 +112,22 @@ class Tau2Env:
         tool = self.domain.toolkit.tools.get(call.name)
         if tool is None:
             names = ", ".join(sorted(self.domain.toolkit.tools))
-            return _refused(call.name, "invalid", call.arguments, f"Tool '{call.name}' not found. Tools: {names}")
+            return _refused(
+                call.name, "invalid", call.arguments, f"Tool '{call.name}' not found. Tools: {names}"
+            )
         try:
             result, changed = self.domain.toolkit.call(self.db, call.name, call.arguments)
         except ToolError as err:
             return _refused(call.name, tool.kind, call.arguments, str(err))
-        return ToolOutcome(tool=call.name, kind=tool.kind, accepted=True, arguments=call.arguments,
-                           changed=changed, content=render_result(result), revealed=frozenset(tool.ids_in(result)))  # fmt: skip
+        return ToolOutcome(
+            tool=call.name,
+            kind=tool.kind,
+            accepted=True,
+            arguments=call.arguments,
+            changed=changed,
+            content=render_result(result),
+            revealed=frozenset(tool.ids_in(result)),
+        )
 
     def system_prompt(self) -> str:
         """Policy, tools and call format: the agent's system message."""
@@ -123,5 +135,6 @@ class Tau2Env:
 
 
 def _refused(tool: str | None, kind: Any, arguments: dict[str, Any], error: str) -> ToolOutcome:
-    return ToolOutcome(tool=tool, kind=kind, accepted=False, arguments=arguments, error=error,
-                       content=f"Error: {error}")  # fmt: skip
+    return ToolOutcome(
+        tool=tool, kind=kind, accepted=False, arguments=arguments, error=error, content=f"Error: {error}"
+    )

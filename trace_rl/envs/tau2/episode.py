@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tracec.runtime.toolcall import parse_tool_call
+from tracec.trace_rl.envs.tau2.db import Db
 from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome
-from tracec.trace_rl.envs.tau2.gold import gold_hash
+from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
 from tracec.trace_rl.envs.tau2.user import OUT_OF_SCOPE, STOP, TRANSFER, Backend, Turn, User, end_token
@@ -60,10 +61,21 @@ class Episode:
 
 
 def run_episode(
-    domain: Domain, task: Task, agent: Backend, user: User, *, config: EpisodeConfig = EpisodeConfig()
+    domain: Domain,
+    task: Task,
+    agent: Backend,
+    user: User,
+    *,
+    config: EpisodeConfig = EpisodeConfig(),
+    gold: Db | None = None,
 ) -> Episode:
+    """`gold`: the task's gold database (`replay_gold`), replayed here when not given; pass it to share it
+    across the rollouts of one task."""
     env = Tau2Env(domain)
-    messages = [{"role": "system", "content": env.system_prompt()}, {"role": "assistant", "content": config.greeting}]
+    messages = [
+        {"role": "system", "content": env.system_prompt()},
+        {"role": "assistant", "content": config.greeting},
+    ]
     dialogue = [Turn(role="agent", content=config.greeting)]
     opening = user.respond(dialogue)
     dialogue.append(Turn(role="user", content=opening))
@@ -92,5 +104,5 @@ def run_episode(
         steps=tuple(steps),
         messages=tuple(messages),
         end=_ENDS[token] if token is not None else "max_steps",
-        score=score(task, env.db, said, gold_hash=gold_hash(domain, task)),
+        score=score(task, env.db, said, gold=gold if gold is not None else replay_gold(domain, task)[0].db),
     )

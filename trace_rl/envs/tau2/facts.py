@@ -2,8 +2,8 @@
 
 One step is one agent turn. Action facts of step t:
 - `tool` (entity): the tool called; missing for a message, and for a call that did not parse.
-- `kind` (enum query, mutate, message, invalid): invalid is a malformed call or an unknown tool; `calculate` and
-  `transfer_to_human_agents` count as queries (they do not touch the database).
+- `kind` (enum query, mutate, message, invalid): invalid is a malformed call or an unknown tool; `calculate`
+  and `transfer_to_human_agents` count as queries (they do not touch the database).
 - `accepted` (bool): the call ran without an error; a message is always accepted.
 - `args` (set(entity)): every argument value as a string, nested lists and objects flattened to their leaves
   (numbers as JSON writes them, booleans `true`/`false`, nulls dropped).
@@ -11,13 +11,16 @@ One step is one agent turn. Action facts of step t:
   flight_number, first present); missing if none.
 - `confirmed` (bool): the user's most recent message before this turn says yes or confirm.
 - `text` (text): the agent's raw turn.
+
 State facts (`states[0]` before the first turn, `states[t+1]` after turn t):
 - `revealed` (set(entity)): ids seen in accepted tool results so far.
 - `checked` (bool): the turn just taken was an accepted query.
-- `last_error` (text): the error of the turn just taken, when it was a refused or invalid call; missing otherwise.
+- `last_error` (text): the error of the turn just taken, when it was a refused or invalid call; missing
+  otherwise.
 - `user_msg` (text): the user's most recent message.
 - `db_changed` (bool): the turn just taken changed the database.
 - `n_errors` (int): refused and invalid calls so far.
+
 Missing facts are left out of the JSON object.
 """
 
@@ -33,6 +36,7 @@ from tracec.trace_rl.envs.tau2.atomic import write_atomic
 from tracec.trace_rl.envs.tau2.episode import Episode, Step
 
 CONFIRM = re.compile(r"\b(?:yes|yeah|yep|confirm|confirmed|confirms)\b", re.IGNORECASE)
+_MAX_DEPTH = 8
 TARGET_KEYS = ("reservation_id", "order_id", "user_id", "product_id", "item_id", "flight_number")
 
 
@@ -93,13 +97,15 @@ def action_facts(step: Step) -> dict[str, Any]:
     return facts
 
 
-def _leaves(value: Any) -> Iterator[str]:
+def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
+    if depth > _MAX_DEPTH:  # a malformed call may nest arbitrarily deep; no id lives down there
+        return
     if isinstance(value, dict):
         for sub in value.values():
-            yield from _leaves(sub)
+            yield from _leaves(sub, depth + 1)
     elif isinstance(value, list):
         for sub in value:
-            yield from _leaves(sub)
+            yield from _leaves(sub, depth + 1)
     elif isinstance(value, str):
         yield value
     elif value is not None:

@@ -1,4 +1,4 @@
-"""The gold side of a tau2 task: its actions replayed on a fresh database, and a scripted agent that plays them.
+"""The gold side of a tau2 task: its actions replayed on a fresh database, and an agent that plays them.
 
 `replay_gold` is the benchmark's gold replay: every gold action in order on a fresh copy, refusals included
 (23 retail gold actions are meant to fail: lookups of users, products or orders that do not exist, a refund to
@@ -30,12 +30,8 @@ def replay_gold(domain: Domain, task: Task) -> tuple[Tau2Env, tuple[ToolOutcome,
     return env, outcomes
 
 
-def gold_hash(domain: Domain, task: Task) -> str:
-    return replay_gold(domain, task)[0].db.stable_hash()
-
-
 class GoldAgent:
-    """Says its script one turn at a time: confirm-then-call for each mutation, a call for each query, a closing."""
+    """Says its script a turn at a time: confirm then call for a mutation, a call for a query, a closing."""
 
     def __init__(self, domain: Domain, task: Task) -> None:
         script: list[str] = []
@@ -46,7 +42,9 @@ class GoldAgent:
                 script.append(f"I am about to run {action.name} with {args}. Do you want me to proceed?")
             script.append(format_tool_call(action.name, action.arguments))
         info = "; ".join(task.communicate_info)
-        script.append(f"All done. Here is what you asked for: {info}." if info else "All done. Anything else?")
+        script.append(
+            f"All done. Here is what you asked for: {info}." if info else "All done. Anything else?"
+        )
         self.script = tuple(script)
         self.confirmations = sum(1 for text in script if text.startswith("I am about to run"))
         self._turn = 0

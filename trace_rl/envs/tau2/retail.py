@@ -1,15 +1,16 @@
 """The retail domain's tools over its database (tables products, users, orders), per `retail/policy.md`.
 
-Mutations refuse with the service's own messages ("Order not found", "Non-delivered order cannot be exchanged",
-"Payment method should be the original payment method", ...) and change nothing when they do. Prices follow the
-benchmark's arithmetic exactly (the same float sums, rounded where it rounds), since the final database is
-compared by hash.
+Mutations refuse with the service's own messages ("Order not found", "Non-delivered order cannot be
+exchanged", "Payment method should be the original payment method", ...) and change nothing when they do.
+Prices follow the benchmark's arithmetic exactly (the same float sums, rounded where it rounds), since the
+final database is compared by hash.
 
-Benchmark behaviour kept on purpose: `modify_pending_order_items` gives every modified item the price and options
-of the *last* new item (tau2-bench issue #318). Both the gold database and the agent's come from this same tool,
-so the reward is unaffected, and the hash stays comparable with the benchmark's.
+Benchmark behaviour kept on purpose: `modify_pending_order_items` gives every modified item the price and
+options of the *last* new item (tau2-bench issue #318). Both the gold database and the agent's come from this
+same tool, so the reward is unaffected, and the hash stays comparable with the benchmark's.
 
-Left out: the user-identity policy (authenticate first, one user per conversation): the API does not enforce it.
+Left out: the user-identity policy (authenticate first, one user per conversation): the API does not enforce
+it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from tracec.trace_rl.envs.tau2.calculator import calculate
 from tracec.trace_rl.envs.tau2.db import Db
-from tracec.trace_rl.envs.tau2.toolkit import STR, Choice, ListOf, Param, Tool, Toolkit, ToolError
+from tracec.trace_rl.envs.tau2.toolkit import STR, Choice, ListOf, ToolError, Toolkit, param, tool
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
 ADDRESS_FIELDS = ("address1", "address2", "city", "country", "state", "zip")
@@ -76,7 +77,7 @@ def _check_items(order: dict[str, Any], item_ids: list[str], message: str) -> No
 def _price_difference(
     db: Db, order: dict[str, Any], a: dict[str, Any], *, mismatch: str, distinct: bool
 ) -> tuple[float, dict[str, Any]]:
-    """Sum of new minus old prices, in the benchmark's order; also the last new variant (see the module note)."""
+    """Sum of new minus old prices in the benchmark's order, and the last new variant (see module note)."""
     if len(a["item_ids"]) != len(a["new_item_ids"]):
         raise ToolError(mismatch)
     diff: float = 0
@@ -100,12 +101,19 @@ def cancel_pending_order(db: Db, a: dict[str, Any]) -> dict[str, Any]:
         raise ToolError("Non-pending order cannot be cancelled")
     if a["reason"] not in CANCEL_REASONS:
         raise ToolError("Invalid reason")
-    methods = [_payment_method(db, order["user_id"], p["payment_method_id"]) for p in order["payment_history"]]
+    methods = [
+        _payment_method(db, order["user_id"], p["payment_method_id"]) for p in order["payment_history"]
+    ]
     order = db.edit("orders", a["order_id"])
     refunds = []
     for payment, method in zip(list(order["payment_history"]), methods):
-        refunds.append({"transaction_type": "refund", "amount": payment["amount"],
-                        "payment_method_id": payment["payment_method_id"]})  # fmt: skip
+        refunds.append(
+            {
+                "transaction_type": "refund",
+                "amount": payment["amount"],
+                "payment_method_id": payment["payment_method_id"],
+            }
+        )
         if method["source"] == "gift_card":  # gift cards are refunded at once
             _add_to_gift_card(db, order["user_id"], payment["payment_method_id"], payment["amount"])
     order["status"] = "cancelled"
@@ -119,7 +127,9 @@ def exchange_delivered_order_items(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     if order["status"] != "delivered":
         raise ToolError("Non-delivered order cannot be exchanged")
     _check_items(order, a["item_ids"], "Number of {item_id} not found.")
-    diff, _ = _price_difference(db, order, a, mismatch="The number of items to be exchanged should match.", distinct=False)
+    diff, _ = _price_difference(
+        db, order, a, mismatch="The number of items to be exchanged should match.", distinct=False
+    )
     diff = round(diff, 2)
     method = _payment_method(db, order["user_id"], a["payment_method_id"])
     if method["source"] == "gift_card" and method["balance"] < diff:
@@ -138,13 +148,20 @@ def modify_pending_order_items(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     if order["status"] != "pending":
         raise ToolError("Non-pending order cannot be modified")
     _check_items(order, a["item_ids"], "{item_id} not found")
-    diff, variant = _price_difference(db, order, a, mismatch="The number of items to be exchanged should match", distinct=True)
+    diff, variant = _price_difference(
+        db, order, a, mismatch="The number of items to be exchanged should match", distinct=True
+    )
     method = _payment_method(db, order["user_id"], a["payment_method_id"])
     if method["source"] == "gift_card" and method["balance"] < diff:
         raise ToolError("Insufficient gift card balance to pay for the new item")
     order = db.edit("orders", a["order_id"])
-    order["payment_history"].append({"transaction_type": "payment" if diff > 0 else "refund",
-                                     "amount": float(abs(diff)), "payment_method_id": a["payment_method_id"]})  # fmt: skip
+    order["payment_history"].append(
+        {
+            "transaction_type": "payment" if diff > 0 else "refund",
+            "amount": float(abs(diff)),
+            "payment_method_id": a["payment_method_id"],
+        }
+    )
     if method["source"] == "gift_card":
         _add_to_gift_card(db, order["user_id"], a["payment_method_id"], -diff)
     for item_id, new_item_id in zip(a["item_ids"], a["new_item_ids"]):
@@ -202,7 +219,10 @@ def return_delivered_order_items(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     if order["status"] != "delivered":
         raise ToolError("Non-delivered order cannot be returned")
     method = _payment_method(db, order["user_id"], a["payment_method_id"])
-    if method["source"] != "gift_card" and a["payment_method_id"] != order["payment_history"][0]["payment_method_id"]:
+    if (
+        method["source"] != "gift_card"
+        and a["payment_method_id"] != order["payment_history"][0]["payment_method_id"]
+    ):
         raise ToolError("Payment method should be the original payment method")
     _check_items(order, a["item_ids"], "Some item not found")
     order = db.edit("orders", a["order_id"])
@@ -223,7 +243,11 @@ def find_user_id_by_name_zip(db: Db, a: dict[str, Any]) -> str:
     first, last = a["first_name"].strip().lower(), a["last_name"].strip().lower()
     for user_id, user in db.rows("users"):
         name = user["name"]
-        if name["first_name"].lower() == first and name["last_name"].lower() == last and user["address"]["zip"] == a["zip"]:
+        if (
+            name["first_name"].lower() == first
+            and name["last_name"].lower() == last
+            and user["address"]["zip"] == a["zip"]
+        ):
             return user_id
     raise ToolError("User not found")
 
@@ -235,58 +259,55 @@ def get_item_details(db: Db, a: dict[str, Any]) -> dict[str, Any]:
     raise ToolError("Item not found")
 
 
-def _p(name: str, doc: str = "") -> Param:
-    return Param(name=name, type=STR, doc=doc)
+ORDER_ID = param("order_id", doc="e.g. '#W0000000', with the leading '#'")
+ITEM_IDS = param("item_ids", ListOf(item=STR), "item ids, duplicates allowed")
+NEW_ITEM_IDS = param("new_item_ids", ListOf(item=STR), "same length and product as item_ids")
+PAYMENT_METHOD_ID = param("payment_method_id", doc="e.g. 'gift_card_0000000' or 'credit_card_0000000'")
+ADDRESS = tuple(param(name) for name in ADDRESS_FIELDS)
 
 
-ORDER_ID = _p("order_id", "e.g. '#W0000000', with the leading '#'")
-ITEM_IDS = Param(name="item_ids", type=ListOf(item=STR), doc="item ids, duplicates allowed")
-NEW_ITEM_IDS = Param(name="new_item_ids", type=ListOf(item=STR), doc="same length and product as item_ids")
-PAYMENT_METHOD_ID = _p("payment_method_id", "e.g. 'gift_card_0000000' or 'credit_card_0000000'")
-ADDRESS = tuple(_p(name) for name in ADDRESS_FIELDS)
+def _catalogue(db: Db, a: dict[str, Any]) -> dict[str, str]:
+    return {product["name"]: product_id for product_id, product in sorted(db.rows("products"))}
 
 
 def retail_toolkit() -> Toolkit:
     q, m = "query", "mutate"
-    tools = (
-        Tool(name="calculate", kind=q, run=lambda db, a: calculate(a["expression"]),
-             doc="Evaluate arithmetic with + - * / and parentheses.", params=(_p("expression"),)),
-        Tool(name="cancel_pending_order", kind=m, run=cancel_pending_order,
-             doc="Cancel a pending order; the payment is refunded.",
-             params=(ORDER_ID, Param(name="reason", type=Choice(values=CANCEL_REASONS), doc=""))),
-        Tool(name="exchange_delivered_order_items", kind=m, run=exchange_delivered_order_items,
-             doc="Exchange items of a delivered order for other options of the same products.",
-             params=(ORDER_ID, ITEM_IDS, NEW_ITEM_IDS, PAYMENT_METHOD_ID)),
-        Tool(name="find_user_id_by_email", kind=q, run=find_user_id_by_email, reveals="value",
-             doc="The user id for an email address.", params=(_p("email"),)),
-        Tool(name="find_user_id_by_name_zip", kind=q, run=find_user_id_by_name_zip, reveals="value",
-             doc="The user id for a first name, last name and zip code.",
-             params=(_p("first_name"), _p("last_name"), _p("zip"))),
-        Tool(name="get_item_details", kind=q, run=get_item_details, doc="An item's options, price and availability.",
-             params=(_p("item_id"),)),
-        Tool(name="get_order_details", kind=q, run=lambda db, a: _order(db, a["order_id"]),
-             doc="The status, items, payments and fulfilments of an order.", params=(ORDER_ID,)),
-        Tool(name="get_product_details", kind=q, run=lambda db, a: _product(db, a["product_id"]),
-             doc="A product and all its variant items.", params=(_p("product_id", "not an item id"),)),
-        Tool(name="get_user_details", kind=q, run=lambda db, a: _user(db, a["user_id"]),
-             doc="A user's profile: address, payment methods, order ids.", params=(_p("user_id"),)),
-        Tool(name="list_all_product_types", kind=q, params=(), reveals="values",
-             doc="Every product name with its product id.",
-             run=lambda db, a: {product["name"]: pid for pid, product in sorted(db.rows("products"))}),
-        Tool(name="modify_pending_order_address", kind=m, run=modify_pending_order_address,
-             doc="Change the shipping address of a pending order.", params=(ORDER_ID, *ADDRESS)),
-        Tool(name="modify_pending_order_items", kind=m, run=modify_pending_order_items,
-             doc="Change items of a pending order to other options of the same products (once per order).",
-             params=(ORDER_ID, ITEM_IDS, NEW_ITEM_IDS, PAYMENT_METHOD_ID)),
-        Tool(name="modify_pending_order_payment", kind=m, run=modify_pending_order_payment,
-             doc="Pay a pending order with another of the user's payment methods.",
-             params=(ORDER_ID, PAYMENT_METHOD_ID)),
-        Tool(name="modify_user_address", kind=m, run=modify_user_address, doc="Change a user's default address.",
-             params=(_p("user_id"), *ADDRESS)),
-        Tool(name="return_delivered_order_items", kind=m, run=return_delivered_order_items,
-             doc="Request the return of items of a delivered order; refund to the original method or a gift card.",
-             params=(ORDER_ID, ITEM_IDS, PAYMENT_METHOD_ID)),
-        Tool(name="transfer_to_human_agents", kind=q, run=lambda db, a: "Transfer successful",
-             doc="Hand the user over to a human agent, with a summary of the issue.", params=(_p("summary"),)),
-    )  # fmt: skip
-    return Toolkit("retail", tools)
+    return Toolkit("retail", (
+        tool("calculate", q, lambda db, a: calculate(a["expression"]),
+             "Evaluate arithmetic with + - * / and parentheses.", param("expression")),
+        tool("cancel_pending_order", m, cancel_pending_order,
+             "Cancel a pending order; the payment is refunded.",
+             ORDER_ID, param("reason", Choice(values=CANCEL_REASONS))),
+        tool("exchange_delivered_order_items", m, exchange_delivered_order_items,
+             "Exchange items of a delivered order for other options of the same products.",
+             ORDER_ID, ITEM_IDS, NEW_ITEM_IDS, PAYMENT_METHOD_ID),
+        tool("find_user_id_by_email", q, find_user_id_by_email, "The user id for an email address.",
+             param("email"), reveals="value"),
+        tool("find_user_id_by_name_zip", q, find_user_id_by_name_zip,
+             "The user id for a first name, last name and zip code.",
+             param("first_name"), param("last_name"), param("zip"), reveals="value"),
+        tool("get_item_details", q, get_item_details, "An item's options, price and availability.",
+             param("item_id")),
+        tool("get_order_details", q, lambda db, a: _order(db, a["order_id"]),
+             "The status, items, payments and fulfilments of an order.", ORDER_ID),
+        tool("get_product_details", q, lambda db, a: _product(db, a["product_id"]),
+             "A product and all its variant items.", param("product_id", doc="not an item id")),
+        tool("get_user_details", q, lambda db, a: _user(db, a["user_id"]),
+             "A user's profile: address, payment methods, order ids.", param("user_id")),
+        tool("list_all_product_types", q, _catalogue, "Every product name with its product id.",
+             reveals="values"),
+        tool("modify_pending_order_address", m, modify_pending_order_address,
+             "Change the shipping address of a pending order.", ORDER_ID, *ADDRESS),
+        tool("modify_pending_order_items", m, modify_pending_order_items,
+             "Change items of a pending order to other options of the same products (once per order).",
+             ORDER_ID, ITEM_IDS, NEW_ITEM_IDS, PAYMENT_METHOD_ID),
+        tool("modify_pending_order_payment", m, modify_pending_order_payment,
+             "Pay a pending order with another of the user's payment methods.", ORDER_ID, PAYMENT_METHOD_ID),
+        tool("modify_user_address", m, modify_user_address, "Change a user's default address.",
+             param("user_id"), *ADDRESS),
+        tool("return_delivered_order_items", m, return_delivered_order_items,
+             "Request the return of items of a delivered order; refund to the original method or a gift card",
+             ORDER_ID, ITEM_IDS, PAYMENT_METHOD_ID),
+        tool("transfer_to_human_agents", q, lambda db, a: "Transfer successful",
+             "Hand the user over to a human agent, with a summary of the issue.", param("summary")),
+    ))  # fmt: skip

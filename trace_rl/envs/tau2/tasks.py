@@ -1,10 +1,10 @@
 """tau2 tasks: the user scenario, the gold actions and the strings the agent must communicate; the splits.
 
 Reads a domain's `tasks.json` and `split_tasks.json`. A task's `instruction` is its user scenario as one text,
-the same text the user simulator plays and the trajectory's `instruction`, so rubric bindings read what the user
-was told. Left out: `nl_assertions` (they need an LLM judge; the scores here are DB + COMMUNICATE, the basis the
-shipped tasks use) and `initial_state` (null in every shipped airline and retail task; a task that sets it is
-refused at load, not silently run from the wrong state).
+the same text the user simulator plays and the trajectory's `instruction`, so rubric bindings read what the
+user was told. Left out: `nl_assertions` (they need an LLM judge; the scores here are DB + COMMUNICATE, the
+basis the shipped tasks use) and `initial_state` (null in every shipped airline and retail task; a task that
+sets it is refused at load, not silently run from the wrong state).
 """
 
 from __future__ import annotations
@@ -86,8 +86,11 @@ def _task(domain: str, entry: dict[str, Any]) -> Task:
     scenario = entry["user_scenario"]
     criteria = entry.get("evaluation_criteria") or {}
     actions = tuple(
-        GoldAction(action_id=str(action.get("action_id", "")), name=action["name"],
-                   arguments=dict(action.get("arguments") or {}))  # fmt: skip
+        GoldAction(
+            action_id=str(action.get("action_id", "")),
+            name=action["name"],
+            arguments=dict(action.get("arguments") or {}),
+        )
         for action in criteria.get("actions") or ()
     )
     for action in criteria.get("actions") or ():
@@ -108,6 +111,10 @@ def scenario_text(instructions: Any) -> str:
     if isinstance(instructions, str):
         return instructions
     if not isinstance(instructions, dict):
-        raise ValueError("user_scenario.instructions must be text or an object")
-    parts = [f"{label}: {str(instructions[key]).strip()}" for key, label in _SCENARIO_FIELDS if instructions.get(key)]
+        raise TypeError("user_scenario.instructions must be text or an object")
+    parts = [
+        f"{label}: {str(instructions[key]).strip()}"
+        for key, label in _SCENARIO_FIELDS
+        if instructions.get(key)
+    ]
     return "\n\n".join(parts)

@@ -2,9 +2,9 @@
 
 A tool is a plain function `run(db, args) -> result` plus its spec: name, kind (query or mutate), a one-line
 description for the agent's prompt, and typed parameters. `Toolkit.call` checks the arguments against the spec
-before the function sees them, the way the benchmark's typed models do (lax: `"3"` and `3.0` are the integer 3,
-an integer id is its digits as a string; extra keys inside objects are dropped), and a refusal is a `ToolError`
-whose message is what the agent reads after `Error: `.
+before the function sees them, the way the benchmark's typed models do (lax: `"3"` and `3.0` are the integer
+3, an integer id is its digits as a string; extra keys inside objects are dropped), and a refusal is a
+`ToolError` whose message is what the agent reads after `Error: `.
 
 Left out: JSON-schema export of the tools (the prompt lists signatures in text).
 """
@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from tracec.trace_rl.envs.tau2.db import Db
 
-_NUMERIC = re.compile(r"-?\d+(\.\d+)?")
+_INTEGRAL = re.compile(r"-?\d+(\.0*)?")
 
 
 class ToolError(ValueError):
@@ -27,7 +27,7 @@ class ToolError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class Scalar:
-    kind: Literal["str", "int", "float"]
+    kind: Literal["str", "int"]
 
     def show(self) -> str:
         return self.kind
@@ -58,7 +58,7 @@ class Record:
 
 
 ParamType = Scalar | Choice | ListOf | Record
-STR, INT, FLOAT = Scalar(kind="str"), Scalar(kind="int"), Scalar(kind="float")
+STR, INT = Scalar(kind="str"), Scalar(kind="int")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +92,22 @@ class Tool:
         return f"{self.name}({args})"
 
 
+def param(name: str, kind: ParamType = STR, doc: str = "") -> Param:
+    return Param(name=name, type=kind, doc=doc)
+
+
+def tool(
+    name: str,
+    kind: Literal["query", "mutate"],
+    run: Callable[[Db, dict[str, Any]], Any],
+    doc: str,
+    *params: Param,
+    reveals: Literal["fields", "value", "values"] = "fields",
+) -> Tool:
+    """A tool spec in one line: name, kind, function, description, then its parameters."""
+    return Tool(name=name, kind=kind, run=run, doc=doc, params=params, reveals=reveals)
+
+
 class Toolkit:
     """The tools of one domain, by name."""
 
@@ -104,25 +120,26 @@ class Toolkit:
 
         A refused call raises ToolError and leaves `db` as it was.
         """
-        tool = self.tools.get(name)
-        if tool is None:
+        spec = self.tools.get(name)
+        if spec is None:
             raise ToolError(f"Tool '{name}' not found.")
-        args = check_arguments(tool, arguments)
+        args = check_arguments(spec, arguments)
         with db.transaction() as done:
-            result = tool.run(db, args)
+            result = spec.run(db, args)
         return result, done.changed
 
     def describe(self) -> str:
         """The tool list for the agent's prompt: one signature and one line of description each."""
         lines = []
-        for tool in sorted(self.tools.values(), key=lambda t: t.name):
-            lines.append(f"- {tool.signature()}: {tool.doc}")
-            lines.extend(f"    {param.name}: {param.doc}" for param in tool.params if param.doc)
+        for spec in sorted(self.tools.values(), key=lambda t: t.name):
+            lines.append(f"- {spec.signature()}: {spec.doc}")
+            lines.extend(f"    {arg.name}: {arg.doc}" for arg in spec.params if arg.doc)
         return "\n".join(lines)
 
 
-_ID_KEYS = frozenset({"id", "flight_number", "reservations", "orders", "exchange_items", "exchange_new_items",
-                      "return_items"})  # fmt: skip
+_ID_KEYS = frozenset(
+    {"id", "flight_number", "reservations", "orders", "exchange_items", "exchange_new_items", "return_items"}
+)
 
 
 def _ids_under(value: Any, is_id: bool) -> Iterator[str]:
@@ -136,16 +153,18 @@ def _ids_under(value: Any, is_id: bool) -> Iterator[str]:
         yield value
 
 
-def check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
-    names = {param.name for param in tool.params}
-    unknown = sorted(set(arguments) - names)
+def check_arguments(spec: Tool, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    names = [arg.name for arg in spec.params]
+    unknown = sorted(set(arguments) - set(names))
     if unknown:
-        expected = ", ".join(param.name for param in tool.params) or "none"
-        raise ToolError(f"{tool.name}() got unexpected argument(s) {', '.join(unknown)}; expected: {expected}")
-    missing = [param.name for param in tool.params if param.name not in arguments]
+        expected = ", ".join(names) or "none"
+        raise ToolError(
+            f"{spec.name}() got unexpected argument(s) {', '.join(unknown)}; expected: {expected}"
+        )
+    missing = [name for name in names if name not in arguments]
     if missing:
-        raise ToolError(f"{tool.name}() is missing argument(s) {', '.join(missing)}")
-    return {param.name: coerce(arguments[param.name], param.type, param.name) for param in tool.params}
+        raise ToolError(f"{spec.name}() is missing argument(s) {', '.join(missing)}")
+    return {arg.name: coerce(arguments[arg.name], arg.type, arg.name) for arg in spec.params}
 
 
 def coerce(value: Any, kind: ParamType, where: str) -> Any:
@@ -169,28 +188,23 @@ def coerce(value: Any, kind: ParamType, where: str) -> Any:
 
 
 def _scalar(value: Any, kind: str, where: str) -> Any:
-    if isinstance(value, bool) or value is None:
-        raise ToolError(f"argument `{where}` must be a {_NAMES[kind]}, got {_show(value)}")
-    if kind == "str":
+    if isinstance(value, bool):  # a bool is an int to Python, never an id or a count
+        pass
+    elif kind == "str":
         if isinstance(value, str):
             return value
         if isinstance(value, int):  # a numeric id written without quotes
             return str(value)
-    elif kind == "int":
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and _NUMERIC.fullmatch(value.strip()) and float(value).is_integer():
-            return int(float(value))
-    elif isinstance(value, (int, float)):
-        return float(value)
-    elif isinstance(value, str) and _NUMERIC.fullmatch(value.strip()):
-        return float(value)
+    elif isinstance(value, int):
+        return value
+    elif isinstance(value, float) and value.is_integer():
+        return int(value)
+    elif isinstance(value, str) and _INTEGRAL.fullmatch(value.strip()):
+        return int(value.strip().split(".")[0])
     raise ToolError(f"argument `{where}` must be a {_NAMES[kind]}, got {_show(value)}")
 
 
-_NAMES = {"str": "string", "int": "whole number", "float": "number"}
+_NAMES = {"str": "string", "int": "whole number"}
 
 
 def _show(value: Any) -> str:

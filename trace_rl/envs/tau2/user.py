@@ -1,4 +1,4 @@
-"""The user side of a tau2 conversation: an LLM user simulator, and a scripted user for tests and gold episodes.
+"""The user side of a tau2 conversation: an LLM user simulator, and a scripted user for tests and gold runs.
 
 The simulator follows the benchmark's recipe: a system prompt made of the simulation guidelines
 (`user_simulator/simulation_guidelines.md`) and the task's scenario, then the dialogue with the roles flipped
@@ -6,8 +6,8 @@ The simulator follows the benchmark's recipe: a system prompt made of the simula
 results, only the agent's messages. The model sits behind `Backend`, one method, so any client (a local
 transformers model, vLLM, an HTTP API, a fake in tests) plugs in.
 
-A reply containing `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###` ends the episode. Left out: user-side
-tools (the airline and retail domains have none).
+A reply containing `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###` ends the episode. Left out:
+user-side tools (the airline and retail domains have none).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ END_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 
 
 class Backend(Protocol):
-    """A chat model: messages `{"role": "system" | "user" | "assistant" | "tool", "content": str}` in, text out."""
+    """A chat model: messages `{"role": "system"|"user"|"assistant"|"tool", "content": str}` in, text out."""
 
     def generate(self, messages: list[dict[str, str]]) -> str: ...
 
@@ -64,8 +64,10 @@ class LLMUser:
 
     def respond(self, dialogue: Sequence[Turn]) -> str:
         messages = [{"role": "system", "content": self.system}]
-        messages += [{"role": "user" if turn.role == "agent" else "assistant", "content": turn.content}
-                     for turn in dialogue]  # fmt: skip
+        messages += [
+            {"role": "user" if turn.role == "agent" else "assistant", "content": turn.content}
+            for turn in dialogue
+        ]
         return self.backend.generate(messages).strip()
 
 

@@ -1,0 +1,142 @@
+"""The shared tool-call parser: both spellings, plain messages, malformed calls, and that it never raises."""
+
+import json
+import string
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
+
+
+def test_action_form_reads_json_literals_and_bare_words():
+    call = parse_tool_call(
+        'Let me look.\n<action>f(s="x, y", n=3, x=-2.5e1, t=true, nul=null, l=[1, "a", b], '
+        'o={"k": [false], k2: bare}, order_id=#W2378156, date=2024-05-20, zip=02134, '
+        "reason=no longer needed)</action>"
+    )
+    assert call == ToolCall(
+        name="f",
+        arguments={
+            "s": "x, y",
+            "n": 3,
+            "x": -25.0,
+            "t": True,
+            "nul": None,
+            "l": [1, "a", "b"],
+            "o": {"k": [False], "k2": "bare"},
+            "order_id": "#W2378156",
+            "date": "2024-05-20",
+            "zip": "02134",
+            "reason": "no longer needed",
+        },
+    )
+
+
+def test_action_form_takes_single_quotes_python_literals_and_no_arguments():
+    assert parse_tool_call("<action>f(a='it\\'s', b=True, c=None)</action>") == ToolCall(
+        name="f", arguments={"a": "it's", "b": True, "c": None}
+    )
+    assert parse_tool_call("<ACTION> list_all_airports() </ACTION>") == ToolCall(name="list_all_airports")
+    assert parse_tool_call("<action>list_all_airports</action>") == ToolCall(name="list_all_airports")
+
+
+def test_json_forms():
+    expected = ToolCall(name="get_user_details", arguments={"user_id": "sara_doe_496"})
+    body = '{"name": "get_user_details", "arguments": {"user_id": "sara_doe_496"}}'
+    assert parse_tool_call(f"<tool_call>{body}</tool_call>") == expected
+    assert parse_tool_call(f"<tool_call>\n```json\n{body}\n```\n</tool_call>") == expected
+    assert parse_tool_call(f"Checking.\n```json\n{body}\n```") == expected
+    assert parse_tool_call(body) == expected
+    assert parse_tool_call(f"<action>{body}</action>") == expected
+    stringly = json.dumps({"name": "get_user_details", "arguments": json.dumps({"user_id": "sara_doe_496"})})
+    assert parse_tool_call(stringly) == expected
+    assert parse_tool_call('{"name": "f", "parameters": {"a": 1}}') == ToolCall(name="f", arguments={"a": 1})
+
+
+def test_plain_messages_are_none():
+    for text in [
+        "",
+        "Hello! How can I help?",
+        "Your total is {1, 2}",
+        '{"price": 10}',
+        '```json\n{"total": 3}\n```',
+        "I will call get_user_details(user_id=x) next.",
+    ]:
+        assert parse_tool_call(text) is None, text
+
+
+def test_malformed_calls_say_what_is_wrong():
+    cases = {
+        "<action>f(1)</action>": "argument name",
+        "<action>f(a=1</action>": "end of the call",
+        "<action>f(a=1, a=2)</action>": "given twice",
+        "<action>f(a=1) trailing</action>": "after the closing",
+        "<action>f(a=1)": "not closed",
+        "<action></action>": "empty",
+        '<action>f(a="unterminated)</action>': "double-quoted",
+        "<action>f(a=[1, 2)</action>": "list",
+        "<tool_call>{not json}</tool_call>": "invalid JSON",
+        '<tool_call>{"name": 3, "arguments": {}}</tool_call>': "tool name",
+        '<tool_call>{"name": "f", "arguments": [1]}</tool_call>': "must be an object",
+        '```json\n{"name": "f", "arguments": 5}\n```': "must be an object",
+        "<tool_call>" + "[" * 5000 + "</tool_call>": "nested too deeply",
+        "<action>f(a=" + "[" * 100 + ")</action>": "nested too deeply",
+    }
+    for text, hint in cases.items():
+        result = parse_tool_call(text)
+        assert isinstance(result, ToolCallError), text
+        assert hint in result.message, (text, result.message)
+
+
+_SCALARS = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=_NAMES, arguments=st.dictionaries(_NAMES, _JSON, max_size=5))
+def test_format_then_parse_round_trips(name, arguments):
+    assert parse_tool_call(format_tool_call(name, arguments)) == ToolCall(name=name, arguments=arguments)
+
+
+@settings(deadline=None)
+@given(st.text())
+def test_never_raises_on_any_text(text):
+    result = parse_tool_call(text)
+    assert result is None or isinstance(result, (ToolCall, ToolCallError))
+
+
+_CALL_ALPHABET = "<>/()[]{}=,:'\"\\ \n-.#_" + string.ascii_lowercase[:6] + "0123456789" + "ntrueflsaio"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["<action>", "<tool_call>", "```json\n", "", "<action>f("]),
+    st.text(_CALL_ALPHABET, max_size=60),
+)
+def test_never_raises_on_call_like_text(prefix, body):
+    for text in (prefix + body, prefix + body + "</action>", prefix + body + "</tool_call>"):
+        result = parse_tool_call(text)
+        assert result is None or isinstance(result, (ToolCall, ToolCallError))
+        if isinstance(result, ToolCallError):
+            assert result.message and len(result.message) < 200
+
+
+def test_render_result_is_compact_sorted_json():
+    text = render_result({"b": 1, "a": [1, {"d": None, "c": "é"}]})
+    assert text == '{"a":[1,{"c":"é","d":null}],"b":1}'
+    assert render_result("Transfer successful") == '"Transfer successful"'
+
+
+@settings(max_examples=60, deadline=None)
+@given(_JSON)
+def test_render_result_round_trips_and_is_canonical(value):
+    text = render_result(value)
+    assert json.loads(text) == value
+    assert render_result(json.loads(text)) == text

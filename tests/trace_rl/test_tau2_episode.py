@@ -1,0 +1,171 @@
+"""The conversation loop, the LLM user simulator's prompt, and the trajectory facts of tau2 episodes."""
+
+import json
+
+import pytest
+from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
+from tracec.trace_rl.envs.tau2.facts import episode_record, write_jsonl
+from tracec.trace_rl.envs.tau2.gold import CONSENT, GoldAgent, gold_user, replay_gold
+from tracec.trace_rl.envs.tau2.tasks import load_split
+from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guidelines
+
+ACTION_FACTS = {"tool", "kind", "accepted", "args", "target", "confirmed", "text"}
+STATE_FACTS = {"revealed", "checked", "last_error", "user_msg", "db_changed", "n_errors"}
+
+
+@pytest.fixture(scope="module")
+def data_dir():
+    return find_data_dir()
+
+
+@pytest.fixture(scope="module")
+def domains(data_dir):
+    return {name: load_domain(name, data_dir) for name in ("airline", "retail")}
+
+
+class Script:
+    def __init__(self, *turns):
+        self.turns = list(turns)
+        self.seen = []
+
+    def generate(self, messages):
+        self.seen.append(messages)
+        return self.turns.pop(0) if self.turns else "Goodbye."
+
+
+class FakeModel:
+    """A backend that records what it was asked and answers from a list."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def generate(self, messages):
+        self.calls.append(messages)
+        return self.answers.pop(0)
+
+
+def test_the_gold_agent_scores_one_on_every_task(domains):
+    scored = 0
+    for domain in domains.values():
+        for task in domain.tasks.values():
+            agent = GoldAgent(domain, task)
+            gold, _ = replay_gold(domain, task)  # shared by all rollouts of a task in training
+            episode = run_episode(domain, task, agent, gold_user(agent), gold=gold.db)
+            assert episode.score.reward == 1.0, (task.key, episode.score)
+            assert episode.end == "stop"
+            scored += bool(task.actions or task.communicate_info)
+    assert scored == 43 + 113
+
+
+def test_gold_trajectory_facts(domains):
+    domain = domains["retail"]
+    task = domain.task("2")  # two product lookups fail, then a return to the original method
+    agent = GoldAgent(domain, task)
+    record = episode_record(run_episode(domain, task, agent, gold_user(agent)), episode_id="retail-2-gold")
+    states, actions = record["states"], record["actions"]
+    assert len(states) == len(actions) + 1 and record["task"] == "retail/2" and record["success"] is True
+    assert all(set(a) <= ACTION_FACTS for a in actions) and all(set(s) <= STATE_FACTS for s in states)
+    assert [a["kind"] for a in actions].count("mutate") == 1 and actions[-1]["kind"] == "message"
+    lookup = actions[0]
+    assert lookup == {
+        "tool": "find_user_id_by_name_zip",
+        "kind": "query",
+        "accepted": True,
+        "args": sorted(task.actions[0].arguments.values()),
+        "confirmed": False,
+        "text": lookup["text"],
+    }
+    assert states[1]["checked"] and states[1]["revealed"] and not states[1]["db_changed"]
+    failed = next(i for i, a in enumerate(actions) if not a["accepted"])
+    assert (
+        actions[failed]["target"] == "6086499569" and states[failed + 1]["last_error"] == "Product not found"
+    )
+    assert states[failed + 1]["n_errors"] == 1 and not states[failed + 1]["checked"]
+    assert "last_error" not in states[failed + 2]
+    mutate = next(i for i, a in enumerate(actions) if a["kind"] == "mutate")
+    assert actions[mutate]["confirmed"] and actions[mutate]["accepted"]
+    assert actions[mutate - 1]["kind"] == "message" and states[mutate]["user_msg"] == CONSENT
+    assert states[mutate + 1]["db_changed"] and states[-1]["n_errors"] == 1
+    assert actions[mutate]["target"] in states[mutate]["revealed"], (
+        "the order was looked up before the return"
+    )
+
+
+def test_malformed_and_unknown_calls_are_invalid_steps(domains):
+    domain = domains["airline"]
+    task = domain.task("0")
+    agent = Script(
+        "<action>get_user_details(user_id=</action>",
+        "<action>fly_me(to=moon)</action>",
+        '{"name": "get_user_details", "arguments": {"user_id": "emma_kim_9957"}}',
+        '{"name": "get_user_details", "arguments": {"user_id": ' + "[" * 500 + "]" * 500 + "}}",
+        "Bye!",
+    )
+    episode = run_episode(domain, task, agent, ScriptedUser(["Hi, I am emma_kim_9957."]))
+    record = episode_record(episode, episode_id="e1")
+    kinds = [a["kind"] for a in record["actions"]]
+    assert kinds == ["invalid", "invalid", "query", "query", "message"]
+    assert not record["actions"][3]["accepted"] and record["actions"][3]["args"] == []
+    assert "tool" not in record["actions"][0] and record["actions"][1]["tool"] == "fly_me"
+    assert record["states"][2]["n_errors"] == 2 and "not found" in record["states"][2]["last_error"]
+    assert record["states"][3]["checked"] and "emma_kim_9957" in record["states"][3]["revealed"]
+    assert record["actions"][2]["target"] == "emma_kim_9957"
+    tool_messages = [m for m in agent.seen[-1] if m["role"] == "tool"]
+    assert tool_messages[0]["content"].startswith("Error: could not read the tool call")
+    assert agent.seen[0][0]["role"] == "system" and "## Tools" in agent.seen[0][0]["content"]
+    assert "get_user_details(user_id: str)" in agent.seen[0][0]["content"]
+
+
+def test_llm_user_sees_the_scenario_and_flipped_roles(domains, data_dir):
+    domain = domains["retail"]
+    task = domain.task("0")
+    model = FakeModel("Hi, I want to exchange a keyboard.", "Yes, go ahead.", "Thanks! ###TRANSFER###")
+    user = LLMUser(model, guidelines=load_guidelines(data_dir), task=task)
+    agent = Script(
+        "Sure, what is your zip?", "<action>get_order_details(order_id=#W2378156)</action>", "Done."
+    )
+    episode = run_episode(domain, task, agent, user)
+    assert episode.end == "transfer" and len(model.calls) == 3
+    system = model.calls[0][0]
+    assert (
+        system["role"] == "system" and "###STOP###" in system["content"] and "#W2378156" in system["content"]
+    )
+    last = model.calls[-1][1:]
+    assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
+    assert last[0]["content"] == EpisodeConfig().greeting and last[-1]["content"] == "Done."
+    assert all("<action>" not in m["content"] for m in last), "the user never sees tool calls"
+
+
+def test_max_steps_ends_an_agent_that_never_stops(domains):
+    domain = domains["airline"]
+    busy = Script(*["<action>list_all_airports()</action>"] * 10)
+    episode = run_episode(
+        domain, domain.task("0"), busy, ScriptedUser(["Hi."]), config=EpisodeConfig(max_steps=4)
+    )
+    assert episode.end == "max_steps" and len(episode.steps) == 4
+    with pytest.raises(ValueError, match="max_steps"):
+        EpisodeConfig(max_steps=0)
+
+
+def test_trajectories_are_written_as_jsonl(domains, tmp_path):
+    domain = domains["airline"]
+    records = []
+    for task_id in ("1", "2"):
+        task = domain.task(task_id)
+        agent = GoldAgent(domain, task)
+        records.append(episode_record(run_episode(domain, task, agent, gold_user(agent)), episode_id=task_id))
+    path = tmp_path / "tau2.jsonl"
+    write_jsonl(records, path)
+    lines = path.read_text().splitlines()
+    assert [json.loads(line) for line in lines] == records
+    assert [p.name for p in tmp_path.iterdir()] == ["tau2.jsonl"]
+
+
+def test_splits(data_dir, domains):
+    for name, domain in domains.items():
+        train, test = load_split(name, data_dir, "train"), load_split(name, data_dir, "test")
+        assert not set(train) & set(test) and set(train) | set(test) == set(domain.tasks)
+    with pytest.raises(ValueError, match="no split `dev`"):
+        load_split("airline", data_dir, "dev")

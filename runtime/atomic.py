@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -33,3 +33,10 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO]:
     """`open(path, mode)` that only replaces the target once the block has finished."""
     with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else "utf-8") as handle:
         yield handle
+
+
+def write_atomic(path: str | os.PathLike[str], chunks: Iterable[str]) -> None:
+    """Write the text `chunks` to `path`, all or nothing."""
+    with atomic_open(path) as handle:
+        for chunk in chunks:
+            handle.write(chunk)

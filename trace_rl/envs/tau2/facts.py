@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.envs.tau2.atomic import write_atomic
+from tracec.runtime.atomic import write_atomic
 from tracec.trace_rl.envs.tau2.episode import Episode, Step
 
 CONFIRM = re.compile(r"\b(?:yes|yeah|yep|confirm|confirmed|confirms)\b", re.IGNORECASE)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracec.trace_rl.envs.tau2.atomic import write_atomic
+from tracec.runtime.atomic import write_atomic
 from tracec.trace_rl.envs.tau2.db import Db
 from tracec.trace_rl.envs.tau2.env import ToolOutcome, find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.gold import replay_gold

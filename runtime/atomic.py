@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -18,8 +18,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields a temporary path to write; it replaces `path` only if the block finishes without an exception."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # created like open() does: umask applies
     try:
         yield Path(tmp)
         os.replace(tmp, target)

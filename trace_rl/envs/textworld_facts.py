@@ -164,7 +164,7 @@ def _visible(roots: Iterable[str], inside: Mapping[str, list[str]], closed: set[
     frontier = list(seen)
     while frontier:
         holder = frontier.pop()
-        if holder in ():
+        if holder in closed:
             continue
         for thing in inside.get(holder, ()):
             if thing not in seen:

@@ -1,0 +1,104 @@
+"""Steps per second of a TextWorld game played through `TextWorldEnv` (canonical facts per step) against
+TextWorld alone, with the same commands and the same requested infos; target: at least 0.7x.
+
+One `tw-simple` game is made (about 10 s), a seeded random agent picks the command list once, then both sides
+replay it from a reset of their own environment, in alternating rounds so that machine noise hits both alike. Reset and game loading are
+outside the timings. The fact extraction alone is also timed on the recorded TextWorld states.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import textworld
+from tracec.trace_rl.envs.textworld_agents import RandomAgent, play_episode
+from tracec.trace_rl.envs.textworld_env import REQUESTED_INFOS, SimpleGame, TextWorldEnv, make_game
+from tracec.trace_rl.envs.textworld_facts import action_facts, state_facts
+
+from bench.results import markdown_table, record
+
+ROUNDS = 5
+STEPS = 60
+
+
+def _start_textworld(game: Path) -> textworld.core.Environment:
+    infos = textworld.EnvInfos(**dict.fromkeys(REQUESTED_INFOS, True))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+        return textworld.start(str(game), request_infos=infos)
+
+
+def _textworld_alone(env: textworld.core.Environment, commands: list[str]) -> float:
+    env.reset()
+    start = time.perf_counter()
+    for command in commands:
+        env.step(command)
+    return len(commands) / (time.perf_counter() - start)
+
+
+def _with_facts(env: TextWorldEnv, commands: list[str]) -> float:
+    env.reset()
+    start = time.perf_counter()
+    for command in commands:
+        env.step(command)
+    return len(commands) / (time.perf_counter() - start)
+
+
+def _facts_only_us(env: TextWorldEnv, commands: list[str]) -> float:
+    """Microseconds a step of fact extraction alone, on the game states of one replay."""
+    env.reset()
+    states = [env.game_state]
+    for command in commands:
+        env.step(command)
+        states.append(env.game_state)
+    start = time.perf_counter()
+    for before, after, command in zip(states, states[1:], commands, strict=False):
+        state_facts(after)
+        action_facts(
+            text=command,
+            command=command,
+            admissible_before=before["admissible_commands"],
+            score_before=before["score"],
+            score_after=after["score"],
+        )
+    return (time.perf_counter() - start) / len(commands) * 1e6
+
+
+@pytest.mark.slow
+def test_textworld_steps_per_second(benchmark, tmp_path_factory: pytest.TempPathFactory) -> None:
+    game = make_game(SimpleGame(seed=2), tmp_path_factory.mktemp("tw-bench"))
+    raw = _start_textworld(game)
+    with TextWorldEnv(game) as env:
+        episode = play_episode(env, RandomAgent(seed=0), episode="bench", max_steps=STEPS)
+        commands = [action["text"] for action in episode["actions"]]
+        alone, ours = [], []
+        for round_ in range(ROUNDS):  # alternate which side goes first
+            if round_ % 2:
+                ours.append(_with_facts(env, commands))
+            alone.append(_textworld_alone(raw, commands))
+            if not round_ % 2:
+                ours.append(_with_facts(env, commands))
+        facts_us = _facts_only_us(env, commands)
+        benchmark.pedantic(_with_facts, args=(env, commands), rounds=3, iterations=1)
+    raw.close()
+
+    alone_sps, ours_sps = statistics.median(alone), statistics.median(ours)
+    table = markdown_table(
+        ["side", "steps/s (median of 5)", "ms/step"],
+        [
+            ["textworld alone", f"{alone_sps:.1f}", f"{1000 / alone_sps:.2f}"],
+            ["textworld + tracec facts", f"{ours_sps:.1f}", f"{1000 / ours_sps:.2f}"],
+            ["ratio (target >= 0.7x)", f"{ours_sps / alone_sps:.2f}x", ""],
+            ["fact extraction alone", "", f"{facts_us / 1000:.3f}"],
+        ],
+    )
+    body = (
+        f"{len(commands)} seeded random admissible commands on one tw-simple game, infos: "
+        f"{', '.join(REQUESTED_INFOS)}.\n\n{table}"
+    )
+    record("textworld", body, "python -m pytest bench/test_textworld_bench.py --benchmark-only -p no:xdist")
+    print(body)

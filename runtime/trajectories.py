@@ -84,7 +84,7 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Episode]:
 
 def _episode(raw: bytes, where: Where) -> Episode:
     try:
-        record = json.loads(raw.decode("utf-8"))
+        record = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))  # so that a column is a column of this line
     except UnicodeDecodeError as error:
         raise DataError([where.diagnostic("line is not valid UTF-8", error.start + 1)]) from None
     except json.JSONDecodeError as error:

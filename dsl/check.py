@@ -20,12 +20,10 @@ from tracec.dsl.parse import parse
 from tracec.dsl.regex import RegexSyntaxError, compile_regex
 from tracec.dsl.types import Type
 
-# Words the grammar gives a meaning to; none may name a declaration, field, binding, operator or member.
-RESERVED = frozenset(
-    "schema state action rubric for bind evidence execution invalidity budget lambda gamma context capability needed "
-    "present environment table rows let task tool require else set solution report reward pick where and or not in "
-    "true false prev next act".split()
-)
+# Words that would read two ways inside an expression; none may name a declaration, field, binding, operator,
+# table, column or member. The words that open a declaration or item (`schema`, `tool`, `table`, `task`, ...) are
+# keywords only where an item starts, so they stay free as names (a tool-call fact is naturally called `tool`).
+RESERVED = frozenset("and or not in true false prev next act state report where pick".split())
 BIND_TYPES = ("entity", "int", "float", "bool", "enum")
 DEFAULT_BUDGET = 1.0
 DEFAULT_LAMBDA = 0.8
@@ -117,7 +115,8 @@ class _Checker:
 
     def name_ok(self, name: str, loc: Loc, what: str) -> None:
         if name in RESERVED:
-            self.error(loc, f"`{name}` is a reserved word and cannot name a {what}")
+            article = "an" if what[0] in "aeiou" else "a"
+            self.error(loc, f"`{name}` is a reserved word and cannot name {article} {what}")
 
     # ------------------------------------------------------------------ declarations
     def module(self, module: ast.Module) -> CheckedModule:
@@ -298,7 +297,9 @@ def _quiet_schema(decl: ast.Schema) -> CheckedSchema:
 def _bindable(got: Type, declared: Type) -> bool:
     if got.kind in ("string", "text"):
         return True  # converted at run time; a failed conversion is missing
-    return T.comparable(got, declared) or (got.kind == "int" and declared.kind == "float")
+    if got.kind == "float" and declared.kind == "int":
+        return False  # the fraction would be lost without a word
+    return T.comparable(got, declared)
 
 
 def _loc(expr: Any) -> Loc:
@@ -450,11 +451,14 @@ class _Scope:
         return T.FLOAT if op == "/" or T.FLOAT in (left, right) else T.INT
 
     def operands(self, expr: ast.Binary) -> tuple[Type | None, Type | None]:
-        """Type both sides; a bare name that is no binding takes its enum from the other side."""
+        """Type both sides; a bare name that is no binding takes its enum from the other side. When that side has
+        an error already, the name is left alone: reporting it as unknown too would only repeat the first error."""
         if isinstance(expr.left, ast.Name) and expr.left.id not in self.binds:
             right = self.expr(expr.right)
-            return self.expr(expr.left, right), right
+            return (self.expr(expr.left, right), right) if right is not None else (None, None)
         left = self.expr(expr.left)
+        if left is None and isinstance(expr.right, ast.Name) and expr.right.id not in self.binds:
+            return None, None
         return left, self.expr(expr.right, left)
 
     def membership(self, expr: ast.Binary) -> Type | None:
@@ -542,7 +546,7 @@ class _Scope:
         if got is None:
             return None
         if got.kind == "text":
-            self.error(arg.loc, "changed() of a `text` field is not supported; compare a derived fact instead")
+            self.error(arg.loc, f"changed() cannot read the text field `{arg.id}`; test it with contains() or matches()")
             return None
         self.typing.types[id(arg)] = got
         return T.BOOL
@@ -551,7 +555,7 @@ class _Scope:
         if not self.arity(expr, 2):
             return None
         text, needle = expr.args
-        if not self.text_source(text):
+        if not self.text_source(expr.func, text):
             return None
         got = self.expr(needle)
         if got is None:
@@ -566,19 +570,19 @@ class _Scope:
         if not self.arity(expr, 2):
             return None
         text, regex = expr.args
-        ok = self.text_source(text)
+        ok = self.text_source(expr.func, text)
         got = self.expr(regex)
         if got is not None and got.kind != "regex":
             self.error(regex.loc, "matches() needs a regex literal /.../ as its second argument")
             return None
         return T.BOOL if ok and got is not None else None
 
-    def text_source(self, text: ast.Expr) -> bool:
+    def text_source(self, func: str, text: ast.Expr) -> bool:
         got = self.expr(text)
         if got is None:
             return False
         if got.kind != "text" or not isinstance(text, (ast.Fact, ast.Name)):
-            self.error(text.loc, f"the first argument must be a text fact (like `next.feedback`), not `{got}`")
+            self.error(text.loc, f"{func}() reads a text fact (like `next.feedback`) as its first argument, not `{got}`")
             return False
         return True
 

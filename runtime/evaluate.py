@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tracec.compiler.backends import Kernel, compile_kernel
-from tracec.compiler.cache import KernelCache
+from tracec.compiler.cache import KernelCache, default_cache_path
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import CheckError, Diagnostic, NOWHERE
@@ -131,7 +131,7 @@ def load_rubric(text: str, path: str, rubric: str | None = None) -> CompiledRubr
 
 def default_cache() -> KernelCache:
     """The kernel cache folder: $TRACEC_CACHE_DIR, else ~/.cache/tracec."""
-    return KernelCache(Path(os.environ.get("TRACEC_CACHE_DIR", Path.home() / ".cache" / "tracec")))
+    return KernelCache(default_cache_path(os.environ))
 
 
 def trl_reward_func(

@@ -121,7 +121,7 @@ def _compile(args: argparse.Namespace) -> int:
     if args.output is not None:
         from tracec.compiler.c_backend import write_artifact
 
-        write_artifact(compiled.program, args.output)
+        write_artifact(compiled.program, args.output, default_cache(), [op.name for op in compiled.operators])
         built = str(args.output)
     else:
         compile_kernel(compiled.program, args.backend, default_cache())

@@ -5,7 +5,8 @@ import json
 import pytest
 from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
-from tracec.trace_rl.envs.tau2.facts import episode_record, write_jsonl
+from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import CONSENT, GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import load_split
 from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guidelines
@@ -157,7 +158,7 @@ def test_trajectories_are_written_as_jsonl(domains, tmp_path):
         agent = GoldAgent(domain, task)
         records.append(episode_record(run_episode(domain, task, agent, gold_user(agent)), episode_id=task_id))
     path = tmp_path / "tau2.jsonl"
-    write_jsonl(records, path)
+    write_records(records, path)
     lines = path.read_text().splitlines()
     assert [json.loads(line) for line in lines] == records
     assert [p.name for p in tmp_path.iterdir()] == ["tau2.jsonl"]

@@ -18,7 +18,8 @@ from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
 from tracec.trace_rl.envs.tau2.env import load_domain
 from tracec.trace_rl.envs.tau2.episode import run_episode
-from tracec.trace_rl.envs.tau2.facts import episode_record, write_jsonl
+from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
 from tracec.trace_rl.envs.tau2.user import ScriptedUser
 
@@ -46,7 +47,7 @@ def trajectories(shared_dir, tmp_path_factory):
         ScriptedUser(["Hi, I need some help with my account.", "ok"]),
     )
     path = tmp_path_factory.mktemp("tau2") / "episodes.jsonl"
-    write_jsonl([episode_record(gold, episode_id="gold"), episode_record(careless, episode_id="careless")], path)
+    write_records([episode_record(gold, episode_id="gold"), episode_record(careless, episode_id="careless")], path)
     assert gold.score.reward == 1.0
     return path
 

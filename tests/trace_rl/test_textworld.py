@@ -19,13 +19,12 @@ from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
 from tracec.dsl import ast
 from tracec.dsl.check import check_source
+from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.textworld_agents import (
     LLMAgent,
     RandomAgent,
     WalkthroughAgent,
     play_episode,
-    read_trajectories,
-    write_trajectories,
 )
 from tracec.trace_rl.envs.textworld_env import (
     CookingGame,
@@ -312,8 +311,8 @@ def test_trajectory_jsonl_shape_and_round_trip(env: TextWorldEnv, tmp_path: Path
         play_episode(env, RandomAgent(seed=1), episode="r1", max_steps=10),
     ]
     path = tmp_path / "textworld.jsonl"
-    write_trajectories(path, episodes)
-    assert list(read_trajectories(path)) == episodes
+    write_records(episodes, path)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == episodes
     assert [p.name for p in tmp_path.iterdir()] == ["textworld.jsonl"]  # no staging file left
     for line, episode in zip(path.read_text().splitlines(), episodes, strict=True):
         record = json.loads(line)

@@ -10,12 +10,7 @@ trainer-side handling of the recorded text.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import tempfile
-from collections.abc import Iterable, Iterator
-from pathlib import Path
 from typing import Any, Protocol
 
 from tracec.trace_rl.envs.textworld_env import Observation, TextWorldEnv
@@ -125,29 +120,3 @@ def env_reward(observation: Observation) -> float:
     if observation.won:
         return 1.0
     return observation.score / observation.max_score if observation.max_score > 0 else 0.0
-
-
-def write_trajectories(path: Path, episodes: Iterable[dict[str, Any]]) -> None:
-    """Write one episode a line; the file appears whole or not at all."""
-    path = Path(path)
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for episode in episodes:
-                handle.write(json.dumps(episode, ensure_ascii=False, separators=(",", ":")) + "\n")
-        os.replace(staging, path)
-    except BaseException:
-        os.unlink(staging)
-        raise
-
-
-def read_trajectories(path: Path) -> Iterator[dict[str, Any]]:
-    """The episodes of a trajectory file written by `write_trajectories`."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not a JSON line: {error.msg}") from None

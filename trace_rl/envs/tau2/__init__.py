@@ -12,7 +12,7 @@ Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL as
 
 from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome, find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.episode import Episode, EpisodeConfig, run_episode
-from tracec.trace_rl.envs.tau2.facts import episode_record, write_jsonl
+from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay, tau2_command
 from tracec.trace_rl.envs.tau2.scoring import Score, score
@@ -44,5 +44,4 @@ __all__ = [
     "run_episode",
     "score",
     "tau2_command",
-    "write_jsonl",
 ]

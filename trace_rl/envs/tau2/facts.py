@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-from tracec.runtime.atomic import write_atomic
 from tracec.trace_rl.envs.tau2.episode import Episode, Step
 
 CONFIRM = re.compile(r"\b(?:yes|yeah|yep|confirm|confirmed|confirms)\b", re.IGNORECASE)
@@ -110,8 +108,3 @@ def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
         yield value
     elif value is not None:
         yield json.dumps(value)
-
-
-def write_jsonl(records: Iterable[dict[str, Any]], path: Path) -> None:
-    """One record a line, all or nothing (`write_atomic`)."""
-    write_atomic(path, (json.dumps(record, ensure_ascii=False) + "\n" for record in records))

@@ -1,0 +1,225 @@
+"""The environment interpreter against the same environment written by hand in Python, side by side.
+
+The environment is examples/envs/structured_data_reasoning.rubric (cancel_trip). `HandTrips` draws the same tables
+from the same seeds, answers every turn with the same observation and records the same `toolenv` facts (checked
+before timing), so both sides do the same work; only the interpreter reads it from the `.rubric`.
+Timed: `reset` (tables, picks, task, gold replay) and `step` over a fixed turn sequence per episode (three gold
+calls, a refused cancel, an unknown tool, the final message). Writes bench/RESULTS.md, section "environments".
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tracec.runtime.env import Environment, load_environment
+from tracec.runtime.env.episode import CONFIRM, appears
+from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
+from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
+
+from bench.results import markdown_table, record
+
+PATH = Path(__file__).resolve().parents[1] / "examples" / "envs" / "structured_data_reasoning.rubric"
+COMMAND = "pytest bench/test_env_bench.py --benchmark-only -p no:xdist"
+N_EPISODES = 200
+DONE = re.compile(r"\b(?:done|finished|completed?|all set)\b|###STOP###", re.IGNORECASE)
+
+
+class HandTrips:
+    """cancel_trip written by hand, the way one would without the language."""
+
+    def __init__(self, max_steps: int = 30):
+        self.max_steps = max_steps
+        days = [FIRST_DAY.toordinal() + n for n in range(N_DAYS)]
+        self.days = [FIRST_DAY.fromordinal(d).isoformat() for d in days]
+
+    def _tables(self, seed: int, draw: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        rng = rng_for(seed, f"{draw}/table/users")
+        n = rng.randint(3, 8)
+        ids = [f"U{k}" for k in rng.sample(range(1000, 10000), n)]
+        names = [f"{FIRST_NAMES[k // 40]} {LAST_NAMES[k % 40]}" for k in rng.sample(range(1600), n)]
+        tiers = [rng.choice(("gold", "silver", "regular")) for _ in range(n)]
+        users = [{"id": i, "name": m, "tier": t} for i, m, t in zip(ids, names, tiers)]
+        rng = rng_for(seed, f"{draw}/table/trips")
+        n = rng.randint(6, 20)
+        columns = [
+            [f"T{k}" for k in rng.sample(range(1000, 10000), n)], [rng.choice(ids) for _ in range(n)],
+            [rng.choice(CITIES) for _ in range(n)], [rng.choice(CITIES) for _ in range(n)],
+            [self.days[rng.randrange(N_DAYS)] for _ in range(n)], [rng.choice(("active", "cancelled")) for _ in range(n)],
+            [rng.randint(50, 900) for _ in range(n)],
+        ]
+        keys = ("id", "user", "origin", "dest", "day", "status", "price")
+        return users, [dict(zip(keys, row)) for row in zip(*columns)]
+
+    def reset(self, seed: int) -> str:
+        for draw in range(32):
+            users, trips = self._tables(seed, draw)
+            rng = rng_for(seed, f"{draw}/picks")
+            me = dict(rng.choice(users))
+            active = [t for t in trips if t["user"] == me["id"] and t["status"] == "active"]
+            if active:
+                target = dict(rng.choice(active))
+                break
+        else:
+            raise RuntimeError(f"no active trip in 32 draws of seed {seed}")
+        self.users, self.trips = users, trips
+        self.by_id = {t["id"]: t for t in trips}
+        gold = {"users": users, "trips": [dict(t, status="cancelled") if t["id"] == target["id"] else t for t in trips]}
+        self.gold_digest, self.refund = _digest(gold), target["price"]
+        self.task = (f"Hi, I'm {me['name']}. Please cancel my trip from {target['origin']} to {target['dest']} on "
+                     f"{target['day']}, and tell me the refund.")
+        self.steps, self.done, self.last_message, self.errors = 0, False, None, 0
+        self.revealed: set[str] = set()
+        self.revealed_list: list[str] = []
+        self.states: list[dict[str, Any]] = [{"revealed": [], "checked": False, "user_msg": self.task,
+                                              "db_changed": False, "n_errors": 0, "done": False}]
+        self.actions: list[dict[str, Any]] = []
+        return self.task
+
+    def step(self, text: str) -> tuple[str, bool]:
+        self.steps += 1
+        user_msg = self.states[-1]["user_msg"]
+        confirmed = CONFIRM.search(user_msg) is not None
+        call = parse_tool_call(text)
+        if call is None:
+            ended = DONE.search(text) is not None
+            reply = "Thank you, bye." if ended else "Yes, please go ahead with my request, and tell me when you are done."
+            self.last_message, self.done = text, ended or self.steps >= self.max_steps
+            self.actions.append({"kind": "message", "accepted": True, "args": [], "confirmed": confirmed, "text": text})
+            self.states.append({"revealed": self.revealed_list, "checked": False, "user_msg": reply,
+                                "db_changed": False, "n_errors": self.errors, "done": self.done})
+            return reply, self.done
+        action: dict[str, Any] = {"kind": "invalid", "accepted": False, "args": [], "confirmed": confirmed, "text": text}
+        state: dict[str, Any] = {"checked": False, "db_changed": False}
+        if isinstance(call, ToolCallError):
+            error = call.message
+        else:
+            error = self.call(call, action, state)
+        if error is not None:
+            self.errors += 1
+            state["last_error"] = error
+        self.done = self.steps >= self.max_steps
+        self.actions.append(action)
+        state.update(revealed=self.revealed_list, user_msg=user_msg, n_errors=self.errors, done=self.done)
+        self.states.append(state)
+        return (render_result({"error": error}) if error is not None else state.pop("observation")), self.done
+
+    def call(self, call: ToolCall, action: dict[str, Any], state: dict[str, Any]) -> str | None:
+        args = call.arguments
+        action["tool"] = call.name
+        tools = ("find_user", "list_trips", "cancel")
+        if call.name not in tools:
+            close = difflib.get_close_matches(call.name, tools, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            return f"unknown tool `{call.name}`{hint}; tools are: {', '.join(tools)}"
+        param = {"find_user": "name", "list_trips": "user", "cancel": "trip"}[call.name]
+        value = args.get(param)
+        action["kind"] = "mutate" if call.name == "cancel" else "query"
+        action["args"] = sorted({v for v in args.values() if isinstance(v, str)})
+        if call.name != "find_user" and isinstance(value, str):
+            action["target"] = value
+        if set(args) != {param} or not isinstance(value, str):
+            return f"`{call.name}` takes {param}"
+        action["accepted"] = True
+        if call.name == "cancel":
+            trip = self.by_id.get(value)
+            if trip is None or trip["status"] != "active":
+                action["accepted"] = False
+                return f"trip {value} is not active"
+            trip["status"] = "cancelled"
+            state.update(db_changed=True, observation=render_result({"ok": True, "updated": [trip]}))
+            self._reveal([trip["id"], trip["user"]])
+            return None
+        rows = ([u for u in self.users if u["name"] == value] if call.name == "find_user"
+                else [t for t in self.trips if t["user"] == value])
+        self._reveal([row[c] for row in rows for c in (("id",) if call.name == "find_user" else ("id", "user"))])
+        state.update(checked=True, rows=len(rows), observation=render_result(rows))
+        return None
+
+    def _reveal(self, keys: list[str]) -> None:
+        if not self.revealed.issuperset(keys):
+            self.revealed.update(keys)
+            self.revealed_list = sorted(self.revealed)
+
+    def reward(self) -> float:
+        state = 1.0 if _digest({"users": self.users, "trips": self.trips}) == self.gold_digest else 0.0
+        report = 1.0 if appears(self.refund, self.last_message or "") else 0.0
+        return 0.6 * state + 0.4 * report
+
+
+def _digest(tables: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(tables, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def turns(env: Environment) -> list[str]:
+    assert env.scenario is not None
+    gold = [format_tool_call(c.name, c.arguments) for c in env.scenario.gold_calls]
+    return gold + [gold[-1], gold[-1].replace("cancel(", "cancle("), f"Done, your refund is {env.scenario.report[0]}."]
+
+
+@pytest.fixture(scope="module")
+def sides():  # type: ignore[no-untyped-def]
+    program = load_environment(str(PATH))
+    scripts = {}
+    for seed in range(N_EPISODES):  # the turn script of every seed, and the check that both sides agree on it
+        env, hand = Environment(program), HandTrips()
+        assert env.reset(seed) == hand.reset(seed)
+        scripts[seed] = turns(env)
+        for turn in scripts[seed]:
+            assert env.step(turn) == hand.step(turn), (seed, turn)
+        assert env.states == hand.states and env.actions == hand.actions, seed
+        assert env.scores().reward == hand.reward() == 1.0
+    return {"interpreter": lambda: Environment(program), "hand-written": HandTrips}, scripts
+
+
+@pytest.fixture(scope="module")
+def timings():  # type: ignore[no-untyped-def]
+    found: dict[tuple[str, str], float] = {}
+    yield found
+    if len(found) < 4:
+        return
+    rows = []
+    for side in ("hand-written", "interpreter"):
+        reset_s, steps_s = found[(side, "reset")], found[(side, "step")]
+        rows.append([side, f"{N_EPISODES / reset_s:,.0f}", f"{6 * N_EPISODES / steps_s:,.0f}",
+                     f"{1e6 * steps_s / (6 * N_EPISODES):.1f}"])
+    reset_ratio = found[("hand-written", "reset")] / found[("interpreter", "reset")]
+    step_ratio = found[("hand-written", "step")] / found[("interpreter", "step")]
+    rows.append(["interpreter / hand-written (target >= 0.5x)", f"{reset_ratio:.2f}x", f"{step_ratio:.2f}x", ""])
+    record("environments", markdown_table(["side", "resets/s", "steps/s (target >= 20,000)", "us/step"], rows)
+           + f"\n\ncancel_trip, {N_EPISODES} seeds; best of 10 rounds. A step is one agent turn: parse the call, run "
+           "the tool, render the JSON result, record the toolenv facts. Both sides give the same observations and "
+           "facts (checked before timing).", COMMAND)
+
+
+@pytest.mark.parametrize("side", ["hand-written", "interpreter"])
+@pytest.mark.parametrize("phase", ["reset", "step"])
+def test_environment_throughput(benchmark, sides, timings, side: str, phase: str) -> None:  # type: ignore[no-untyped-def]
+    factories, scripts = sides
+    make = factories[side]
+    benchmark.group = f"environments {phase}"
+    if phase == "reset":
+        env = make()
+        benchmark.pedantic(lambda: [env.reset(seed) for seed in range(N_EPISODES)], rounds=10, iterations=1,
+                           warmup_rounds=1)
+    else:
+        def ready():  # type: ignore[no-untyped-def]
+            envs = [make() for _ in range(N_EPISODES)]
+            for seed, env in enumerate(envs):
+                env.reset(seed)
+            return (envs,), {}
+
+        def play(envs):  # type: ignore[no-untyped-def]
+            for seed, env in enumerate(envs):
+                for turn in scripts[seed]:
+                    env.step(turn)
+
+        benchmark.pedantic(play, setup=ready, rounds=10, iterations=1)
+    if benchmark.stats is not None:
+        timings[(side, phase)] = benchmark.stats.stats.min
+

@@ -16,12 +16,12 @@ from typing import Any
 
 from tracec.runtime.env.expr import show
 from tracec.runtime.env.program import Outcome, Program, Scenario
+from tracec.runtime.chat import says_yes
 from tracec.runtime.env.users import ScriptedUser, User
 from tracec.runtime.toolcall import ToolCallError, parse_tool_call, render_result
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 # The user agreed: the same reading as the tau2 adapter's `confirmed` fact.
-CONFIRM = re.compile(r"\b(?:yes|yeah|yep|confirm|confirmed|confirms)\b", re.IGNORECASE)
 _EPS = 1e-9
 
 
@@ -70,7 +70,7 @@ class Environment:
             raise RuntimeError("the episode is over (or never began): call reset(seed)")
         self.steps += 1
         user_msg = self.states[-1]["user_msg"]
-        confirmed = CONFIRM.search(user_msg) is not None
+        confirmed = says_yes(user_msg)
         most = self.program.limits.max_text
         if not isinstance(text, str) or len(text) > most:
             message = (f"a turn is text, not {type(text).__name__}" if not isinstance(text, str)

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from tracec.runtime.chat import ChatBackend
+
 STOP = "###STOP###"
 DONE_PATTERN = r"\b(?:done|finished|completed?|all set)\b|###STOP###"
 
@@ -22,10 +24,6 @@ class User(Protocol):
 
     def respond(self, message: str) -> tuple[str, bool]:
         """The user's reply to the agent's message, and whether the episode ends."""
-
-
-class ChatBackend(Protocol):
-    def generate(self, messages: list[dict[str, str]]) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True)

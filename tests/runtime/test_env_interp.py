@@ -159,7 +159,7 @@ def test_too_long_turn_is_an_invalid_action(program) -> None:  # type: ignore[no
 
 
 def test_llm_user_sees_only_messages_and_stops_the_episode(program) -> None:  # type: ignore[no-untyped-def]
-    class Backend:
+    class FakeBackend:
         def __init__(self) -> None:
             self.calls: list[list[dict[str, str]]] = []
 
@@ -167,7 +167,7 @@ def test_llm_user_sees_only_messages_and_stops_the_episode(program) -> None:  # 
             self.calls.append(messages)
             return "Yes, that one." if len(self.calls) == 1 else "###STOP###"
 
-    backend = Backend()
+    backend = FakeBackend()
     env = Environment(program, user=LLMUser(backend))
     task = env.reset(2)
     assert env.step("<action>list_trips(user=U1)</action>")[1] is False

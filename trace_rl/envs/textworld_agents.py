@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
+from tracec.runtime.chat import ChatBackend
 from tracec.trace_rl.envs.textworld_env import Observation, TextWorldEnv
 
 SYSTEM_PROMPT = (
@@ -25,12 +26,6 @@ class Agent(Protocol):
     def start(self, observation: Observation) -> None: ...
 
     def act(self, observation: Observation) -> str: ...
-
-
-class ChatBackend(Protocol):
-    """Anything that answers a chat (`[{"role": ..., "content": ...}]`) with the assistant's text."""
-
-    def generate(self, messages: list[dict[str, str]]) -> str: ...
 
 
 class WalkthroughAgent:

@@ -17,10 +17,11 @@ from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay, tau2_command
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task, load_split, load_tasks
-from tracec.trace_rl.envs.tau2.user import Backend, LLMUser, ScriptedUser, load_guidelines
+from tracec.runtime.chat import ChatBackend
+from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guidelines
 
 __all__ = [
-    "Backend",
+    "ChatBackend",
     "Domain",
     "Episode",
     "EpisodeConfig",

@@ -2,7 +2,7 @@
 
 The agent opens with a fixed greeting (as in the benchmark), the user states the request, then each agent turn
 is one step: a tool call (parsed with `tracec.runtime.toolcall`, executed, its result appended as a `tool`
-message) or a message to the user (who answers). The agent is any `Backend`: it gets the whole transcript,
+message) or a message to the user (who answers). The agent is any `ChatBackend`: it gets the whole transcript,
 `system` first. The episode is scored as the benchmark scores it (`scoring.py`).
 
 Left out: retries of a failing backend, and the benchmark's cap on consecutive tool errors (`max_steps` bounds
@@ -20,7 +20,8 @@ from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
-from tracec.trace_rl.envs.tau2.user import OUT_OF_SCOPE, STOP, TRANSFER, Backend, Turn, User, end_token
+from tracec.runtime.chat import ChatBackend
+from tracec.trace_rl.envs.tau2.user import OUT_OF_SCOPE, STOP, TRANSFER, Turn, User, end_token
 
 EndReason = Literal["stop", "transfer", "out_of_scope", "max_steps"]
 _ENDS: dict[str, EndReason] = {STOP: "stop", TRANSFER: "transfer", OUT_OF_SCOPE: "out_of_scope"}
@@ -63,7 +64,7 @@ class Episode:
 def run_episode(
     domain: Domain,
     task: Task,
-    agent: Backend,
+    agent: ChatBackend,
     user: User,
     *,
     config: EpisodeConfig = EpisodeConfig(),

@@ -27,13 +27,12 @@ Missing facts are left out of the JSON object.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
+from tracec.runtime.chat import says_yes
 from tracec.trace_rl.envs.tau2.episode import Episode, Step
 
-CONFIRM = re.compile(r"\b(?:yes|yeah|yep|confirm|confirmed|confirms)\b", re.IGNORECASE)
 _MAX_DEPTH = 8
 TARGET_KEYS = ("reservation_id", "order_id", "user_id", "product_id", "item_id", "flight_number")
 
@@ -90,7 +89,7 @@ def action_facts(step: Step) -> dict[str, Any]:
     target = next((arguments[key] for key in TARGET_KEYS if isinstance(arguments.get(key), (str, int))), None)
     if target is not None and not isinstance(target, bool):
         facts["target"] = str(target)
-    facts["confirmed"] = CONFIRM.search(step.user_before) is not None
+    facts["confirmed"] = says_yes(step.user_before)
     facts["text"] = step.text
     return facts
 

@@ -3,7 +3,7 @@
 The simulator follows the benchmark's recipe: a system prompt made of the simulation guidelines
 (`user_simulator/simulation_guidelines.md`) and the task's scenario, then the dialogue with the roles flipped
 (the agent speaks as `user`, the simulated customer answers as `assistant`). It never sees tool calls or their
-results, only the agent's messages. The model sits behind `Backend`, one method, so any client (a local
+results, only the agent's messages. The model sits behind `ChatBackend`, one method, so any client (a local
 transformers model, vLLM, an HTTP API, a fake in tests) plugs in.
 
 A reply containing `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###` ends the episode. Left out:
@@ -17,16 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from tracec.runtime.chat import ChatBackend
 from tracec.trace_rl.envs.tau2.tasks import Task
 
 STOP, TRANSFER, OUT_OF_SCOPE = "###STOP###", "###TRANSFER###", "###OUT-OF-SCOPE###"
 END_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
-
-
-class Backend(Protocol):
-    """A chat model: messages `{"role": "system"|"user"|"assistant"|"tool", "content": str}` in, text out."""
-
-    def generate(self, messages: list[dict[str, str]]) -> str: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +52,7 @@ def load_guidelines(data_dir: Path) -> str:
 class LLMUser:
     """The customer, played by a model that gets the guidelines and the task's scenario."""
 
-    def __init__(self, backend: Backend, *, guidelines: str, task: Task) -> None:
+    def __init__(self, backend: ChatBackend, *, guidelines: str, task: Task) -> None:
         self.backend = backend
         persona = f"Persona: {task.persona.strip()}\n\n" if task.persona else ""
         self.system = f"{guidelines.strip()}\n\n<scenario>\n{persona}{task.instruction}\n</scenario>"

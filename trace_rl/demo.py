@@ -1,0 +1,112 @@
+"""`tracec demo`: the main job, end to end on what ships with the project, offline.
+
+1. check every example `.rubric` file;  2. explain the household rubric;  3. make a TextWorld game, play it with the
+walkthrough agent and seeded random agents (one task group), and score the trajectories with the compiled TextWorld
+rubric;  4. validate a capability environment;  5. replay a tau2-bench task's gold actions and score the episode with
+the tau2 rubric, when the tau2 data is found. Every artefact lands in `workdir`.
+Left out: training (the GRPO trainer runs on top of these scores).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tracec.compiler.explain import explain
+from tracec.dsl.check import check
+from tracec.dsl.parse import parse_file
+from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
+from tracec.runtime.output import write_records
+
+RANDOM_AGENTS = 3
+MAX_STEPS = 40
+
+
+def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
+    workdir.mkdir(parents=True, exist_ok=True)
+    _section("1. check the shipped examples")
+    for path in sorted(examples.rglob("*.rubric")):
+        checked = check(parse_file(str(path)))
+        print(f"  {path}: {len(checked.rubrics)} rubrics, {len(checked.capabilities)} capabilities, "
+              f"{len(checked.environments)} environments")
+
+    _section("2. explain examples/household.rubric (first lines)")
+    household = examples / "household.rubric"
+    listing = explain(load_rubric(household.read_text(encoding="utf-8"), str(household))).splitlines()
+    print("\n".join("  " + line for line in listing[:20]))
+
+    _section("3. TextWorld: a generated game, walkthrough and random agents, scored by examples/textworld.rubric")
+    trajectories = _play_textworld(workdir)
+    scorer = RubricScorer.from_file(examples / "textworld.rubric")
+    result = scorer.evaluate(trajectories)
+    write_records(result.records(), workdir / "textworld_eval.jsonl")
+    _summarize(result, {op.name: op.category for op in scorer.compiled.operators})
+
+    _section("4. a capability environment: validation over 20 seeds")
+    from tracec.runtime.env.validate import validate_file
+
+    report = validate_file(examples / "envs" / "structured_data_reasoning.rubric", seeds=20)
+    print("\n".join("  " + line for line in report.render().splitlines()))
+
+    _section("5. tau2-bench: gold episode of a retail task, scored by examples/tau2.rubric")
+    _tau2(workdir, examples)
+    print(f"\nartefacts in {workdir}/")
+    return 0 if report.ok else 1
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def _play_textworld(workdir: Path) -> Path:
+    from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
+    from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnv, make_game
+
+    game = make_game(SimpleGame(seed=7), workdir / "games")
+    agents = [("walkthrough", WalkthroughAgent())] + [(f"random{i}", RandomAgent(seed=i)) for i in range(RANDOM_AGENTS)]
+    episodes = []
+    with TextWorldEnv(game) as env:
+        for name, agent in agents:
+            episodes.append(play_episode(env, agent, episode=name, max_steps=MAX_STEPS))
+    path = workdir / "textworld_trajectories.jsonl"
+    write_records(episodes, path)
+    print(f"  game {game}; {len(episodes)} episodes -> {path}")
+    return path
+
+
+def _summarize(result: Evaluation, categories: dict[str, str]) -> None:
+    names = result.operator_names
+    offsets = result.batch.episode_offsets
+    returns = result.episode_returns()
+    print(f"  {'episode':<12} {'steps':>5} {'env':>5} {'TRCA':>7} {'A mean':>7}  operators that fired")
+    for e, episode in enumerate(result.batch.episodes):
+        rows = result.fired[offsets[e] : offsets[e + 1]]
+        fired = [f"{n}({categories[n][0]})" for n, count in zip(names, rows.sum(axis=0)) if count]
+        a_mean = float(np.mean(result.rewards.A[offsets[e] : offsets[e + 1]])) if len(rows) else 0.0
+        print(f"  {episode:<12} {len(rows):>5} {result.batch.env_reward[e]:>5.2f} {returns[e]:>7.3f} {a_mean:>7.3f}  "
+              + " ".join(fired))
+
+
+def _tau2(workdir: Path, examples: Path) -> None:
+    from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
+    from tracec.trace_rl.envs.tau2.episode import run_episode
+    from tracec.trace_rl.envs.tau2.facts import episode_record
+    from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
+
+    try:
+        data_dir = find_data_dir()
+    except FileNotFoundError as error:
+        print(f"  skipped: {error}")
+        return
+    domain = load_domain("retail", data_dir)
+    task = domain.task("0")
+    agent = GoldAgent(domain, task)
+    episode = run_episode(domain, task, agent, gold_user(agent))
+    path = workdir / "tau2_trajectories.jsonl"
+    write_records([episode_record(episode, episode_id="gold-retail-0")], path)
+    result = RubricScorer.from_file(examples / "tau2.rubric").evaluate(path)
+    fired = [n for n, c in zip(result.operator_names, result.fired.sum(axis=0)) if c]
+    print(f"  retail task 0: benchmark reward {episode.score.reward:.1f}, {len(episode.steps)} turns, "
+          f"TRCA return {result.episode_returns()[0]:.3f}; fired: {' '.join(fired)}", file=sys.stdout)

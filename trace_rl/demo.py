@@ -45,9 +45,10 @@ def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
     _summarize(result, {op.name: op.category for op in scorer.compiled.operators})
 
     _section("4. a capability environment: validation over 20 seeds")
-    from tracec.runtime.env.validate import validate_file
+    from tracec.runtime.env import load_environment
+    from tracec.runtime.env.validate import validate
 
-    report = validate_file(examples / "envs" / "structured_data_reasoning.rubric", seeds=20)
+    report = validate(load_environment(str(examples / "envs" / "structured_data_reasoning.rubric")), seeds=20)
     print("\n".join("  " + line for line in report.render().splitlines()))
 
     _section("5. tau2-bench: gold episode of a retail task, scored by examples/tau2.rubric")

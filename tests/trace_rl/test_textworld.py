@@ -46,9 +46,9 @@ SPEC = SimpleGame(seed=2)
 RUBRIC = Path(__file__).parents[2] / "examples" / "textworld.rubric"
 
 
-@pytest.fixture(scope="module")
-def game(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_game(SPEC, tmp_path_factory.mktemp("tw-cache"))
+@pytest.fixture
+def game(textworld_game: Path) -> Path:
+    return textworld_game
 
 
 @pytest.fixture

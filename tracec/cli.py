@@ -91,6 +91,7 @@ def entry() -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from tracec.dsl.ast import Schema
     from tracec.dsl.check import check
     from tracec.dsl.parse import parse_file
 
@@ -101,8 +102,9 @@ def _check(args: argparse.Namespace) -> int:
         except RubricError as error:
             failures.append(error)
             continue
-        counts = f"{len(checked.schemas)} schemas, {len(checked.rubrics)} rubrics, {len(checked.capabilities)} " \
-                 f"capabilities, {len(checked.environments)} environments"
+        schemas = sum(isinstance(decl, Schema) for decl in checked.module.decls)  # not the built-in ones
+        counts = f"{schemas} schemas, {len(checked.rubrics)} rubrics, {len(checked.capabilities)} capabilities, " \
+                 f"{len(checked.environments)} environments"
         print(f"{path}: ok ({counts})")
     for error in failures:
         print(error.format(), file=sys.stderr)

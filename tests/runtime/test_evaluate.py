@@ -1,0 +1,69 @@
+"""The scoring API: one rubric compiled once, many batches; the TRL reward-function adapter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracec.dsl.errors import CheckError
+from tracec.runtime.evaluate import RubricScorer, load_rubric, trl_reward_func
+from tracec.runtime.trajectories import Episode
+
+SOURCE = """
+schema chat { state { solved: bool } action { tool: entity  ok: bool } }
+rubric helpful for chat {
+  evidence   solves  "the problem gets solved":  next.solved and not prev.solved
+  execution  lookup  "calls the lookup tool":    act.tool == "lookup" and act.ok
+  invalidity broken  "a call fails":             not act.ok
+}
+"""
+
+
+def episode(name: str, calls: list[tuple[str, bool]], solved_at: int | None, task: str = "t") -> Episode:
+    states = [{"solved": solved_at is not None and i >= solved_at} for i in range(len(calls) + 1)]
+    actions = [{"tool": tool, "ok": ok} for tool, ok in calls]
+    return Episode(episode=name, task=task, instruction="help", states=states, actions=actions,
+                   env_reward=1.0 if solved_at is not None else 0.0, success=solved_at is not None)
+
+
+@pytest.fixture(scope="module")
+def scorer() -> RubricScorer:
+    return RubricScorer.from_source(SOURCE, backend="interp")
+
+
+def test_lists_files_and_batches_give_the_same_result(scorer, tmp_path):
+    episodes = [episode("a", [("lookup", True), ("answer", True)], 2), episode("b", [("lookup", False)], None)]
+    from_list = scorer.evaluate(episodes)
+    from_batch = scorer.evaluate(scorer.fact_batch(episodes))
+    np.testing.assert_array_equal(from_list.fired, from_batch.fired)
+    np.testing.assert_array_equal(from_list.rewards.A, from_batch.rewards.A)
+    assert from_list.fired.tolist() == [[0, 1, 0], [1, 0, 0], [0, 0, 1]]
+
+
+def test_episode_returns_sum_the_trca_rewards(scorer):
+    result = scorer.evaluate([episode("a", [("lookup", True), ("answer", True)], 2), episode("b", [], None)])
+    assert result.episode_returns().tolist() == pytest.approx([result.rewards.r_TRCA[:2].sum(), 0.0])
+
+
+def test_trl_reward_func_scores_completions_and_passes_none_through(scorer):
+    def to_episode(prompt, completion, kind):
+        if kind == "skip":
+            return None
+        calls = [(name, name != "bad") for name in completion.split()]
+        return episode(prompt, calls, len(calls) if "answer" in completion else None)
+
+    reward = trl_reward_func(scorer, to_episode)
+    values = reward(["p1", "p2", "p3"], ["lookup answer", "bad", "lookup"], kind=["use", "use", "skip"])
+    direct = scorer.evaluate([to_episode("p1", "lookup answer", "use"), to_episode("p2", "bad", "use")])
+    assert values[:2] == pytest.approx(direct.episode_returns().tolist())
+    assert values[2] is None and values[0] > 0 > values[1]
+    assert reward.__name__ == "tracec_helpful"
+
+
+def test_a_file_with_several_rubrics_needs_a_name():
+    two = SOURCE + SOURCE.split("rubric helpful")[1].join(["rubric other", ""])
+    with pytest.raises(CheckError, match="name the rubric to use; this file has: helpful, other"):
+        load_rubric(two, "two.rubric")
+    assert load_rubric(two, "two.rubric", "other").name == "other"
+    with pytest.raises(CheckError, match="no rubric `missing`"):
+        load_rubric(two, "two.rubric", "missing")

@@ -1,9 +1,11 @@
 """Group-relative advantages: TRCA's episode advantage A_E and step advantage A_S, and plain GRPO's for comparison.
 
 Each one standardizes values inside groups given by arbitrary int64 keys (hashes of a task instance, of a context
-tuple). Grouping is a hash table in Numba (one pass, no global sort of the batch); each group's values are then
-sorted before they are summed, so a group's mean and std depend only on the multiset of its values: permuting the
-episodes of a batch permutes the outputs bit for bit, not merely up to rounding.
+tuple). Grouping is by hash tables in Numba, in two levels so that no step-sized sort or table is needed: the
+segments (episodes) by task group first, then the steps of one task group by context key, in a small table that
+stays in cache. Before it is summed, a task group's segments are put in a canonical order (by content), so a
+group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the outputs
+bit for bit, not merely up to rounding.
 
 Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
 <= 1e-9, gets 0. Left out: filtering constant-reward groups out of a GRPO batch (the trainer decides that).
@@ -18,94 +20,196 @@ from numba import njit
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / phi: Fibonacci hashing spreads sequential keys too
 
 
 @njit(cache=True)
-def _hash_pair(a: np.uint64, b: np.uint64) -> np.uint64:
-    # splitmix64 finaliser: hashes from upstream may be sequential small ints, which must still spread out.
-    x = (a * _GOLDEN) ^ b
-    x ^= x >> np.uint64(30)
-    x *= _MIX1
-    x ^= x >> np.uint64(27)
-    x *= _MIX2
-    x ^= x >> np.uint64(31)
-    return x
+def _table_bits(n_keys: int) -> int:
+    bits = 4
+    while (1 << bits) < 2 * n_keys:  # load under 1/2: probes stay short
+        bits += 1
+    return bits
 
 
 @njit(cache=True)
-def _group_ids(major: np.ndarray, minor: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense group id `(n,)` of each (major, minor) pair (uint64 views of int64 keys), and the number of groups."""
-    n = major.shape[0]
-    capacity = 16
-    while capacity < 2 * n:
-        capacity *= 2
-    mask = np.uint64(capacity - 1)
-    slot_group = np.full(capacity, -1, np.int64)
-    slot_major = np.zeros(capacity, np.uint64)
-    slot_minor = np.zeros(capacity, np.uint64)
-    group = np.empty(n, np.int64)
-    n_groups = 0
-    for i in range(n):
-        a, b = major[i], minor[i]
-        h = _hash_pair(a, b) & mask
-        while True:
-            g = slot_group[h]
-            if g < 0:
-                slot_group[h] = n_groups
-                slot_major[h] = a
-                slot_minor[h] = b
-                group[i] = n_groups
-                n_groups += 1
-                break
-            if slot_major[h] == a and slot_minor[h] == b:
-                group[i] = g
-                break
-            h = (h + np.uint64(1)) & mask
-    return group, n_groups
+def _dense_ids(keys: np.ndarray, items: np.ndarray, bits: int, stamp: int, slot_key: np.ndarray,
+               slot_stamp: np.ndarray, slot_id: np.ndarray, ids: np.ndarray) -> int:
+    """Number the distinct keys[items] 0, 1, ... by first appearance into ids[:len(items)]; return how many.
+
+    Open addressing in the first 2^bits slots of the table (2^bits must exceed the number of distinct keys). Slots
+    stamped otherwise than `stamp` count as empty, so one table serves many calls without being cleared.
+    """
+    size = items.shape[0]
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    n_ids = 0
+    for k in range(size):
+        key = keys[items[k]]
+        if k > 0 and key == keys[items[k - 1]]:  # keys often come in runs (the steps of one task group)
+            ids[k] = ids[k - 1]
+            continue
+        h = np.int64((key * _GOLDEN) >> shift)
+        while slot_stamp[h] == stamp and slot_key[h] != key:
+            h = (h + 1) & mask
+        if slot_stamp[h] != stamp:
+            slot_stamp[h] = stamp
+            slot_key[h] = key
+            slot_id[h] = n_ids
+            n_ids += 1
+        ids[k] = slot_id[h]
+    return n_ids
 
 
 @njit(cache=True)
-def _standardize(values: np.ndarray, group: np.ndarray, n_groups: int, eps: float, divide: bool) -> np.ndarray:
-    """(v - mean) / (std + eps) inside each group (or v - mean when not `divide`); 0 for singleton/flat groups."""
-    n = values.shape[0]
-    starts = np.zeros(n_groups + 1, np.int64)
-    for i in range(n):
-        starts[group[i] + 1] += 1
-    for g in range(n_groups):
+def _bucket(ids: np.ndarray, n_ids: int, items: np.ndarray, members: np.ndarray, starts: np.ndarray) -> None:
+    """Counting sort: the items with id g go to members[starts[g]:starts[g+1]], in their order."""
+    starts[:n_ids + 1] = 0
+    for k in range(items.shape[0]):
+        starts[ids[k] + 1] += 1
+    for g in range(n_ids):
         starts[g + 1] += starts[g]
-    fill = starts[:-1].copy()
-    order = np.empty(n, np.int64)  # counting sort: the members of group g are order[starts[g]:starts[g+1]]
-    for i in range(n):
-        order[fill[group[i]]] = i
-        fill[group[i]] += 1
-    members = values[order]
-    out = np.zeros(n)
-    for g in range(n_groups):
-        start, stop = starts[g], starts[g + 1]
-        size = stop - start
-        if size < 2:
+    for k in range(items.shape[0]):  # starts[g] serves as g's fill pointer, then is shifted back below
+        members[starts[ids[k]]] = items[k]
+        starts[ids[k]] += 1
+    for g in range(n_ids, 0, -1):
+        starts[g] = starts[g - 1]
+    starts[0] = 0
+
+
+@njit(cache=True)
+def _segment_less(a: int, b: int, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray) -> bool:
+    """Lexicographic order on (length, then (value, minor key) step by step); a tie means identical contents."""
+    length = offsets[a + 1] - offsets[a]
+    if length != offsets[b + 1] - offsets[b]:
+        return length < offsets[b + 1] - offsets[b]
+    for k in range(length):
+        i, j = offsets[a] + k, offsets[b] + k
+        if values[i] != values[j]:
+            return values[i] < values[j]
+        if minor[i] != minor[j]:
+            return minor[i] < minor[j]
+    return False
+
+
+@njit(cache=True)
+def _sort_segments(order: np.ndarray, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray,
+                   buffer: np.ndarray) -> None:
+    """Sort the segment indices `order` in place by `_segment_less` (bottom-up merge sort)."""
+    n = order.shape[0]
+    src, dst = order, buffer[:n]
+    in_buffer = False
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j = lo, mid
+            for k in range(lo, hi):
+                if j >= hi or (i < mid and not _segment_less(src[j], src[i], values, offsets, minor)):
+                    dst[k] = src[i]
+                    i += 1
+                else:
+                    dst[k] = src[j]
+                    j += 1
+        src, dst = dst, src
+        in_buffer = not in_buffer
+        width *= 2
+    if in_buffer:
+        order[:] = src
+
+
+@njit(cache=True)
+def _standardize_group(values: np.ndarray, members: np.ndarray, eps: float, divide: bool, out: np.ndarray) -> None:
+    """Standardize the values at indices `members` among themselves, into `out`; flat or singleton groups stay 0."""
+    size = members.shape[0]
+    if size < 2:
+        return
+    total = 0.0
+    for i in members:
+        total += values[i]
+    mean = total / size
+    squares = 0.0
+    for i in members:
+        squares += (values[i] - mean) ** 2
+    std = np.sqrt(squares / size)
+    if std <= ZERO_VARIANCE:
+        return
+    scale = std + eps if divide else 1.0
+    for i in members:
+        out[i] = (values[i] - mean) / scale
+
+
+@njit(cache=True)
+def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, starts): indices of `keys` regrouped so that those of the g-th distinct key are order[starts[g]:...]."""
+    n = keys.shape[0]
+    n_runs = 1  # at least the number of distinct keys, and far below n when keys come in runs
+    for i in range(1, n):
+        n_runs += keys[i] != keys[i - 1]
+    bits = _table_bits(n_runs)
+    slot_key = np.empty(1 << bits, np.uint64)
+    slot_stamp = np.full(slot_key.shape[0], -1, np.int64)
+    slot_id = np.empty(slot_key.shape[0], np.int64)
+    ids = np.empty(n, np.int64)
+    n_ids = _dense_ids(keys, np.arange(n), bits, 0, slot_key, slot_stamp, slot_id, ids)
+    order, starts = np.empty(n, np.int64), np.empty(n_ids + 1, np.int64)
+    _bucket(ids, n_ids, np.arange(n), order, starts)
+    return order, starts
+
+
+@njit(cache=True)
+def _standardize_segments(values: np.ndarray, offsets: np.ndarray, major: np.ndarray, minor: np.ndarray,
+                          by_minor: bool, eps: float, divide: bool, out: np.ndarray) -> None:
+    """Group-standardized `values` `(n,)` into `out` (zeros, allocated by numpy: huge pages, fewer page faults).
+
+    Segment s (elements offsets[s]:offsets[s+1]) has key major[s]; the elements of segments with equal major key,
+    and equal minor key (one per element) when `by_minor`, form a group."""
+    segments, major_starts = _group_by_key(major)
+    n_majors = major_starts.shape[0] - 1
+    largest = 0
+    for g in range(n_majors):
+        size = 0
+        for s in segments[major_starts[g]:major_starts[g + 1]]:
+            size += offsets[s + 1] - offsets[s]
+        largest = max(largest, size)
+    # The minor-key table is sized for the largest major block and reused by stamping rather than cleared.
+    slot_key = np.empty(1 << _table_bits(largest), np.uint64)
+    slot_stamp = np.full(slot_key.shape[0], -1, np.int64)
+    slot_id = np.empty(slot_key.shape[0], np.int64)
+    block, runs, local = np.empty(largest, np.int64), np.empty(largest, np.int64), np.empty(largest, np.int64)
+    run_starts, sort_buffer = np.empty(largest + 1, np.int64), np.empty(major.shape[0], np.int64)
+    for g in range(n_majors):
+        # Segments in a canonical order make every group's summation order canonical: permuting the batch's
+        # segments changes no bit of the result. Sorting a task group's few episodes is cheaper than its steps.
+        group_segments = segments[major_starts[g]:major_starts[g + 1]]
+        _sort_segments(group_segments, values, offsets, minor, sort_buffer)
+        size = 0
+        for s in group_segments:
+            for i in range(offsets[s], offsets[s + 1]):
+                block[size] = i
+                size += 1
+        if not by_minor:
+            _standardize_group(values, block[:size], eps, divide, out)
             continue
-        sorted_values = members[start:stop]
-        sorted_values.sort()  # a canonical summation order: the result ignores the batch's episode order
-        total = 0.0
-        for k in range(size):
-            total += sorted_values[k]
-        mean = total / size
-        squares = 0.0
-        for k in range(size):
-            d = sorted_values[k] - mean
-            squares += d * d
-        std = np.sqrt(squares / size)
-        if std <= ZERO_VARIANCE:
-            continue
-        scale = std + eps if divide else 1.0
-        for k in range(start, stop):
-            i = order[k]
-            out[i] = (values[i] - mean) / scale
-    return out
+        n_local = _dense_ids(minor, block[:size], _table_bits(size), g, slot_key, slot_stamp, slot_id, local)
+        _bucket(local, n_local, block[:size], runs, run_starts)
+        for r in range(n_local):
+            _standardize_group(values, runs[run_starts[r]:run_starts[r + 1]], eps, divide, out)
+
+
+def check_offsets(offsets: np.ndarray, n_items: int) -> np.ndarray:
+    """`offsets` as contiguous int64, checked to delimit segments that tile 0..n_items in order (some empty)."""
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    if offsets.ndim != 1 or offsets.size < 1:
+        raise ValueError(f"episode_offsets must be 1-D with n_episodes + 1 entries, got shape {offsets.shape}")
+    if offsets[0] != 0 or offsets[-1] != n_items:
+        raise ValueError(f"episode_offsets must run from 0 to n_steps = {n_items}, "
+                         f"got {offsets[0]} .. {offsets[-1]}")
+    drops = np.flatnonzero(np.diff(offsets) < 0)
+    if drops.size:
+        i = int(drops[0])
+        raise ValueError(f"episode_offsets must not decrease: offsets[{i}] = {offsets[i]} > "
+                         f"offsets[{i + 1}] = {offsets[i + 1]}")
+    return offsets
 
 
 def _keys(name: str, keys: np.ndarray, n: int) -> np.ndarray:
@@ -126,16 +230,21 @@ def _values(name: str, values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _grouped(values: np.ndarray, major: np.ndarray, minor: np.ndarray, eps: float, divide: bool) -> np.ndarray:
-    group, n_groups = _group_ids(major, minor)
-    return _standardize(values, group, n_groups, float(eps), divide)
+def _per_element(values: np.ndarray, keys: np.ndarray, minor: np.ndarray | None, eps: float,
+                 divide: bool) -> np.ndarray:
+    offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
+    by_minor = minor is not None
+    minor = np.zeros_like(keys) if minor is None else minor  # the kernels read one per element: all 0 here
+    out = np.zeros(values.shape[0])
+    _standardize_segments(values, offsets, keys, minor, by_minor, float(eps), divide, out)
+    return out
 
 
 def episode_advantage(env_reward: np.ndarray, task_group: np.ndarray, eps: float) -> np.ndarray:
     """A_E `(n_episodes,)`: the terminal outcome standardized among rollouts of the same task instance."""
     values = _values("env_reward", env_reward)
     keys = _keys("task_group", task_group, values.shape[0])
-    return _grouped(values, keys, np.zeros_like(keys), eps, True)
+    return _per_element(values, keys, None, eps, True)
 
 
 def step_advantage(R: np.ndarray, step_task_group: np.ndarray, context_key: np.ndarray | None,
@@ -148,7 +257,7 @@ def step_advantage(R: np.ndarray, step_task_group: np.ndarray, context_key: np.n
     keys = _keys("step_task_group", step_task_group, values.shape[0])
     if context_key is None:
         return np.zeros(values.shape[0])
-    return _grouped(values, keys, _keys("context_key", context_key, values.shape[0]), eps, True)
+    return _per_element(values, keys, _keys("context_key", context_key, values.shape[0]), eps, True)
 
 
 def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std", "none"],
@@ -158,4 +267,18 @@ def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std",
         raise ValueError(f"scale must be 'std' or 'none', got {scale!r}")
     values = _values("rewards", rewards)
     keys = _keys("group", group, values.shape[0])
-    return _grouped(values, keys, np.zeros_like(keys), eps, scale == "std")
+    return _per_element(values, keys, None, eps, scale == "std")
+
+
+def episode_step_advantage(R: np.ndarray, episode_offsets: np.ndarray, task_group: np.ndarray,
+                           context_key: np.ndarray | None, eps: float) -> np.ndarray:
+    """A_S like `step_advantage`, with the task group given once per episode `(n_episodes,)` instead of per step."""
+    values = _values("R", R)
+    offsets = check_offsets(episode_offsets, values.shape[0])
+    keys = _keys("task_group", task_group, offsets.size - 1)
+    if context_key is None:
+        return np.zeros(values.shape[0])
+    minor = _keys("context_key", context_key, values.shape[0])
+    out = np.zeros(values.shape[0])
+    _standardize_segments(values, offsets, keys, minor, True, float(eps), True, out)
+    return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from tracec.runtime.advantages import episode_advantage, step_advantage
+from tracec.runtime.advantages import check_offsets, episode_advantage, episode_step_advantage
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
@@ -65,10 +65,8 @@ def operator_weights(categories: Sequence[str], config: RewardConfig) -> tuple[n
     codes = np.array([CATEGORY_CODES[c] for c in categories], dtype=np.int64)
     counts = np.bincount(codes, minlength=len(CATEGORY_CODES))
     share = np.array([config.budget_evidence, config.budget_execution, -abs(config.budget_invalidity)])
-    per_op = share[codes] / np.maximum(counts[codes], 1)  # counts[codes] >= 1 wherever codes has an entry
-    fire_weight = per_op.astype(np.float64)
-    coverage_weight = np.where(codes == CATEGORY_CODES["invalidity"], 0.0, per_op).astype(np.float64)
-    return fire_weight, coverage_weight
+    per_op = share[codes] / counts[codes]  # an empty category has no operator here, so no division by 0
+    return per_op, np.where(codes == CATEGORY_CODES["invalidity"], 0.0, per_op)
 
 
 @dataclass(frozen=True)
@@ -91,58 +89,79 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray, coverage_weight: np.ndarray,
-                 lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n_steps, n_ops = O.shape
-    r_f = np.zeros(n_steps)
-    r_b = np.zeros(n_steps)
-    covered = np.zeros(n_ops, np.bool_)
-    for e in range(offsets.shape[0] - 1):
-        covered[:] = False
-        for t in range(offsets[e], offsets[e + 1]):
-            fired = 0.0
-            # Phi_t - Phi_{t-1} is exactly the weight of the operators covered for the first time at t: summing
-            # only those keeps r_B >= 0 without float cancellation.
-            newly = 0.0
-            for j in range(n_ops):
-                if O[t, j] != 0:
-                    fired += fire_weight[j]
-                    if not covered[j]:
-                        covered[j] = True
-                        newly += coverage_weight[j]
-            r_f[t] = fired
-            r_b[t] = newly
-    return r_f, r_b, (1.0 - lam) * r_f + lam * r_b
+def _chunk_table(weights: np.ndarray) -> np.ndarray:
+    """(n_chunks, 256): for each block of 8 operators, the summed weight of every pattern of them firing."""
+    n_chunks = (weights.shape[0] + 7) // 8
+    table = np.zeros((n_chunks, 256))
+    for c in range(n_chunks):
+        for bits in range(256):
+            for b in range(min(8, weights.shape[0] - 8 * c)):
+                if (bits >> b) & 1:
+                    table[c, bits] += weights[8 * c + b]
+    return table
 
 
 @njit(cache=True)
-def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndarray, gamma: float) -> np.ndarray:
-    returns = np.zeros(r_trca.shape[0])
+def _episode_rewards(O: np.ndarray, start: int, stop: int, fire_table: np.ndarray, cover_table: np.ndarray,
+                     lam: float, covered: np.ndarray, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray) -> None:
+    # Operators go 8 at a time as a bit pattern: two table look-ups replace a chain of dependent float adds.
+    n_ops = O.shape[1]
+    covered[:] = 0
+    for t in range(start, stop):
+        fired = 0.0
+        newly = 0.0  # Phi_t - Phi_{t-1}: the weight of what is covered for the first time, so r_B >= 0 exactly
+        for c in range(covered.shape[0]):
+            bits = 0
+            for b in range(min(8, n_ops - 8 * c)):
+                bits |= (O[t, 8 * c + b] != 0) << b
+            fired += fire_table[c, bits]
+            newly += cover_table[c, bits & ~covered[c]]
+            covered[c] |= bits
+        r_f[t] = fired
+        r_b[t] = newly
+        r_trca[t] = (1.0 - lam) * fired + lam * newly
+
+
+@njit(cache=True)
+def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
+                     returns: np.ndarray) -> None:
+    if stop == start:
+        return
+    acc = r_trca[stop - 1] + env_reward
+    returns[stop - 1] = acc
+    for t in range(stop - 2, start - 1, -1):
+        acc = r_trca[t] + gamma * acc
+        returns[t] = acc
+
+
+# The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
+# a kernel the page faults cost more than the arithmetic.
+@njit(cache=True)
+def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray, coverage_weight: np.ndarray,
+                 lam: float, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray) -> None:
+    fire_table, cover_table = _chunk_table(fire_weight), _chunk_table(coverage_weight)
+    covered = np.zeros(fire_table.shape[0], np.int64)
     for e in range(offsets.shape[0] - 1):
-        start, stop = offsets[e], offsets[e + 1]
-        if stop == start:
-            continue
-        acc = r_trca[stop - 1] + env_reward[e]
-        returns[stop - 1] = acc
-        for t in range(stop - 2, start - 1, -1):
-            acc = r_trca[t] + gamma * acc
-            returns[t] = acc
-    return returns
+        _episode_rewards(O, offsets[e], offsets[e + 1], fire_table, cover_table, lam, covered, r_f, r_b, r_trca)
 
 
-def _check_offsets(offsets: np.ndarray, n_steps: int) -> np.ndarray:
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    if offsets.ndim != 1 or offsets.size < 1:
-        raise ValueError(f"episode_offsets must be 1-D with n_episodes + 1 entries, got shape {offsets.shape}")
-    if offsets[0] != 0 or offsets[-1] != n_steps:
-        raise ValueError(f"episode_offsets must run from 0 to n_steps = {n_steps}, "
-                         f"got {offsets[0]} .. {offsets[-1]}")
-    drops = np.flatnonzero(np.diff(offsets) < 0)
-    if drops.size:
-        i = int(drops[0])
-        raise ValueError(f"episode_offsets must not decrease: offsets[{i}] = {offsets[i]} > "
-                         f"offsets[{i + 1}] = {offsets[i + 1]}")
-    return offsets
+@njit(cache=True)
+def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndarray, gamma: float,
+                    returns: np.ndarray) -> None:
+    for e in range(offsets.shape[0] - 1):
+        _episode_returns(r_trca, offsets[e], offsets[e + 1], env_reward[e], gamma, returns)
+
+
+@njit(cache=True)
+def _rewards_and_returns_kernel(O: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
+                                coverage_weight: np.ndarray, lam: float, env_reward: np.ndarray, gamma: float,
+                                r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray, returns: np.ndarray) -> None:
+    # Both per-episode passes while the episode is still in cache.
+    fire_table, cover_table = _chunk_table(fire_weight), _chunk_table(coverage_weight)
+    covered = np.zeros(fire_table.shape[0], np.int64)
+    for e in range(offsets.shape[0] - 1):
+        _episode_rewards(O, offsets[e], offsets[e + 1], fire_table, cover_table, lam, covered, r_f, r_b, r_trca)
+        _episode_returns(r_trca, offsets[e], offsets[e + 1], env_reward[e], gamma, returns)
 
 
 def _check_weights(fire_weight: np.ndarray, coverage_weight: np.ndarray, n_ops: int) -> tuple[np.ndarray, ...]:
@@ -155,30 +174,43 @@ def _check_weights(fire_weight: np.ndarray, coverage_weight: np.ndarray, n_ops: 
     return tuple(out)
 
 
-def trca_rewards(O: np.ndarray, episode_offsets: np.ndarray, fire_weight: np.ndarray,
-                 coverage_weight: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(r_F, r_B, r_TRCA), each `(n_steps,)`, from `O` `(n_steps, n_ops)`; coverage restarts with every episode."""
+def _check_operators(O: np.ndarray) -> np.ndarray:
     O = np.asarray(O)
     if O.ndim != 2:
         raise ValueError(f"O must be 2-D (n_steps, n_ops), got shape {O.shape}")
-    if O.dtype != np.uint8:
-        if O.dtype != np.bool_:
-            raise ValueError(f"O must be uint8 (or bool), got dtype {O.dtype}")
+    if O.dtype == np.bool_:
         O = O.view(np.uint8)
-    offsets = _check_offsets(episode_offsets, O.shape[0])
+    if O.dtype != np.uint8:
+        raise ValueError(f"O must be uint8 (or bool), got dtype {O.dtype}")
+    return np.ascontiguousarray(O)
+
+
+def _check_env_reward(env_reward: np.ndarray, n_episodes: int) -> np.ndarray:
+    env_reward = np.ascontiguousarray(env_reward, dtype=np.float64)
+    if env_reward.shape != (n_episodes,):
+        raise ValueError(f"env_reward must have one entry per episode ({n_episodes}), got shape {env_reward.shape}")
+    return env_reward
+
+
+def trca_rewards(O: np.ndarray, episode_offsets: np.ndarray, fire_weight: np.ndarray,
+                 coverage_weight: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(r_F, r_B, r_TRCA), each `(n_steps,)`, from `O` `(n_steps, n_ops)`; coverage restarts with every episode."""
+    O = _check_operators(O)
+    offsets = check_offsets(episode_offsets, O.shape[0])
     fire, coverage = _check_weights(fire_weight, coverage_weight, O.shape[1])
-    return _trca_kernel(np.ascontiguousarray(O), offsets, fire, coverage, float(lam))
+    r_f, r_b, r_trca = np.empty(O.shape[0]), np.empty(O.shape[0]), np.empty(O.shape[0])
+    _trca_kernel(O, offsets, fire, coverage, float(lam), r_f, r_b, r_trca)
+    return r_f, r_b, r_trca
 
 
 def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offsets: np.ndarray,
                        gamma: float) -> np.ndarray:
     """R_t = sum_{k>=t} gamma^(k-t) (r_env,k + r_TRCA,k), the env reward counted once, at the episode's last step."""
     r_trca = np.ascontiguousarray(r_trca, dtype=np.float64)
-    offsets = _check_offsets(episode_offsets, r_trca.shape[0])
-    env_reward = np.ascontiguousarray(env_reward, dtype=np.float64)
-    if env_reward.shape != (offsets.size - 1,):
-        raise ValueError(f"env_reward must have one entry per episode ({offsets.size - 1}), got {env_reward.shape}")
-    return _returns_kernel(r_trca, env_reward, offsets, float(gamma))
+    offsets = check_offsets(episode_offsets, r_trca.shape[0])
+    returns = np.empty(r_trca.shape[0])
+    _returns_kernel(r_trca, _check_env_reward(env_reward, offsets.size - 1), offsets, float(gamma), returns)
+    return returns
 
 
 def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
@@ -189,10 +221,14 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` `(n_steps,)` int64 (hashes
     of the rubric's context tuple) or None when the rubric declares no context.
     """
-    r_f, r_b, r_trca = trca_rewards(O, episode_offsets, fire_weight, coverage_weight, config.lam)
-    returns = discounted_returns(r_trca, env_reward, episode_offsets, config.gamma)
-    step_episode = segment_ids(episode_offsets)
+    O = _check_operators(O)
+    offsets = check_offsets(episode_offsets, O.shape[0])
+    fire, coverage = _check_weights(fire_weight, coverage_weight, O.shape[1])
+    env_reward = _check_env_reward(env_reward, offsets.size - 1)
     a_e = episode_advantage(env_reward, task_group, config.eps)
-    a_s = step_advantage(returns, np.asarray(task_group, dtype=np.int64)[step_episode], context_key, config.eps)
-    a_e_steps = a_e[step_episode]
+    r_f, r_b, r_trca, returns = (np.empty(O.shape[0]) for _ in range(4))
+    _rewards_and_returns_kernel(O, offsets, fire, coverage, config.lam, env_reward, config.gamma, r_f, r_b, r_trca,
+                                returns)
+    a_s = episode_step_advantage(returns, offsets, task_group, context_key, config.eps)
+    a_e_steps = np.repeat(a_e, np.diff(offsets))
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e_steps, A_S=a_s, A=a_e_steps + a_s)

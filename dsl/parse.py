@@ -8,6 +8,7 @@ escape is reported where it is written.
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 from typing import Any
 
@@ -78,11 +79,14 @@ def _run(text: str, start: str, source: Source) -> lark.Tree:
 def _describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, str]:
     line, column = max(error.line, 1), max(error.column, 1)
     if isinstance(error, lark.exceptions.UnexpectedCharacters):
+        assert error.pos_in_stream is not None, "Lark sets the position of an unexpected character"
         char = text[error.pos_in_stream]
         if char == '"':
             return Loc(line, column, line, len(text.splitlines()[line - 1]) + 1), "unterminated string"
         if char == "/":
             return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
+        if char in _CHARACTER_HINTS:
+            return Loc.point(line, column), f"unexpected character `{char}`; {_CHARACTER_HINTS[char]}"
         shown = repr(char)[1:-1]
         return Loc.point(line, column), f"unexpected character `{shown}`{_expected(error.allowed)}"
     if isinstance(error, lark.exceptions.UnexpectedToken):
@@ -92,15 +96,52 @@ def _describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, s
         if token.type == "$END":
             return Loc.point(line, column), f"unexpected end of file{_expected(error.expected)}"
         loc = Loc(token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
+        if token.value in _COMPARISONS and _after_comparison(error):
+            return loc, f"comparisons do not chain: write `a < b and b < c`, not `a < b {token.value} c`"
+        after_regex = token.start_pos and text[token.start_pos - 1] == "/" and "REGEX" not in error.expected
+        if token.type == "NAME" and after_regex:
+            return loc, f"unknown regex flag `{token.value}` (the only flag is `i`, as in /abc/i)"
         return loc, f"unexpected `{token.value}`{_expected(error.expected)}"
     return Loc.point(line, column), "unexpected end of file"
+
+
+# Characters other languages use for operators this one spells as words.
+_CHARACTER_HINTS = {"&": "write `and`", "|": "write `or`", "!": "write `not` (or `!=` to compare)"}
+_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in"})
+
+
+def _after_comparison(error: lark.exceptions.UnexpectedToken) -> bool:
+    """Whether the parser had just read `a <op> b` when the token came: a chained comparison."""
+    parser = getattr(error, "interactive_parser", None)
+    stack = parser.parser_state.value_stack if parser is not None else []
+    if len(stack) < 2:
+        return False
+    operator = stack[-2]
+    if isinstance(operator, Token):
+        return operator.value == "in"
+    return isinstance(operator, lark.Tree) and operator.data == "compare_op"
+
+
+@functools.cache
+def _expression_start() -> frozenset[str]:
+    """The terminals that may begin an expression, read off the parser itself."""
+    try:
+        _lark().parse("", start="expr")
+    except lark.exceptions.UnexpectedToken as error:
+        return frozenset(error.expected)
+    raise AssertionError("the empty string parsed as an expression")
 
 
 def _expected(terminals: set[str] | frozenset[str] | None) -> str:
     if not terminals:
         return ""
     shown = set()
-    for name in terminals:
+    rest = set(terminals)
+    # Listed one by one, the seventeen ways to start an expression drown the message.
+    if _expression_start() <= rest:
+        rest -= _expression_start()
+        shown.add("an expression")
+    for name in rest:
         if name in _TERMINAL_NAMES:
             shown.add(_TERMINAL_NAMES[name])
             continue
@@ -112,16 +153,18 @@ def _expected(terminals: set[str] | frozenset[str] | None) -> str:
     return "; expected " + ", ".join(ordered)
 
 
+def _position(token: Token) -> tuple[int, int]:
+    """Line and column of a lexed token (Lark types them as optional; its lexer always sets them)."""
+    assert token.line is not None and token.column is not None, token
+    return token.line, token.column
+
+
 def _loc(meta: Any) -> Loc:
     if isinstance(meta, Token):
         return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
     if getattr(meta, "empty", True):
         return Loc(0, 0, 0, 0)
     return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
-
-
-def _number(token: Token) -> int | float:
-    return int(token) if token.type == "INT" else float(token)
 
 
 @v_args(meta=True)
@@ -135,70 +178,63 @@ class _Builder(Transformer):
 
     # ------------------------------------------------------------------ strings
     def _string(self, token: Token) -> str:
-        raw, out, i = token.value[1:-1], [], 0
-        while i < len(raw):
+        return self._decode(token, 1, len(token.value) - 1, braces=False)
+
+    def _decode(self, token: Token, start: int, end: int, braces: bool) -> str:
+        """The text of `token.value[start:end]` with escapes (and, in templates, doubled braces) decoded; a bad
+        escape is reported at its own column."""
+        raw, out, i = token.value, [], start
+        line, column = _position(token)
+        while i < end:
             char = raw[i]
             if char == "\\":
                 escaped = raw[i + 1]
                 if escaped in '"\\':
                     out.append(escaped)
                 else:
-                    col = token.column + 1 + i
+                    col = column + i
                     self.errors.append(
                         self.source.diagnostic(
-                            Loc(token.line, col, token.line, col + 2),
+                            Loc(line, col, line, col + 2),
                             f"unknown escape `\\{escaped}` (strings know only `\\\"` and `\\\\`)",
                         )
                     )
                 i += 2
                 continue
             out.append(char)
-            i += 1
+            i += 2 if braces and raw.startswith(char * 2, i) and char in "{}" else 1
         return "".join(out)
 
     def _template(self, token: Token) -> ast.Template:
         """Split a string into text and `{expr}` parts; `{{` and `}}` stand for braces."""
-        raw = token.value[1:-1]
+        raw = token.value
+        line, column = _position(token)
         parts: list[str | ast.Expr] = []
-        text: list[str] = []
-        i = 0
-        while i < len(raw):
+        text_start, i, end = 1, 1, len(raw) - 1  # the text run being read starts at text_start
+        while i < end:
             char = raw[i]
-            if raw.startswith("{{", i) or raw.startswith("}}", i):
-                text.append(char)
+            if raw.startswith("{{", i) or raw.startswith("}}", i) or char == "\\":
                 i += 2
             elif char == "{":
-                close = raw.find("}", i)
-                col = token.column + 1 + i
+                close = raw.find("}", i, end)
                 if close < 0:
-                    self.errors.append(
-                        self.source.diagnostic(Loc.point(token.line, col), "unclosed `{` in string (write `{{` for a brace)")
-                    )
+                    message = "unclosed `{` in string (write `{{` for a brace)"
+                    self.errors.append(self.source.diagnostic(Loc.point(line, column + i), message))
+                    end = i
                     break
-                if text:
-                    parts.append(self._unescape_text("".join(text), token))
-                    text = []
-                parts.append(self._fragment(raw[i + 1 : close], token.line, col + 1))
-                i = close + 1
+                if i > text_start:
+                    parts.append(self._decode(token, text_start, i, braces=True))
+                parts.append(self._fragment(raw[i + 1 : close], line, column + i + 1))
+                i = text_start = close + 1
             elif char == "}":
-                col = token.column + 1 + i
-                self.errors.append(
-                    self.source.diagnostic(Loc.point(token.line, col), "unmatched `}` in string (write `}}` for a brace)")
-                )
+                message = "unmatched `}` in string (write `}}` for a brace)"
+                self.errors.append(self.source.diagnostic(Loc.point(line, column + i), message))
                 i += 1
             else:
-                text.append(char)
-                if char == "\\" and i + 1 < len(raw):
-                    text.append(raw[i + 1])
-                    i += 1
                 i += 1
-        if text:
-            parts.append(self._unescape_text("".join(text), token))
+        if end > text_start:
+            parts.append(self._decode(token, text_start, end, braces=True))
         return ast.Template(tuple(parts), loc=_loc(token))
-
-    def _unescape_text(self, raw: str, token: Token) -> str:
-        fake = Token("STRING", '"' + raw + '"', line=token.line, column=token.column)
-        return self._string(fake)
 
     def _fragment(self, text: str, line: int, column: int) -> ast.Expr:
         # Padding puts the fragment where it stands in the file, so its locations need no shifting.
@@ -209,6 +245,25 @@ class _Builder(Transformer):
             self.errors.append(self.source.diagnostic(*_describe(error, padded)))
             return ast.Literal("", loc=Loc.point(line, column))
         return self.transform(tree)
+
+    # ------------------------------------------------------------------ numbers
+    def _int(self, token: Token, negative: bool = False) -> int:
+        """An integer literal; one outside 64 bits is reported here, so no later stage meets it."""
+        digits = token.value.lstrip("0") or "0"
+        # Count digits first: int() refuses strings of more than 4300 digits.
+        if len(digits) > 19 or int(digits) > 2**63 - (0 if negative else 1):
+            shown = token.value if len(token.value) <= 24 else token.value[:20] + "..."
+            self.errors.append(self.source.diagnostic(_loc(token), f"integer `{shown}` does not fit in 64 bits"))
+            return 0
+        return int(digits)
+
+    def _float(self, token: Token) -> float:
+        value = float(token.value)
+        if math.isinf(value):
+            shown = token.value if len(token.value) <= 24 else token.value[:20] + "..."
+            self.errors.append(self.source.diagnostic(_loc(token), f"number `{shown}` is too large for a 64-bit float"))
+            return 0.0
+        return value
 
     # ------------------------------------------------------------------ types
     def type_plain(self, meta, children):
@@ -282,7 +337,7 @@ class _Builder(Transformer):
 
     def table(self, meta, children):
         name, *columns, low, high = children
-        return ast.Table(str(name), tuple(columns), int(low), int(high), loc=_loc(name))
+        return ast.Table(str(name), tuple(columns), self._int(low), self._int(high), loc=_loc(name))
 
     def column(self, meta, children):
         return ast.Column(str(children[0]), children[1], loc=_loc(children[0]))
@@ -402,16 +457,16 @@ class _Builder(Transformer):
         return ast.Regex(body, ignore_case, loc=_loc(token))
 
     def int_(self, meta, children):
-        return ast.Literal(int(children[0]), loc=_loc(children[0]))
+        return ast.Literal(self._int(children[0]), loc=_loc(children[0]))
 
     def float_(self, meta, children):
-        return ast.Literal(float(children[0]), loc=_loc(children[0]))
+        return ast.Literal(self._float(children[0]), loc=_loc(children[0]))
 
     def neg_int(self, meta, children):
-        return ast.Literal(-int(children[0]), loc=_loc(meta))
+        return ast.Literal(-self._int(children[0], negative=True), loc=_loc(meta))
 
     def neg_float(self, meta, children):
-        return ast.Literal(-float(children[0]), loc=_loc(meta))
+        return ast.Literal(-self._float(children[0]), loc=_loc(meta))
 
     def true(self, meta, children):
         return ast.Literal(True, loc=_loc(meta))

@@ -1,7 +1,6 @@
 """Golden tests for the language front end: every construct's syntax tree, and the exact text of every error.
 
-`tests/golden/ok/<case>.rubric` is parsed and its tree dumped to `<case>.ast`; files without environments are also
-type-checked (environments have their own checker and tests). `tests/golden/errors/<case>.rubric` must fail to
+`tests/golden/ok/<case>.rubric` is parsed, its tree dumped to `<case>.ast`, and the file must type-check. `tests/golden/errors/<case>.rubric` must fail to
 parse or check with exactly `<case>.err`. `pytest --update-golden` rewrites the expected files; review the diff.
 """
 
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tracec.dsl import ast
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, Loc, RubricError
 from tracec.dsl.parse import parse
@@ -73,8 +71,7 @@ def _compare(expected_path: Path, actual: str, update: bool) -> None:
 def test_ok(case: Path, update_golden: bool) -> None:
     module = parse(case.read_text(), case.name)
     _compare(case.with_suffix(".ast"), dump(module), update_golden)
-    if not any(isinstance(d, ast.Environment) for d in module.decls):
-        check(module)
+    check(module)
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda p: p.stem)

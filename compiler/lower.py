@@ -13,7 +13,7 @@ from functools import reduce
 from tracec.compiler.ir import Needle, Node, entity_id
 from tracec.dsl import ast
 from tracec.dsl import types as T
-from tracec.dsl.check import CheckedSchema, Typing
+from tracec.dsl.check_expr import CheckedSchema, Typing
 from tracec.dsl.types import Type
 
 _COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}

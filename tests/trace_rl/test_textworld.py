@@ -129,6 +129,22 @@ def test_extract_command_prefers_action_tag(command: str, chatter: str) -> None:
     assert extract_command(f"\n  {command}\nmore lines") == command.strip()
 
 
+@given(st.text(max_size=300))
+def test_extracted_commands_never_carry_what_crashes_the_game(reply: str) -> None:
+    command = extract_command(reply)
+    assert not re.search(r"[\\\x00-\x1f\x7f]", command)
+    assert len(command.encode()) <= 190 and command == command.strip()
+
+
+@pytest.mark.slow
+def test_hostile_commands_are_played_safely(env: TextWorldEnv) -> None:
+    env.reset()
+    for reply in ("x\\D", "<action>look\x00</action>", "\\quit", "a" * 5000):
+        _, _, action = env.step(reply)
+        assert action["parsed"] in (True, False)
+    assert env.step("look")[2]["verb"] == "look"
+
+
 def test_clean_feedback_drops_prompt_and_status_line() -> None:
     raw = "\nThe table is solidly built.\n\n\n\n>                        -= Spare Room =-0/3"
     assert clean_feedback(raw) == "The table is solidly built."

@@ -88,15 +88,23 @@ def clean_feedback(feedback: str | None) -> str:
     return _PROMPT_TAIL.sub("", feedback or "").strip()
 
 
+MAX_COMMAND_BYTES = 190  # the interpreter truncates a command past 198 bytes
+_UNSAFE = re.compile(r"[\\\x00-\x1f\x7f]")
+
+
 def extract_command(text: str) -> str:
-    """The command in an agent's reply: the inside of the first `<action>...</action>`, else the first line."""
+    """The command in an agent's reply: the inside of the first `<action>...</action>`, else the first line.
+
+    Backslashes and control characters become spaces and the length is bounded: the game's interpreter reads `\\` as the
+    start of a debugging command (`x\\D` kills the process) and a NUL byte hangs it.
+    """
     tagged = _ACTION_TAG.search(text)
     if tagged is not None:
-        return tagged.group(1).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+        command = tagged.group(1)
+    else:
+        command = next((line for line in text.splitlines() if line.strip()), "")
+    safe = _UNSAFE.sub(" ", command).strip().encode("utf-8")[:MAX_COMMAND_BYTES]
+    return safe.decode("utf-8", "ignore").strip()
 
 
 def parse_command(command: str) -> ParsedCommand:

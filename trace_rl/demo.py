@@ -1,8 +1,8 @@
 """`tracec demo`: the main job, end to end on what ships with the project, offline.
 
 1. check every example `.rubric` file;  2. explain the household rubric;  3. make a TextWorld game, play it with the
-walkthrough agent and seeded random agents (one task group), and score the trajectories with the compiled TextWorld
-rubric;  4. validate a capability environment;  5. replay a tau2-bench task's gold actions and score the episode with
+walkthrough agent, seeded random agents and an LLM agent (a tiny model built locally with random weights, through the
+CPU rollout backend), one task group, and score the trajectories with the compiled TextWorld rubric;  4. validate a capability environment;  5. replay a tau2-bench task's gold actions and score the episode with
 the tau2 rubric, when the tau2 data is found. Every artefact lands in `workdir`.
 Left out: training (the GRPO trainer runs on top of these scores).
 """
@@ -22,6 +22,7 @@ from tracec.runtime.output import write_records
 
 RANDOM_AGENTS = 3
 MAX_STEPS = 40
+LLM_STEPS = 8  # the tiny model's random text is mostly invalid; a few steps show that the rubric says so
 
 
 def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
@@ -37,7 +38,7 @@ def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
     listing = explain(load_rubric(household.read_text(encoding="utf-8"), str(household))).splitlines()
     print("\n".join("  " + line for line in listing[:20]))
 
-    _section("3. TextWorld: a generated game, walkthrough and random agents, scored by examples/textworld.rubric")
+    _section("3. TextWorld: a generated game; walkthrough, random and tiny-LLM agents; scored by examples/textworld.rubric")
     trajectories = _play_textworld(workdir)
     scorer = RubricScorer.from_file(examples / "textworld.rubric")
     result = scorer.evaluate(trajectories)
@@ -71,10 +72,23 @@ def _play_textworld(workdir: Path) -> Path:
     with TextWorldEnv(game) as env:
         for name, agent in agents:
             episodes.append(play_episode(env, agent, episode=name, max_steps=MAX_STEPS))
+        episodes.append(play_episode(env, _tiny_llm_agent(), episode="tiny-llm", max_steps=LLM_STEPS))
     path = workdir / "textworld_trajectories.jsonl"
     write_records(episodes, path)
     print(f"  game {game}; {len(episodes)} episodes -> {path}")
     return path
+
+
+def _tiny_llm_agent():
+    import torch
+
+    from tracec.trace_rl.envs.textworld_agents import LLMAgent
+    from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
+    from tracec.trace_rl.tiny_model import build_tiny_model
+
+    torch.set_num_threads(1)  # a 100k-parameter model runs far slower when two threads contend for 2 cores
+    model, tokenizer = build_tiny_model(seed=0)
+    return LLMAgent(TransformersBackend(model, tokenizer, config=SamplingConfig(max_new_tokens=24, seed=0)))
 
 
 def _summarize(result: Evaluation, categories: dict[str, str]) -> None:

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tracec.runtime.chat import says_yes
 from tracec.runtime.env.expr import show
 from tracec.runtime.env.program import Outcome, Program, Scenario
-from tracec.runtime.chat import says_yes
 from tracec.runtime.env.users import ScriptedUser, User
 from tracec.runtime.toolcall import ToolCallError, parse_tool_call, render_result
 
@@ -61,6 +61,7 @@ class Environment:
         self._revealed: set[str] = set()
         self._revealed_list: list[str] = []  # sorted; rebuilt only when a key is new
         self._errors = 0
+        self._hear(self.scenario.task)
         self.states: list[dict[str, Any]] = [self._state(None, self.scenario.task, checked=False, changed=False)]
         self.actions: list[dict[str, Any]] = []
         return self.scenario.task
@@ -69,8 +70,7 @@ class Environment:
         if self.done or self.scenario is None:
             raise RuntimeError("the episode is over (or never began): call reset(seed)")
         self.steps += 1
-        user_msg = self.states[-1]["user_msg"]
-        confirmed = says_yes(user_msg)
+        user_msg, confirmed = self._user_msg, self._confirmed
         most = self.program.limits.max_text
         if not isinstance(text, str) or len(text) > most:
             message = (f"a turn is text, not {type(text).__name__}" if not isinstance(text, str)
@@ -100,11 +100,16 @@ class Environment:
 
     def _message(self, text: str, user_msg: str, confirmed: bool) -> tuple[str, bool]:
         reply, ended = self.user.respond(text)
+        self._hear(reply)
         self.last_message = text
         self.done = ended or self.steps >= self.max_steps
         self.actions.append({"kind": "message", "accepted": True, "args": [], "confirmed": confirmed, "text": text})
         self.states.append(self._state(None, reply, checked=False, changed=False))
         return reply, self.done
+
+    def _hear(self, user_msg: str) -> None:
+        """The user's latest message, and whether it consents: read once, not again on every tool call after it."""
+        self._user_msg, self._confirmed = user_msg, says_yes(user_msg)
 
     def _state(self, outcome: Outcome | None, user_msg: str, *, checked: bool, changed: bool) -> dict[str, Any]:
         state: dict[str, Any] = {"revealed": self._revealed_list, "checked": checked, "user_msg": user_msg,

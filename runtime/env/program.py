@@ -100,8 +100,7 @@ class _Tool:
 
     def run(self, db: Database, lets: dict[str, Any], arguments: dict[str, Any], *, observe: bool = True) -> Outcome:
         """Run the call on `db`; `observe=False` skips rendering the result (the gold replay reads none)."""
-        most = self.max_string
-        shown = tuple(_clip(leaf, most) for value in arguments.values() for leaf in _leaves(value))
+        shown = _shown(arguments, self.max_string)
         values, error = self.bind(arguments)
         target = values.get(self.key_param) if self.key_param else None
         if error is not None:
@@ -227,6 +226,17 @@ class Program:
 def _failed(kind: str, tool: str | None, error: str, args: tuple[str, ...], target: Any) -> Outcome:
     return Outcome(kind=kind, tool=tool, accepted=False, error=error, observation=render_result({"error": error}),
                    args=args, target=target)
+
+
+def _shown(arguments: dict[str, Any], most: int) -> tuple[str, ...]:
+    """The call's `args` facts, clipped; a string argument, the usual one, is its own only leaf."""
+    shown: list[str] = []
+    for value in arguments.values():
+        if isinstance(value, str):
+            shown.append(_clip(value, most))
+        else:
+            shown.extend(_clip(leaf, most) for leaf in _leaves(value))
+    return tuple(shown)
 
 
 def _leaves(value: Any, depth: int = 0) -> Iterator[str]:

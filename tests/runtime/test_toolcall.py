@@ -5,7 +5,16 @@ import string
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
+from tracec.runtime.toolcall import (
+    ToolCall,
+    ToolCallError,
+    _ActionParser,
+    _flat_call,
+    _Malformed,
+    format_tool_call,
+    parse_tool_call,
+    render_result,
+)
 
 
 def test_action_form_reads_json_literals_and_bare_words():
@@ -140,3 +149,79 @@ def test_render_result_round_trips_and_is_canonical(value):
     text = render_result(value)
     assert json.loads(text) == value
     assert render_result(json.loads(text)) == text
+
+
+def _full(body):
+    """The full parser's reading of an `<action>` body, errors as `parse_tool_call` gives them."""
+    try:
+        return _ActionParser(body).call()
+    except _Malformed as err:
+        return ToolCallError(message=str(err))
+
+
+# Mostly well-formed pieces, so that most generated calls parse, with near misses mixed in.
+_KEYS = st.sampled_from(["a", "b", "c", "d", "trip", "user_id", "x.y-z", "_k", "A1", "n", "m", "1a", "é"])
+_STRING_TEXT = st.text(st.sampled_from("ab Z,)(=:é€\U0001f600\"'\\\n\t\x00\x1f/"), max_size=8)
+_CLEAN_VALUES = st.one_of(  # what the fast path takes: plain strings, JSON numbers, literals
+    st.text(st.characters(blacklist_characters='"\\', blacklist_categories=("Cc", "Cs")), max_size=12).map(
+        lambda s: f'"{s}"'
+    ),
+    st.integers(-(10**17), 10**17).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(json.dumps),
+    st.sampled_from(["true", "false", "null", "True", "False", "None"]),
+)
+_NEAR_VALUES = st.one_of(
+    _CLEAN_VALUES,
+    _STRING_TEXT.map(lambda s: f'"{s}"'),  # quotes, backslashes and control characters inside
+    _STRING_TEXT.map(lambda s: f"'{s}'"),
+    _STRING_TEXT.map(json.dumps),  # escapes
+    st.integers(-(10**25), 10**25).map(str),
+    st.floats().map(repr),
+    st.from_regex(r"[-+]?[0-9]{0,3}(\.[0-9]{0,2})?([eE][-+]?[0-9]{0,4})?", fullmatch=True),
+    st.sampled_from(["01", "-00", "1e5", "1E+5", "-0.0", "1.", ".5", "+1", "0x1F", "1_000", "١٢"]),
+    st.sampled_from(["1e999", "-1e400", "1E+309"]),  # not finite: the word stays a string
+    st.sampled_from(
+        ["TRUE", "trueish", "nul", "#W23", "T 1", "[1]", "{}", "", '"a"b', "'a'b", "'it\\'s'", "'a\\n'"]
+    ),
+)
+_SPACE = st.sampled_from(["", "", " ", "  ", "\n", "\t", "\u00a0"])
+
+
+@st.composite
+def _flat_like(draw, values=_NEAR_VALUES, keys=_KEYS):
+    """`name(key=value, ...)` with near misses in values, separators, spacing, keys and trailing commas."""
+    pairs = draw(
+        st.lists(st.tuples(keys, st.sampled_from(["=", "=", "=", ":", " = ", "=="]), values), max_size=4)
+    )
+    gap = draw(_SPACE)
+    args = ("," + gap).join(f"{key}{sep}{gap}{value}" for key, sep, value in pairs)
+    tail = draw(st.sampled_from(["", "", "", "", ",", " ,"]))
+    name = draw(st.sampled_from(["cancel", "get_user", "a.b-c", "f", "T", "g_2", "h", "9f"]))
+    return f"{name}{draw(_SPACE)}({gap}{args}{tail}{gap})".strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(_flat_like(), _NEAR_VALUES)
+def test_flat_fast_path_agrees_with_the_full_parser(body, value):
+    for text in (body, f"f(a={value})"):  # the second puts every near-miss value in an otherwise good call
+        # reprs, not ==: they tell 1 from 1.0 from True, -0.0 from 0.0, and the order of the arguments
+        full = repr(_full(text))
+        fast = _flat_call(text)
+        assert fast is None or repr(fast) == full, text
+        assert repr(parse_tool_call(f"<action>{text}</action>")) == full
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=_NAMES,
+    arguments=st.dictionaries(_NAMES, _CLEAN_VALUES, max_size=5),
+    gap=st.sampled_from(["", " ", "\n"]),
+)
+def test_flat_fast_path_takes_the_usual_calls(name, arguments, gap):
+    body = (
+        f"{name}({gap}"
+        + f",{gap}".join(f"{key}={gap}{value}" for key, value in arguments.items())
+        + f"{gap})"
+    )
+    fast = _flat_call(body)
+    assert fast is not None and repr(fast) == repr(_full(body)), body

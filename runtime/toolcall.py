@@ -77,6 +77,8 @@ def parse_tool_call(text: str) -> ToolCall | ToolCallError | None:
         return ToolCallError(message=str(err))
     except RecursionError:
         return ToolCallError(message="tool call is nested too deeply")
+    except ValueError as err:  # e.g. an integer past Python's 4300-digit conversion limit
+        return ToolCallError(message=f"a value in the tool call cannot be read: {err}")
 
 
 def format_tool_call(name: str, arguments: dict[str, Any]) -> str:

@@ -225,3 +225,10 @@ def test_flat_fast_path_takes_the_usual_calls(name, arguments, gap):
     )
     fast = _flat_call(body)
     assert fast is not None and repr(fast) == repr(_full(body)), body
+
+
+def test_a_number_too_long_to_convert_is_never_a_crash():
+    result = parse_tool_call(f"<action>f(n={'9' * 5000})</action>")
+    assert isinstance(result, ToolCallError) and "cannot be read" in result.message
+    bare_json = '{"name": "f", "arguments": {"n": ' + "9" * 5000 + "}}"
+    assert parse_tool_call(bare_json) is None  # unreadable JSON outside <action> reads as a message, as any bad JSON

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 _MAX_DEPTH = 32
+_MAX_LEAF_DEPTH = 8
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _ACTION = re.compile(r"<action>(.*?)(</action>|$)", re.IGNORECASE | re.DOTALL)
@@ -85,6 +87,23 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     """The `<action>` spelling of a call; values written as JSON so that parsing gives them back unchanged."""
     args = ", ".join(f"{key}={_json_value(value)}" for key, value in arguments.items())
     return f"<action>{name}({args})</action>"
+
+
+def argument_leaves(value: Any, depth: int = 0) -> Iterator[str]:
+    """A call argument's values as `args` facts: the leaves of lists and objects, strings as they are, numbers and
+    booleans as JSON writes them, nulls dropped. Environments and tau2-bench record `args` this way."""
+    if depth > _MAX_LEAF_DEPTH:  # a malformed call may nest arbitrarily deep; no id lives down there
+        return
+    if isinstance(value, dict):
+        for sub in value.values():
+            yield from argument_leaves(sub, depth + 1)
+    elif isinstance(value, list):
+        for sub in value:
+            yield from argument_leaves(sub, depth + 1)
+    elif isinstance(value, str):
+        yield value
+    elif value is not None:
+        yield json.dumps(value)
 
 
 def _json_value(value: Any) -> str:

@@ -10,9 +10,7 @@ Left out: the conversation (see `episode.py`) and scoring an agent's run (`Envir
 from __future__ import annotations
 
 import difflib
-import json
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +20,8 @@ from tracec.dsl.errors import EnvError
 from tracec.runtime.env.database import Database
 from tracec.runtime.env.expr import Fn, Frame, Names, compile_expr, compile_template, show
 from tracec.runtime.env.generate import TableMaker, rng_for
-from tracec.runtime.toolcall import ToolCall, render_result
+from tracec.runtime.toolcall import ToolCall, argument_leaves, render_result
 
-_MAX_DEPTH = 8  # argument nesting read for `args` facts; no value of interest lives deeper
 MAX_DRAWS = 32  # re-draws of a scenario whose pick finds no row, before the environment is reported broken
 
 
@@ -235,25 +232,8 @@ def _shown(arguments: dict[str, Any], most: int) -> tuple[str, ...]:
         if isinstance(value, str):
             shown.append(_clip(value, most))
         else:
-            shown.extend(_clip(leaf, most) for leaf in _leaves(value))
+            shown.extend(_clip(leaf, most) for leaf in argument_leaves(value))
     return tuple(shown)
-
-
-def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
-    """An argument's values as `args` facts, as the tau2 adapter writes them: leaves of lists and objects,
-    numbers as JSON writes them, booleans `true`/`false`, nulls dropped."""
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(value, dict):
-        for sub in value.values():
-            yield from _leaves(sub, depth + 1)
-    elif isinstance(value, list):
-        for sub in value:
-            yield from _leaves(sub, depth + 1)
-    elif isinstance(value, str):
-        yield value
-    elif value is not None:
-        yield json.dumps(value)
 
 
 def _clip(text: str, most: int = 64) -> str:

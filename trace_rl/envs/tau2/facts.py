@@ -26,14 +26,12 @@ Missing facts are left out of the JSON object.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 from tracec.runtime.chat import says_yes
+from tracec.runtime.toolcall import argument_leaves
 from tracec.trace_rl.envs.tau2.episode import Episode, Step
 
-_MAX_DEPTH = 8
 TARGET_KEYS = ("reservation_id", "order_id", "user_id", "product_id", "item_id", "flight_number")
 
 
@@ -85,25 +83,10 @@ def action_facts(step: Step) -> dict[str, Any]:
     facts["kind"] = "message" if outcome is None else outcome.kind
     facts["accepted"] = True if outcome is None else outcome.accepted
     arguments = {} if outcome is None else outcome.arguments
-    facts["args"] = sorted(set(_leaves(arguments)))
+    facts["args"] = sorted(set(argument_leaves(arguments)))
     target = next((arguments[key] for key in TARGET_KEYS if isinstance(arguments.get(key), (str, int))), None)
     if target is not None and not isinstance(target, bool):
         facts["target"] = str(target)
     facts["confirmed"] = says_yes(step.user_before)
     facts["text"] = step.text
     return facts
-
-
-def _leaves(value: Any, depth: int = 0) -> Iterator[str]:
-    if depth > _MAX_DEPTH:  # a malformed call may nest arbitrarily deep; no id lives down there
-        return
-    if isinstance(value, dict):
-        for sub in value.values():
-            yield from _leaves(sub, depth + 1)
-    elif isinstance(value, list):
-        for sub in value:
-            yield from _leaves(sub, depth + 1)
-    elif isinstance(value, str):
-        yield value
-    elif value is not None:
-        yield json.dumps(value)

@@ -15,15 +15,12 @@ from typing import Any
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
-from tracec.dsl.errors import CheckError, Diagnostic, Loc, Source, did_you_mean
+from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
 from tracec.dsl.parse import parse
+from tracec.dsl.reporter import Reporter
 from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.types import Type
 
-# Words that would read two ways inside an expression; none may name a declaration, field, binding, operator,
-# table, column or member. The words that open a declaration or item (`schema`, `tool`, `table`, `task`, ...) are
-# keywords only where an item starts, so they stay free as names (a tool-call fact is naturally called `tool`).
-RESERVED = frozenset("and or not in true false prev next act state report where pick".split())
 BIND_TYPES = ("entity", "int", "float", "bool", "enum")
 DEFAULT_BUDGET = 1.0
 DEFAULT_LAMBDA = 0.8
@@ -83,18 +80,7 @@ def check_source(text: str, path: str = "<string>") -> CheckedModule:
     return check(parse(text, path))
 
 
-class _Checker:
-    def __init__(self, source: Source):
-        self.source = source
-        self.errors: list[Diagnostic] = []
-
-    def error(self, loc: Loc, message: str) -> None:
-        self.errors.append(self.source.diagnostic(loc, message))
-
-    def name_ok(self, name: str, loc: Loc, what: str) -> None:
-        if name in RESERVED:
-            article = "an" if what[0] in "aeiou" else "a"
-            self.error(loc, f"`{name}` is a reserved word and cannot name {article} {what}")
+class _Checker(Reporter):
 
     # ------------------------------------------------------------------ declarations
     def module(self, module: ast.Module) -> CheckedModule:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
-from tracec.dsl.check import RESERVED
+from tracec.dsl.reporter import Reporter
 from tracec.dsl.errors import Diagnostic, Loc, Source, did_you_mean
 from tracec.dsl.types import Type
 
@@ -130,20 +130,12 @@ class _Scope:
     rewarding: bool = False  # inside `reward`: only scores and numbers
 
 
-class _EnvChecker:
+class _EnvChecker(Reporter):
     def __init__(self, source: Source, limits: Limits):
-        self.source, self.limits = source, limits
-        self.errors: list[Diagnostic] = []
+        super().__init__(source)
+        self.limits = limits
         self.tables: dict[str, TableInfo] = {}
         self.all_lets: dict[str, Loc] = {}
-
-    def error(self, loc: Loc, message: str) -> None:
-        self.errors.append(self.source.diagnostic(loc, message))
-
-    def name_ok(self, name: str, loc: Loc, what: str) -> None:
-        if name in RESERVED:
-            article = "an" if what[0] in "aeiou" else "a"
-            self.error(loc, f"`{name}` is a reserved word and cannot name {article} {what}")
 
     def unique(self, seen: dict[str, Loc], name: str, loc: Loc, what: str, owner: str = "") -> bool:
         if name in seen:

@@ -5,7 +5,8 @@ tuple). Grouping is by hash tables in Numba, in two levels so that no step-sized
 segments (episodes) by task group first, then the steps of one task group by context key, in a small table that
 stays in cache. Before it is summed, a task group's segments are put in a canonical order (by content), so a
 group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the outputs
-bit for bit, not merely up to rounding.
+bit for bit, not merely up to rounding. `trca_advantages`, what a training batch needs, does A_E, A_S and their
+sum in one pass per task group, with the same sums in the same order as the separate functions.
 
 Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
 <= 1e-9, gets 0. Left out: filtering constant-reward groups out of a GRPO batch (the trainer decides that).
@@ -196,6 +197,101 @@ def _standardize_segments(values: np.ndarray, offsets: np.ndarray, major: np.nda
             _standardize_group(values, runs[run_starts[r]:run_starts[r + 1]], eps, divide, out)
 
 
+@njit(cache=True)
+def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndarray,
+                        eps: float) -> tuple[float, float]:
+    """(mean, scale) of values[members] summed in ascending order (the canonical order of `_standardize_group` for
+    one-element segments); scale 0 marks a singleton or flat group, whose members get 0."""
+    size = members.shape[0]
+    for k in range(size):  # insertion sort: a task group holds a handful of episodes
+        x = values[members[k]]
+        j = k
+        while j > 0 and buffer[j - 1] > x:
+            buffer[j] = buffer[j - 1]
+            j -= 1
+        buffer[j] = x
+    total = 0.0
+    for k in range(size):
+        total += buffer[k]
+    mean = total / size
+    squares = 0.0
+    for k in range(size):
+        squares += (buffer[k] - mean) ** 2
+    std = np.sqrt(squares / size)
+    return mean, (std + eps if size >= 2 and std > ZERO_VARIANCE else 0.0)
+
+
+@njit(cache=True)
+def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
+                           context: np.ndarray, by_context: bool, eps: float, a_e: np.ndarray, a_s: np.ndarray,
+                           a: np.ndarray) -> None:
+    """A_E broadcast to the steps, A_S and their sum, one task group at a time, into arrays numpy allocated.
+
+    Each context group is summed straight into per-key accumulators in the order `_standardize_segments` buckets
+    its members (canonical episodes, then steps), so the result is the same bit for bit without bucketing."""
+    episodes, group_starts = _group_by_key(task_group)
+    largest, most = 0, 0
+    for g in range(group_starts.shape[0] - 1):
+        size = 0
+        for s in episodes[group_starts[g]:group_starts[g + 1]]:
+            size += offsets[s + 1] - offsets[s]
+        largest, most = max(largest, size), max(most, group_starts[g + 1] - group_starts[g])
+    bits = _table_bits(largest)
+    slot_key = np.empty(1 << bits, np.uint64)
+    slot_stamp = np.full(slot_key.shape[0], -1, np.int64)
+    slot_id = np.empty(slot_key.shape[0], np.int64)
+    local, gathered = np.empty(largest, np.int64), np.empty(largest)
+    sums, counts, scales = np.empty(largest), np.empty(largest, np.int64), np.empty(largest)
+    env_buffer, sort_buffer = np.empty(most), np.empty(most, np.int64)
+    for g in range(group_starts.shape[0] - 1):
+        group = episodes[group_starts[g]:group_starts[g + 1]]
+        e_mean, e_scale = _sorted_standardize(env_reward, group, env_buffer, eps)
+        if not by_context:
+            for s in group:
+                ae = (env_reward[s] - e_mean) / e_scale if e_scale > 0.0 else 0.0
+                for i in range(offsets[s], offsets[s + 1]):
+                    a_e[i], a_s[i], a[i] = ae, 0.0, ae + 0.0
+            continue
+        _sort_segments(group, returns, offsets, context, sort_buffer)
+        # Pass 1: dense context ids (hash table stamped with g, so never cleared), the returns gathered in
+        # canonical order, and the sums.
+        k, n_ids = 0, 0
+        for s in group:
+            previous, r = ~context[offsets[s]], 0  # keys often come in runs: look each run up once
+            for i in range(offsets[s], offsets[s + 1]):
+                key = context[i]
+                if key != previous:
+                    h = np.int64((key * _GOLDEN) >> np.uint64(64 - bits))
+                    while slot_stamp[h] == g and slot_key[h] != key:
+                        h = (h + 1) & ((1 << bits) - 1)
+                    if slot_stamp[h] != g:
+                        slot_stamp[h], slot_key[h], slot_id[h] = g, key, n_ids
+                        sums[n_ids], counts[n_ids], scales[n_ids] = 0.0, 0, 0.0
+                        n_ids += 1
+                    previous, r = key, slot_id[h]
+                local[k], gathered[k] = r, returns[i]
+                sums[r] += returns[i]
+                counts[r] += 1
+                k += 1
+        for r in range(n_ids):
+            sums[r] /= counts[r]  # now the mean
+        # Pass 2: squared deviations, in the same order.
+        for j in range(k):
+            scales[local[j]] += (gathered[j] - sums[local[j]]) ** 2
+        for r in range(n_ids):
+            std = np.sqrt(scales[r] / counts[r])
+            scales[r] = std + eps if counts[r] >= 2 and std > ZERO_VARIANCE else 0.0
+        # Pass 3: write A_E, A_S and A.
+        k = 0
+        for s in group:
+            ae = (env_reward[s] - e_mean) / e_scale if e_scale > 0.0 else 0.0
+            for i in range(offsets[s], offsets[s + 1]):
+                r = local[k]
+                step = (gathered[k] - sums[r]) / scales[r] if scales[r] > 0.0 else 0.0
+                a_e[i], a_s[i], a[i] = ae, step, ae + step
+                k += 1
+
+
 def check_offsets(offsets: np.ndarray, n_items: int) -> np.ndarray:
     """`offsets` as contiguous int64, checked to delimit segments that tile 0..n_items in order (some empty)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -270,15 +366,22 @@ def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std",
     return _per_element(values, keys, None, eps, scale == "std")
 
 
-def episode_step_advantage(R: np.ndarray, episode_offsets: np.ndarray, task_group: np.ndarray,
-                           context_key: np.ndarray | None, eps: float) -> np.ndarray:
-    """A_S like `step_advantage`, with the task group given once per episode `(n_episodes,)` instead of per step."""
-    values = _values("R", R)
+def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray,
+                    task_group: np.ndarray, context_key: np.ndarray | None,
+                    eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A_E broadcast to the steps, A_S, A = A_E + A_S), each `(n_steps,)`, for TRCA's batch layout.
+
+    `env_reward` and `task_group` are given once per episode `(n_episodes,)`, `returns` and `context_key` per step;
+    A_S is 0 without a declared context. Equal to `episode_advantage` and `step_advantage`, in one pass.
+    """
+    values = _values("returns", returns)
     offsets = check_offsets(episode_offsets, values.shape[0])
+    env_reward = _values("env_reward", env_reward)
     keys = _keys("task_group", task_group, offsets.size - 1)
-    if context_key is None:
-        return np.zeros(values.shape[0])
-    minor = _keys("context_key", context_key, values.shape[0])
-    out = np.zeros(values.shape[0])
-    _standardize_segments(values, offsets, keys, minor, True, float(eps), True, out)
-    return out
+    if env_reward.shape != keys.shape:
+        raise ValueError(f"env_reward must have one entry per episode ({keys.size}), got shape {env_reward.shape}")
+    context = keys[:0] if context_key is None else _keys("context_key", context_key, values.shape[0])
+    a_e, a_s, a = np.empty(values.shape[0]), np.empty(values.shape[0]), np.empty(values.shape[0])
+    _trca_advantage_kernel(values, offsets, env_reward, keys, context, context_key is not None, float(eps), a_e, a_s,
+                           a)
+    return a_e, a_s, a

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from tracec.runtime.advantages import check_offsets, episode_advantage, episode_step_advantage
+from tracec.runtime.advantages import check_offsets, trca_advantages
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
@@ -102,27 +102,6 @@ def _chunk_table(weights: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def _episode_rewards(O: np.ndarray, start: int, stop: int, fire_table: np.ndarray, cover_table: np.ndarray,
-                     lam: float, covered: np.ndarray, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray) -> None:
-    # Operators go 8 at a time as a bit pattern: two table look-ups replace a chain of dependent float adds.
-    n_ops = O.shape[1]
-    covered[:] = 0
-    for t in range(start, stop):
-        fired = 0.0
-        newly = 0.0  # Phi_t - Phi_{t-1}: the weight of what is covered for the first time, so r_B >= 0 exactly
-        for c in range(covered.shape[0]):
-            bits = 0
-            for b in range(min(8, n_ops - 8 * c)):
-                bits |= (O[t, 8 * c + b] != 0) << b
-            fired += fire_table[c, bits]
-            newly += cover_table[c, bits & ~covered[c]]
-            covered[c] |= bits
-        r_f[t] = fired
-        r_b[t] = newly
-        r_trca[t] = (1.0 - lam) * fired + lam * newly
-
-
-@njit(cache=True)
 def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
                      returns: np.ndarray) -> None:
     if stop == start:
@@ -137,12 +116,47 @@ def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: floa
 # The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
 # a kernel the page faults cost more than the arithmetic.
 @njit(cache=True)
-def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray, coverage_weight: np.ndarray,
-                 lam: float, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray) -> None:
-    fire_table, cover_table = _chunk_table(fire_weight), _chunk_table(coverage_weight)
-    covered = np.zeros(fire_table.shape[0], np.int64)
+def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cover_table: np.ndarray,
+                 accumulate: bool, lam: float, env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray,
+                 r_trca: np.ndarray, returns: np.ndarray) -> None:
+    """r_F and r_B of up to 64 operators (added to what r_f, r_b hold when `accumulate`), then r_TRCA and the
+    returns unless those arrays are empty; episode by episode, while the episode is in cache.
+
+    A step's operators become one 64-bit word, so coverage lives in a register."""
+    n_ops, n_chunks = O.shape[1], fire_table.shape[0]
     for e in range(offsets.shape[0] - 1):
-        _episode_rewards(O, offsets[e], offsets[e + 1], fire_table, cover_table, lam, covered, r_f, r_b, r_trca)
+        start, stop = offsets[e], offsets[e + 1]
+        covered = np.uint64(0)
+        for t in range(start, stop):
+            bits = np.uint64(0)
+            for j in range(n_ops):  # branch-free: which operators fire is data, not predictable
+                bits |= np.uint64(O[t, j] != 0) << np.uint64(j)
+            newly_bits = bits & ~covered  # first coverage only, so r_B >= 0 exactly
+            covered |= bits
+            fired = r_f[t] if accumulate else 0.0
+            newly = r_b[t] if accumulate else 0.0  # Phi_t - Phi_{t-1}
+            for c in range(n_chunks):
+                shift = np.uint64(8 * c)
+                fired += fire_table[c, (bits >> shift) & np.uint64(255)]
+                newly += cover_table[c, (newly_bits >> shift) & np.uint64(255)]
+            r_f[t] = fired
+            r_b[t] = newly
+            if r_trca.shape[0] > 0:
+                r_trca[t] = (1.0 - lam) * fired + lam * newly
+        if returns.shape[0] > 0:
+            _episode_returns(r_trca, start, stop, env_reward[e], gamma, returns)
+
+
+def _step_rewards(O: np.ndarray, offsets: np.ndarray, tables: tuple[np.ndarray, np.ndarray], lam: float,
+                  env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray,
+                  returns: np.ndarray) -> None:
+    """Fill r_f, r_b, r_trca and (unless empty) returns; a rubric of more than 64 operators goes 64 at a time."""
+    fire_table, cover_table = tables
+    for lo in range(0, max(O.shape[1], 1), 64):  # no operators: still one pass, to fill the outputs
+        last = lo + 64 >= O.shape[1]
+        chunks = slice(lo // 8, lo // 8 + 8)
+        _trca_kernel(O[:, lo:lo + 64], offsets, fire_table[chunks], cover_table[chunks], lo > 0, lam, env_reward,
+                     gamma, r_f, r_b, r_trca if last else r_trca[:0], returns if last else returns[:0])
 
 
 @njit(cache=True)
@@ -152,26 +166,18 @@ def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndar
         _episode_returns(r_trca, offsets[e], offsets[e + 1], env_reward[e], gamma, returns)
 
 
-@njit(cache=True)
-def _rewards_and_returns_kernel(O: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
-                                coverage_weight: np.ndarray, lam: float, env_reward: np.ndarray, gamma: float,
-                                r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray, returns: np.ndarray) -> None:
-    # Both per-episode passes while the episode is still in cache.
-    fire_table, cover_table = _chunk_table(fire_weight), _chunk_table(coverage_weight)
-    covered = np.zeros(fire_table.shape[0], np.int64)
-    for e in range(offsets.shape[0] - 1):
-        _episode_rewards(O, offsets[e], offsets[e + 1], fire_table, cover_table, lam, covered, r_f, r_b, r_trca)
-        _episode_returns(r_trca, offsets[e], offsets[e + 1], env_reward[e], gamma, returns)
-
-
-def _check_weights(fire_weight: np.ndarray, coverage_weight: np.ndarray, n_ops: int) -> tuple[np.ndarray, ...]:
+def _weight_tables(fire_weight: np.ndarray, coverage_weight: np.ndarray,
+                   n_ops: int) -> tuple[np.ndarray, np.ndarray]:
+    """The checked weights as `_chunk_table`s (fire, coverage)."""
     out = []
     for name, w in (("fire_weight", fire_weight), ("coverage_weight", coverage_weight)):
         w = np.ascontiguousarray(w, dtype=np.float64)
         if w.shape != (n_ops,):
             raise ValueError(f"{name} must have shape ({n_ops},) to match O's columns, got {w.shape}")
-        out.append(w)
-    return tuple(out)
+        if not np.isfinite(w).all():
+            raise ValueError(f"{name} has a non-finite entry at index {int(np.flatnonzero(~np.isfinite(w))[0])}")
+        out.append(_chunk_table(w))
+    return out[0], out[1]
 
 
 def _check_operators(O: np.ndarray) -> np.ndarray:
@@ -197,9 +203,9 @@ def trca_rewards(O: np.ndarray, episode_offsets: np.ndarray, fire_weight: np.nda
     """(r_F, r_B, r_TRCA), each `(n_steps,)`, from `O` `(n_steps, n_ops)`; coverage restarts with every episode."""
     O = _check_operators(O)
     offsets = check_offsets(episode_offsets, O.shape[0])
-    fire, coverage = _check_weights(fire_weight, coverage_weight, O.shape[1])
+    tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     r_f, r_b, r_trca = np.empty(O.shape[0]), np.empty(O.shape[0]), np.empty(O.shape[0])
-    _trca_kernel(O, offsets, fire, coverage, float(lam), r_f, r_b, r_trca)
+    _step_rewards(O, offsets, tables, float(lam), np.zeros(0), 0.0, r_f, r_b, r_trca, r_trca[:0])
     return r_f, r_b, r_trca
 
 
@@ -223,12 +229,9 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     """
     O = _check_operators(O)
     offsets = check_offsets(episode_offsets, O.shape[0])
-    fire, coverage = _check_weights(fire_weight, coverage_weight, O.shape[1])
+    tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     env_reward = _check_env_reward(env_reward, offsets.size - 1)
-    a_e = episode_advantage(env_reward, task_group, config.eps)
     r_f, r_b, r_trca, returns = (np.empty(O.shape[0]) for _ in range(4))
-    _rewards_and_returns_kernel(O, offsets, fire, coverage, config.lam, env_reward, config.gamma, r_f, r_b, r_trca,
-                                returns)
-    a_s = episode_step_advantage(returns, offsets, task_group, context_key, config.eps)
-    a_e_steps = np.repeat(a_e, np.diff(offsets))
-    return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e_steps, A_S=a_s, A=a_e_steps + a_s)
+    _step_rewards(O, offsets, tables, config.lam, env_reward, config.gamma, r_f, r_b, r_trca, returns)
+    a_e, a_s, a = trca_advantages(returns, offsets, env_reward, task_group, context_key, config.eps)
+    return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

@@ -9,10 +9,18 @@ any run-time property (whether a pick finds a row, whether the gold solution sco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tracec.dsl import ast
 from tracec.dsl import types as T
+from tracec.dsl.check_env_expr import FAILED_HINT, EnvExpressions, assignable, Scope, shown_type, written
+from tracec.dsl.env_model import (
+    DEFAULT_LIMITS,
+    CheckedEnvironment,
+    ColumnInfo,
+    Limits,
+    ParamInfo,
+    TableInfo,
+    ToolInfo,
+)
 from tracec.dsl.reporter import Reporter
 from tracec.dsl.errors import Diagnostic, Loc, Source, did_you_mean
 from tracec.dsl.types import Type
@@ -23,92 +31,6 @@ _USAGE = {
     "float": "float 0.0..1.0", "enum": "enum(a, b)", "ref": "ref <table>",
 }
 PARAM_TYPES = (*ENTITY_KINDS, "entity", "text", "int", "float", "bool", "enum")
-FUNCTIONS = {"lower": (1,), "abs": (1,), "min": (2, 3, 4), "max": (2, 3, 4), "count": (1,), "contains": (2,),
-             "add_days": (2,)}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Limits:
-    """Bounds that keep an LLM-written environment cheap to run; the checker and the interpreter enforce them."""
-
-    max_rows: int = 1000
-    max_tables: int = 16
-    max_columns: int = 32
-    max_tools: int = 32
-    max_lets: int = 32
-    max_solution: int = 64
-    max_steps: int = 30
-    max_string: int = 4096  # string literals, argument values, rendered task text
-    max_text: int = 16384  # one agent turn
-
-
-DEFAULT_LIMITS = Limits()
-
-
-@dataclass(frozen=True, kw_only=True)
-class ColumnInfo:
-    name: str
-    generator: ast.Generator
-    type: Type
-
-
-@dataclass(frozen=True, kw_only=True)
-class TableInfo:
-    name: str
-    columns: tuple[ColumnInfo, ...]
-    key: str | None  # the `key` column, if the table has one
-    rows: tuple[int, int]
-    loc: Loc
-
-    def column(self, name: str) -> ColumnInfo | None:
-        return next((c for c in self.columns if c.name == name), None)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ParamInfo:
-    name: str
-    type: Type
-    written: str  # as declared: `key`, `date`, `enum(a, b)`
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolInfo:
-    name: str
-    params: tuple[ParamInfo, ...]
-    body: ast.Query | ast.Mutation
-    loc: Loc
-
-    @property
-    def kind(self) -> str:
-        return "query" if isinstance(self.body, ast.Query) else "mutate"
-
-    def signature(self) -> str:
-        params = ", ".join(f"{p.name}: {p.written}" for p in self.params)
-        if isinstance(self.body, ast.Query):
-            return f"{self.name}({params}) -> rows of {self.body.table}"
-        return f"{self.name}({params}) changes {', '.join(dict.fromkeys(a.table for a in self.body.assigns))}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CheckedEnvironment:
-    name: str
-    description: str
-    capability: str | None
-    tables: tuple[TableInfo, ...]
-    lets: tuple[ast.Let, ...]
-    let_types: tuple[Type, ...]
-    task: ast.Task
-    tools: tuple[ToolInfo, ...]
-    solution: ast.Solution
-    report: tuple[ast.Expr, ...]
-    reward: ast.Expr
-    source: Source
-
-    def table(self, name: str) -> TableInfo:
-        return next(t for t in self.tables if t.name == name)
-
-    def tool(self, name: str) -> ToolInfo | None:
-        return next((t for t in self.tools if t.name == name), None)
 
 
 def check_environment(
@@ -120,17 +42,7 @@ def check_environment(
     return (None if checker.errors else checked), checker.errors
 
 
-@dataclass(frozen=True)
-class _Scope:
-    """What names mean where an expression stands."""
-
-    lets: dict[str, Type | None]
-    row: TableInfo | None = None  # the row a `where` reads
-    params: dict[str, ParamInfo] | None = None  # None outside a tool
-    rewarding: bool = False  # inside `reward`: only scores and numbers
-
-
-class _EnvChecker(Reporter):
+class _EnvChecker(Reporter, EnvExpressions):
     def __init__(self, source: Source, limits: Limits):
         super().__init__(source)
         self.limits = limits
@@ -168,7 +80,7 @@ class _EnvChecker(Reporter):
         self.declare_tables(table_decls)
         lets = self.declare_lets(let_decls)
         tools = self.declare_tools(tool_decls, lets)
-        everything = _Scope(lets)
+        everything = Scope(lets)
         task = single.get(ast.Task)
         if isinstance(task, ast.Task):
             self.template(task.text, everything)
@@ -181,9 +93,9 @@ class _EnvChecker(Reporter):
                 self.scalar(expr, everything, "`report`")
         reward = single.get(ast.Reward)
         if isinstance(reward, ast.Reward):
-            got = self.expr(reward.expr, _Scope({}, rewarding=True))
+            got = self.expr(reward.expr, Scope({}, rewarding=True))
             if got is not None and not got.numeric:
-                self.error(reward.expr.loc, f"`reward` must be a number, not {_t(got)}")
+                self.error(reward.expr.loc, f"`reward` must be a number, not {shown_type(got)}")
         capability = single.get(ast.EnvCapability)
         if isinstance(capability, ast.EnvCapability):
             self.name_ok(capability.name, capability.loc, "capability")
@@ -281,21 +193,21 @@ class _EnvChecker(Reporter):
                 continue
             got: Type | None
             if isinstance(decl.value, ast.Pick):
-                got = self.pick(decl.value, _Scope(dict(lets)))
+                got = self.pick(decl.value, Scope(dict(lets)))
             else:
-                got = self.expr(decl.value, _Scope(dict(lets)))
+                got = self.expr(decl.value, Scope(dict(lets)))
                 if got is not None and got.kind in ("table", "set"):
                     self.error(decl.value.loc, f"a `let` holds a value or a picked row, not a {got.kind}")
                     got = None
             lets[decl.name] = got
         return lets
 
-    def pick(self, pick: ast.Pick, scope: _Scope) -> Type | None:
+    def pick(self, pick: ast.Pick, scope: Scope) -> Type | None:
         table = self.known_table(pick.table, pick.loc)
         if table is None:
             return None
         if pick.where is not None:
-            self.condition(pick.where, _Scope(scope.lets, row=table), "the `where` condition")
+            self.condition(pick.where, Scope(scope.lets, row=table), "the `where` condition")
         return Type("row", table=table.name)
 
     def known_table(self, name: str, loc: Loc) -> TableInfo | None:
@@ -317,12 +229,12 @@ class _EnvChecker(Reporter):
                     self.error(param.loc, f"parameter `{param.name}` of `{decl.name}` is declared twice")
                     continue
                 params[param.name] = ParamInfo(name=param.name, type=self.param_type(param.type) or T.ENTITY,
-                                               written=_written(param.type))
-            scope = _Scope(lets, params=params)
+                                               written=written(param.type))
+            scope = Scope(lets, params=params)
             if isinstance(decl.body, ast.Query):
                 table = self.known_table(decl.body.table, decl.body.loc)
                 if table is not None and decl.body.where is not None:
-                    self.condition(decl.body.where, _Scope(lets, row=table, params=params), "the `where` condition")
+                    self.condition(decl.body.where, Scope(lets, row=table, params=params), "the `where` condition")
             else:
                 for require in decl.body.requires:
                     self.condition(require.cond, scope, "a `require` condition")
@@ -347,7 +259,7 @@ class _EnvChecker(Reporter):
         return None
 
     # ------------------------------------------------------------------ statements
-    def solution(self, solution: ast.Solution, tools: dict[str, ToolInfo], scope: _Scope) -> None:
+    def solution(self, solution: ast.Solution, tools: dict[str, ToolInfo], scope: Scope) -> None:
         if len(solution.calls) > self.limits.max_solution:
             self.error(solution.loc, f"the solution has {len(solution.calls)} calls; the limit is {self.limits.max_solution}")
         for call in solution.calls:
@@ -355,7 +267,7 @@ class _EnvChecker(Reporter):
             if tool is None:
                 self.error(call.loc, f"unknown tool `{call.tool}`{did_you_mean(call.tool, list(tools))}")
                 for arg in call.args:
-                    self.expr(arg, scope, _FAILED)
+                    self.expr(arg, scope, FAILED_HINT)
                 continue
             if len(call.args) != len(tool.params):
                 params = ", ".join(f"{p.name}: {p.written}" for p in tool.params)
@@ -364,10 +276,10 @@ class _EnvChecker(Reporter):
                                      f"got {len(call.args)}")
             for arg, param in zip(call.args, tool.params):
                 got = self.expr(arg, scope, param.type)
-                if got is not None and not _assignable(got, param.type):
-                    self.error(arg.loc, f"argument `{param.name}` of `{tool.name}` is `{param.written}`, not {_t(got)}")
+                if got is not None and not assignable(got, param.type):
+                    self.error(arg.loc, f"argument `{param.name}` of `{tool.name}` is `{param.written}`, not {shown_type(got)}")
 
-    def assign(self, assign: ast.Assign, scope: _Scope) -> None:
+    def assign(self, assign: ast.Assign, scope: Scope) -> None:
         table = self.known_table(assign.table, assign.loc)
         self.key(assign.key, scope)
         column = None
@@ -381,265 +293,6 @@ class _EnvChecker(Reporter):
                                        f"{did_you_mean(assign.column, names)}")
             elif column.name == table.key:
                 self.error(assign.loc, f"`{table.name}.{column.name}` is the key column; it cannot be set")
-        got = self.expr(assign.value, scope, column.type if column else _FAILED)
-        if column is not None and got is not None and not _assignable(got, column.type):
-            self.error(assign.value.loc, f"cannot set `{assign.table}.{column.name}` ({column.type}) to {_t(got)}")
-
-    def key(self, expr: ast.Expr, scope: _Scope) -> None:
-        got = self.expr(expr, scope)
-        if got is not None and got.kind not in ("entity", "string"):
-            self.error(expr.loc, f"a row is looked up by its key (an entity), not by {_t(got)}")
-
-    def condition(self, expr: ast.Expr, scope: _Scope, what: str) -> None:
-        got = self.expr(expr, scope)
-        if got is not None and got.kind != "bool":
-            self.error(expr.loc, f"{what} must be a bool, not {_t(got)}")
-
-    def scalar(self, expr: ast.Expr, scope: _Scope, what: str) -> None:
-        got = self.expr(expr, scope)
-        if got is not None and got.kind in ("row", "table", "set"):
-            self.error(expr.loc, f"{what} needs a value such as `row.column`, not a {got}")
-
-    def template(self, template: ast.Template, scope: _Scope) -> None:
-        self.string("".join(p for p in template.parts if isinstance(p, str)), template.loc)
-        for part in template.parts:
-            if not isinstance(part, str):
-                self.scalar(part, scope, "an interpolation `{...}`")
-
-    def string(self, text: str, loc: Loc) -> None:
-        if len(text) > self.limits.max_string:
-            self.error(loc, f"a string of {len(text)} characters; the limit is {self.limits.max_string}")
-
-    # ------------------------------------------------------------------ expressions
-    def expr(self, expr: ast.Expr, scope: _Scope, hint: Type | None = None) -> Type | None:
-        if hint is _FAILED and isinstance(expr, ast.Name) and self.resolve(expr.id, scope) is None:
-            return None  # an enum member whose enum is unknown: the other side's error is enough
-        if scope.rewarding and isinstance(expr, (ast.Name, ast.Param, ast.Attr, ast.Index, ast.SetLiteral)):
-            self.error(expr.loc, "`reward` reads only `state`, `report` and numbers")
-            return None
-        if isinstance(expr, ast.Literal):
-            value = expr.value
-            if isinstance(value, str):
-                self.string(value, expr.loc)
-                return T.STRING
-            return T.BOOL if isinstance(value, bool) else T.INT if isinstance(value, int) else T.FLOAT
-        if isinstance(expr, ast.Name):
-            return self.name(expr, scope, hint)
-        if isinstance(expr, ast.Param):
-            return self.param(expr, scope)
-        if isinstance(expr, ast.Attr):
-            return self.attr(expr, scope)
-        if isinstance(expr, ast.Index):
-            return self.index(expr, scope)
-        if isinstance(expr, ast.Unary):
-            got = self.expr(expr.operand, scope)
-            if got is None:
-                return None
-            if expr.op == "not":
-                return self.want_bool(expr.operand, got, "`not`")
-            if not got.numeric:
-                self.error(expr.loc, f"unary `-` needs a number, not {_t(got)}")
-                return None
-            return got
-        if isinstance(expr, ast.Binary):
-            return self.binary(expr, scope)
-        if isinstance(expr, ast.Call):
-            return self.call(expr, scope)
-        if isinstance(expr, ast.Score):
-            if not scope.rewarding:
-                self.error(expr.loc, f"`{expr.kind}` is a score of the environment; it can only be used in `reward`")
-                return None
-            return T.INT
-        if isinstance(expr, ast.SetLiteral):
-            self.error(expr.loc, "a set literal `{...}` can only follow `in` or be counted")
-        elif isinstance(expr, ast.Fact):
-            self.error(expr.loc, f"`{expr.side}.{expr.field}` is a transition fact; it belongs in a rubric")
-        else:
-            self.error(expr.loc, "a regex belongs in a rubric; an environment compares values")
-        return None
-
-    def resolve(self, name: str, scope: _Scope) -> tuple[str, Type | None] | None:
-        """What a bare name means here, in the interpreter's order: column, let, table."""
-        if scope.row is not None and (column := scope.row.column(name)) is not None:
-            return "column", column.type
-        if name in scope.lets:
-            return "let", scope.lets[name]
-        if name in self.tables:
-            return "table", Type("table", table=name)
-        return None
-
-    def name(self, expr: ast.Name, scope: _Scope, hint: Type | None) -> Type | None:
-        meaning = self.resolve(expr.id, scope)
-        member = hint is not None and hint.kind == "enum" and expr.id in hint.members
-        if meaning is not None:
-            if member:
-                self.error(expr.loc, f"`{expr.id}` is both a {meaning[0]} and a member of {_t(hint)}; rename the {meaning[0]}")
-                return None
-            return meaning[1]
-        if member:
-            return hint
-        if hint is not None and hint.kind == "enum":
-            self.error(expr.loc, f"`{expr.id}` is not a member of {_t(hint)}{did_you_mean(expr.id, hint.members)}")
-        elif expr.id in self.all_lets:
-            self.error(expr.loc, f"`{expr.id}` is used before its `let` (line {self.all_lets[expr.id].line})")
-        else:
-            columns = [c.name for c in scope.row.columns] if scope.row else []
-            candidates = [*columns, *scope.lets, *self.tables]
-            self.error(expr.loc, f"unknown name `{expr.id}`{did_you_mean(expr.id, candidates)}")
-        return None
-
-    def param(self, expr: ast.Param, scope: _Scope) -> Type | None:
-        if scope.params is None:
-            self.error(expr.loc, f"`${expr.id}` is a tool parameter; it has no value outside a tool")
-            return None
-        if expr.id not in scope.params:
-            known = [f"${p}" for p in scope.params]
-            self.error(expr.loc, f"unknown parameter `${expr.id}`{did_you_mean('$' + expr.id, known)}")
-            return None
-        return scope.params[expr.id].type
-
-    def attr(self, expr: ast.Attr, scope: _Scope) -> Type | None:
-        base = self.expr(expr.base, scope)
-        if base is None:
-            return None
-        if base.kind != "row":
-            self.error(expr.loc, f"`.{expr.field}` reads a column of a row, not of {_t(base)}")
-            return None
-        table = self.tables[base.table]
-        column = table.column(expr.field)
-        if column is None:
-            names = [c.name for c in table.columns]
-            self.error(expr.loc, f"table `{table.name}` has no column `{expr.field}`{did_you_mean(expr.field, names)}")
-            return None
-        return column.type
-
-    def index(self, expr: ast.Index, scope: _Scope) -> Type | None:
-        base = self.expr(expr.base, scope)
-        self.key(expr.key, scope)
-        if base is None:
-            return None
-        if base.kind != "table":
-            self.error(expr.loc, f"only a table can be indexed with `[...]`, not {_t(base)}")
-            return None
-        if self.tables[base.table].key is None:
-            self.error(expr.loc, f"table `{base.table}` has no `key` column to look rows up by")
-            return None
-        return Type("row", table=base.table)
-
-    def want_bool(self, expr: ast.Expr, got: Type, where: str) -> Type | None:
-        if got.kind == "bool":
-            return got
-        self.error(expr.loc, f"{where} needs a bool, not {_t(got)}")
-        return None
-
-    def binary(self, expr: ast.Binary, scope: _Scope) -> Type | None:
-        op = expr.op
-        if op in ("and", "or"):
-            left, right = self.expr(expr.left, scope), self.expr(expr.right, scope)
-            ok = [self.want_bool(e, t, f"`{op}`") for e, t in ((expr.left, left), (expr.right, right)) if t]
-            return T.BOOL if left and right and all(ok) else None
-        if op == "in":
-            return self.membership(expr, scope)
-        if isinstance(expr.left, ast.Name) and self.resolve(expr.left.id, scope) is None and not scope.rewarding:
-            right = self.expr(expr.right, scope)
-            left = self.expr(expr.left, scope, right or _FAILED)
-        else:
-            left = self.expr(expr.left, scope)
-            right = self.expr(expr.right, scope, left or _FAILED)
-        if left is None or right is None:
-            return None
-        for side, got in ((expr.left, left), (expr.right, right)):
-            if got.kind == "text":
-                self.error(side.loc, "`text` can only be read by contains() or shown in a string")
-                return None
-        if op in ("==", "!="):
-            if not T.comparable(left, right):
-                hint = "; write the enum member without quotes" if {left.kind, right.kind} == {"enum", "string"} else ""
-                self.error(expr.loc, f"cannot compare {_t(left)} with {_t(right)}{hint}")
-                return None
-            return T.BOOL
-        if op in ("<", "<=", ">", ">="):
-            if (left.numeric and right.numeric) or (_textual(left) and _textual(right)):
-                return T.BOOL
-            self.error(expr.loc, f"`{op}` compares two numbers or two dates, not {_t(left)} and {_t(right)}")
-            return None
-        if not (left.numeric and right.numeric):
-            bad = left if not left.numeric else right
-            self.error(expr.loc, f"`{op}` needs numbers, not {_t(bad)}")
-            return None
-        return T.FLOAT if op == "/" or T.FLOAT in (left, right) else T.INT
-
-    def membership(self, expr: ast.Binary, scope: _Scope) -> Type | None:
-        left = self.expr(expr.left, scope)
-        if not isinstance(expr.right, ast.SetLiteral):
-            self.expr(expr.right, scope)
-            self.error(expr.right.loc, "`in` needs a set literal `{a, b}` on its right")
-            return None
-        ok = left is not None
-        for item in expr.right.items:
-            got = self.expr(item, scope, left or _FAILED)
-            if left is not None and got is not None and not T.comparable(left, got):
-                self.error(item.loc, f"a set of {_t(left)} cannot hold {_t(got)}")
-                ok = False
-        return T.BOOL if ok else None
-
-    def call(self, expr: ast.Call, scope: _Scope) -> Type | None:
-        func, args = expr.func, expr.args
-        allowed = ("abs", "min", "max") if scope.rewarding else tuple(FUNCTIONS)
-        if func not in allowed:
-            where = " in `reward`" if scope.rewarding and func in FUNCTIONS else ""
-            self.error(expr.loc, f"unknown function `{func}`{where}{did_you_mean(func, allowed)}")
-            return None
-        counts = FUNCTIONS[func]
-        if len(args) not in counts:
-            shown = f"at least {counts[0]}" if len(counts) > 1 else str(counts[0])
-            self.error(expr.loc, f"`{func}` takes {shown} argument{'s' if counts != (1,) else ''}, got {len(args)}")
-            return None
-        if func == "count":
-            if isinstance(args[0], ast.SetLiteral):
-                for item in args[0].items:
-                    self.scalar(item, scope, "a set item")
-                return T.INT
-            got = self.expr(args[0], scope)
-            if got is not None and got.kind != "table":
-                self.error(args[0].loc, f"count() takes a table or a set literal `{{...}}`, not {_t(got)}")
-            return T.INT
-        got = [self.expr(arg, scope) for arg in args]
-        want = {"lower": ("text",), "contains": ("text", "text"), "add_days": ("text", "int")}.get(func, ("number",) * 4)
-        for arg, type_, kind in zip(args, got, want):
-            fits = {"text": _textual(type_) or type_.kind == "text", "int": type_ == T.INT,
-                    "number": type_.numeric}[kind] if type_ is not None else True
-            if not fits:
-                wanted = "a date" if func == "add_days" and kind == "text" else _WANTED[kind]
-                self.error(arg.loc, f"{func}() takes {wanted}, not {_t(type_)}")
-                return None
-        if any(t is None for t in got):
-            return None
-        if func in ("lower", "add_days"):
-            return T.ENTITY
-        if func == "contains":
-            return T.BOOL
-        return T.FLOAT if T.FLOAT in got else got[0]
-
-
-_FAILED = Type("enum", ("?",))  # a hint whose expression failed to type
-_WANTED = {"text": "text", "int": "a whole number", "number": "a number"}
-
-
-def _t(type_: Type | None) -> str:
-    """A type in a message; row and table types name their table in backticks already."""
-    return str(type_) if type_ is not None and type_.kind in ("row", "table") else f"`{type_}`"
-
-
-def _textual(type_: Type | None) -> bool:
-    return type_ is not None and type_.kind in ("entity", "string")
-
-
-def _assignable(got: Type, want: Type) -> bool:
-    if want.kind == "text" and (_textual(got) or got.kind == "text"):
-        return True
-    return T.comparable(got, want) or (got.kind == "int" and want.kind == "float")
-
-
-def _written(ref: ast.TypeRef) -> str:
-    return f"{ref.name}({', '.join(ref.args)})" if ref.args else ref.name
+        got = self.expr(assign.value, scope, column.type if column else FAILED_HINT)
+        if column is not None and got is not None and not assignable(got, column.type):
+            self.error(assign.value.loc, f"cannot set `{assign.table}.{column.name}` ({column.type}) to {shown_type(got)}")

@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 from tracec.dsl import ast
-from tracec.dsl.check_env import DEFAULT_LIMITS, Limits, check_environment
+from tracec.dsl.check_env import check_environment
+from tracec.dsl.env_model import DEFAULT_LIMITS, Limits
 from tracec.dsl.errors import NOWHERE, CheckError, Source
 from tracec.dsl.parse import parse
 from tracec.runtime.env.episode import Environment, Scores

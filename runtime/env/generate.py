@@ -13,7 +13,7 @@ import hashlib
 import random
 from typing import Any
 
-from tracec.dsl.check_env import CheckedEnvironment, TableInfo
+from tracec.dsl.env_model import CheckedEnvironment, TableInfo
 from tracec.runtime.env.database import Database
 
 FIRST_NAMES = (

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracec.dsl import ast
-from tracec.dsl.check_env import DEFAULT_LIMITS, CheckedEnvironment, Limits, ParamInfo, ToolInfo
+from tracec.dsl.env_model import DEFAULT_LIMITS, CheckedEnvironment, Limits, ParamInfo, ToolInfo
 from tracec.dsl.errors import EnvError
 from tracec.runtime.env.database import Database
 from tracec.runtime.env.expr import Fn, Frame, Names, compile_expr, compile_template, show

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from tracec.dsl import ast
-from tracec.dsl.check_env import DEFAULT_LIMITS, CheckedEnvironment, Limits, check_environment
+from tracec.dsl.check_env import check_environment
+from tracec.dsl.env_model import DEFAULT_LIMITS, CheckedEnvironment, Limits
 from tracec.dsl.errors import Source
 from tracec.dsl.parse import parse
 

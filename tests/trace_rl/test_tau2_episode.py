@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.tau2.facts import episode_record
@@ -13,16 +12,6 @@ from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guideline
 
 ACTION_FACTS = {"tool", "kind", "accepted", "args", "target", "confirmed", "text"}
 STATE_FACTS = {"revealed", "checked", "last_error", "user_msg", "db_changed", "n_errors"}
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    return find_data_dir()
-
-
-@pytest.fixture(scope="module")
-def domains(data_dir):
-    return {name: load_domain(name, data_dir) for name in ("airline", "retail")}
 
 
 class Script:

@@ -6,7 +6,7 @@ import json
 import pytest
 from tracec.runtime.toolcall import ToolCall
 from tracec.trace_rl.envs.tau2.db import OPTIONAL_FIELDS
-from tracec.trace_rl.envs.tau2.env import Tau2Env, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.env import Tau2Env
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.replay import tau2_command
 from tracec.trace_rl.envs.tau2.toolkit import STR, Param, Tool, ToolError, Toolkit
@@ -19,16 +19,6 @@ EXPECTED_REFUSALS = {
     "Non-delivered order cannot be exchanged": 1,
     "Insufficient gift card balance to pay for the price difference": 1,
 }
-
-
-@pytest.fixture(scope="module")
-def data_dir():
-    return find_data_dir()
-
-
-@pytest.fixture(scope="module")
-def domains(data_dir):
-    return {name: load_domain(name, data_dir) for name in ("airline", "retail")}
 
 
 def _plain_hash(db):

@@ -16,7 +16,6 @@ from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
-from tracec.trace_rl.envs.tau2.env import load_domain
 from tracec.trace_rl.envs.tau2.episode import run_episode
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.tau2.facts import episode_record
@@ -37,8 +36,8 @@ class Careless:
 
 
 @pytest.fixture(scope="module")
-def trajectories(shared_dir, tmp_path_factory):
-    domain = load_domain("retail", shared_dir / "data" / "tau2")
+def trajectories(domains, tmp_path_factory):
+    domain = domains["retail"]
     task = next(t for t in domain.tasks.values() if any(a.name.startswith(("cancel", "exchange", "return")) for a in t.actions))
     gold_agent = GoldAgent(domain, task)
     gold = run_episode(domain, task, gold_agent, gold_user(gold_agent))

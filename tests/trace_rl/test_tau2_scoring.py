@@ -1,18 +1,11 @@
 """The benchmark's score: DB hash against the gold replay, times every communicate_info string said."""
 
-import pytest
 from tracec.runtime.toolcall import ToolCall, format_tool_call
-from tracec.trace_rl.envs.tau2.env import Tau2Env, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.env import Tau2Env
 from tracec.trace_rl.envs.tau2.episode import run_episode
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, communicated, score
 from tracec.trace_rl.envs.tau2.user import ScriptedUser
-
-
-@pytest.fixture(scope="module")
-def domains():
-    data_dir = find_data_dir()
-    return {name: load_domain(name, data_dir) for name in ("airline", "retail")}
 
 
 class Script:

@@ -6,14 +6,8 @@ import pytest
 from tracec.runtime.toolcall import ToolCall, ToolCallError
 from tracec.trace_rl.envs.tau2.airline import airline_toolkit
 from tracec.trace_rl.envs.tau2.calculator import calculate
-from tracec.trace_rl.envs.tau2.env import Tau2Env, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.env import Tau2Env
 from tracec.trace_rl.envs.tau2.toolkit import ToolError, check_arguments
-
-
-@pytest.fixture(scope="module")
-def domains():
-    data_dir = find_data_dir()
-    return {name: load_domain(name, data_dir) for name in ("airline", "retail")}
 
 
 def _call(env, name, **arguments):

@@ -21,9 +21,7 @@ import importlib.util
 import math
 import sys
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +42,11 @@ from tracec.compiler.codegen import (
 )
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
+from tracec.compiler.threads import default_threads, even_cuts, run_parts
 
 import tracec
 
 BACKEND_VERSION = "tracec-numba-1"
-MIN_ROWS_PER_RANGE = 16384  # below this a thread costs more than it saves
 _PY_OPS = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -69,15 +67,7 @@ class NumbaKernel:
         arrays = marshal(self.columns, columns, n)
         fired, keys = allocate(n, self.n_operators, self.has_context)
         args = pointers(self.ffi, [*arrays, fired, keys])
-        # A few ranges per thread, taken as threads come free: one slow core does not hold the others up.
-        parts = max(1, min(4 * self.threads, n // MIN_ROWS_PER_RANGE))
-        bounds = [n * p // parts for p in range(parts + 1)]
-        if parts == 1 or self.threads == 1:
-            self.function(0, n, *args)
-        else:
-            with ThreadPoolExecutor(self.threads) as pool:
-                for future in [pool.submit(self.function, lo, hi, *args) for lo, hi in pairwise(bounds)]:
-                    future.result()
+        run_parts(lambda lo, hi: self.function(lo, hi, *args), even_cuts(n, self.threads), self.threads)
         return fired, keys if self.has_context else None
 
 
@@ -207,4 +197,4 @@ def compile_numba(program: KernelProgram, cache: KernelCache, threads: int | Non
     ffi = cffi.FFI()
     function = ffi.cast(f"void (*)(int64_t, int64_t, {c_parameters(program.columns)})", compiled.address)
     return NumbaKernel(program.columns, len(program.operators), bool(program.context), compiled, function, ffi,
-                       compiled.cache_hits > 0, path, threads or numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+                       compiled.cache_hits > 0, path, threads or default_threads())

@@ -1,0 +1,65 @@
+"""Running a GIL-releasing kernel over parts of a batch on a few threads.
+
+The compiled operator kernel and the reward kernels are serial loops that release the GIL (a cffi call, a Numba
+`nogil` function); a batch is cut into independent parts (transition ranges, whole episodes, whole task groups) and
+the parts go to a short-lived thread pool. Threads owned by the call, rather than Numba's `parallel=True`, because
+Numba's parallel compiler costs several times the serial compile and its default threading layer must not be
+entered from two threads at once, which a trainer calling rewards from its own threads would do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+
+import numba
+import numpy as np
+
+MIN_ITEMS_PER_PART = 16384  # below this a thread costs more than it saves
+PARTS_PER_THREAD = 4  # parts are taken as threads come free: one slow core does not hold the others up
+
+
+def default_threads() -> int:
+    """Numba's thread count: NUMBA_NUM_THREADS, else the number of cores."""
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+
+
+def worth_splitting(work: int, threads: int) -> bool:
+    """Whether `work` items (transitions, steps) are enough to share among `threads` threads."""
+    return threads > 1 and work >= 2 * MIN_ITEMS_PER_PART
+
+
+def _part_count(work: int, n_units: int, threads: int) -> int:
+    if not worth_splitting(work, threads):
+        return 1
+    return max(1, min(PARTS_PER_THREAD * threads, work // MIN_ITEMS_PER_PART, n_units))
+
+
+def even_cuts(n: int, threads: int) -> list[int]:
+    """Cut points 0 = c_0 < ... < c_p = n splitting n equal units (transitions) into parts for `threads` threads."""
+    parts = _part_count(n, n, threads)
+    return [n * p // parts for p in range(parts + 1)]
+
+
+def balanced_cuts(cumulative: np.ndarray, threads: int) -> list[int]:
+    """Cut points 0 = c_0 < ... < c_p = n_units splitting units of unequal work (episodes, task groups) into parts
+    of about equal work, where `cumulative` `(n_units + 1,)` is the running total of work (steps) before each unit."""
+    n_units, work = cumulative.shape[0] - 1, int(cumulative[-1])
+    parts = _part_count(work, n_units, threads)
+    if parts == 1:
+        return [0, n_units]
+    inner = np.searchsorted(cumulative, [work * p // parts for p in range(1, parts)], side="left")
+    return sorted({0, n_units, *(int(c) for c in inner)})
+
+
+def run_parts(function: Callable[[int, int], object], cuts: list[int], threads: int) -> None:
+    """function(lo, hi) for each consecutive pair of `cuts`, on up to `threads` threads; errors propagate."""
+    pairs = list(pairwise(cuts))
+    if len(pairs) <= 1 or threads <= 1:
+        for lo, hi in pairs:
+            function(lo, hi)
+        return
+    with ThreadPoolExecutor(min(threads, len(pairs))) as pool:
+        for future in [pool.submit(function, lo, hi) for lo, hi in pairs]:
+            future.result()

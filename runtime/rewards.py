@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 
 from tracec.runtime.advantages import check_offsets, trca_advantages
+from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
@@ -101,7 +103,7 @@ def _chunk_table(weights: np.ndarray) -> np.ndarray:
     return table
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
                      returns: np.ndarray) -> None:
     if stop == start:
@@ -115,7 +117,7 @@ def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: floa
 
 # The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
 # a kernel the page faults cost more than the arithmetic.
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cover_table: np.ndarray,
                  accumulate: bool, lam: float, env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray,
                  r_trca: np.ndarray, returns: np.ndarray) -> None:
@@ -123,14 +125,12 @@ def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cov
     returns unless those arrays are empty; episode by episode, while the episode is in cache.
 
     A step's operators become one 64-bit word, so coverage lives in a register."""
-    n_ops, n_chunks = O.shape[1], fire_table.shape[0]
+    n_chunks = fire_table.shape[0]
     for e in range(offsets.shape[0] - 1):
         start, stop = offsets[e], offsets[e + 1]
         covered = np.uint64(0)
         for t in range(start, stop):
-            bits = np.uint64(0)
-            for j in range(n_ops):  # branch-free: which operators fire is data, not predictable
-                bits |= np.uint64(O[t, j] != 0) << np.uint64(j)
+            bits = row_mask(O, t)
             newly_bits = bits & ~covered  # first coverage only, so r_B >= 0 exactly
             covered |= bits
             fired = r_f[t] if accumulate else 0.0
@@ -221,17 +221,24 @@ def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offse
 
 def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
                      context_key: np.ndarray | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
-                     config: RewardConfig) -> StepRewards:
+                     config: RewardConfig, threads: int | None = None) -> StepRewards:
     """All of TRCA for one batch: step rewards, returns, and A = A_E (broadcast to the steps) + A_S.
 
     `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` `(n_steps,)` int64 (hashes
-    of the rubric's context tuple) or None when the rubric declares no context.
+    of the rubric's context tuple) or None when the rubric declares no context. Episodes, then task groups, are
+    shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
     """
     O = _check_operators(O)
     offsets = check_offsets(episode_offsets, O.shape[0])
     tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     env_reward = _check_env_reward(env_reward, offsets.size - 1)
     r_f, r_b, r_trca, returns = (np.empty(O.shape[0]) for _ in range(4))
-    _step_rewards(O, offsets, tables, config.lam, env_reward, config.gamma, r_f, r_b, r_trca, returns)
-    a_e, a_s, a = trca_advantages(returns, offsets, env_reward, task_group, context_key, config.eps)
+
+    def rewards_part(lo: int, hi: int) -> None:
+        _step_rewards(O, offsets[lo:hi + 1], tables, config.lam, env_reward[lo:hi], config.gamma, r_f, r_b, r_trca,
+                      returns)
+
+    threads = threads or default_threads()
+    run_parts(rewards_part, balanced_cuts(offsets, threads), threads)
+    a_e, a_s, a = trca_advantages(returns, offsets, env_reward, task_group, context_key, config.eps, threads)
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tracec.runtime.advantages import episode_advantage, grpo_advantage, step_advantage
 from tracec.runtime.rewards import (
     RewardConfig,
+    StepRewards,
     discounted_returns,
     evaluate_rewards,
     operator_weights,
@@ -111,7 +112,9 @@ def configs(draw):
 
 @st.composite
 def batches(draw, with_context=True):
-    categories = draw(st.lists(st.sampled_from(CATEGORIES), max_size=6))
+    # Mostly small rubrics; wide ones cross the 8-operator word loads and the 64-operator passes of the kernel.
+    categories = draw(st.lists(st.sampled_from(CATEGORIES), max_size=6)
+                      | st.lists(st.sampled_from(CATEGORIES), min_size=7, max_size=80))
     lengths = draw(st.lists(st.integers(0, 6), max_size=8))
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     n_steps, n_ops = int(offsets[-1]), len(categories)
@@ -306,3 +309,24 @@ def test_bad_inputs_are_named():
         episode_advantage(np.array([0.0, math.nan]), np.zeros(2, dtype=np.int64), 1e-6)
     with pytest.raises(ValueError, match="scale must be"):
         grpo_advantage(np.zeros(2), np.zeros(2, dtype=np.int64), "mean", 1e-6)  # type: ignore[arg-type]
+
+
+def test_threads_share_the_batch_without_changing_a_bit():
+    """Batches big enough to be cut into parts: any thread count gives the single-thread result exactly, with task
+    groups laid out in runs (as rollouts come) or interleaved across the whole batch."""
+    rng = np.random.default_rng(5)
+    categories = ["evidence"] * 5 + ["execution"] * 6 + ["invalidity"] * 4
+    lengths = rng.integers(0, 40, 4000)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_steps = int(offsets[-1])
+    O = (rng.random((n_steps, len(categories))) < 0.15).astype(np.uint8)
+    env_reward = rng.integers(0, 2, lengths.size).astype(np.float64)
+    context = rng.integers(0, 30, n_steps).astype(np.int64)
+    config = RewardConfig()
+    fire, coverage = operator_weights(categories, config)
+    for task_group in (np.arange(lengths.size) // 8, np.arange(lengths.size) % 500):
+        single = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, threads=1)
+        for threads in (2, 3):
+            shared = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, threads)
+            for name in StepRewards.__dataclass_fields__:
+                np.testing.assert_array_equal(getattr(shared, name), getattr(single, name), err_msg=name)

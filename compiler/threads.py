@@ -25,28 +25,29 @@ def default_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
-def worth_splitting(work: int, threads: int) -> bool:
-    """Whether `work` items (transitions, steps) are enough to share among `threads` threads."""
-    return threads > 1 and work >= 2 * MIN_ITEMS_PER_PART
+def worth_splitting(work: int, threads: int, min_per_part: int = MIN_ITEMS_PER_PART) -> bool:
+    """Whether `work` items (transitions, steps) are enough to share among `threads` threads, in parts of at least
+    `min_per_part` items (cheaper work per item needs bigger parts to pay for a thread)."""
+    return threads > 1 and work >= 2 * min_per_part
 
 
-def _part_count(work: int, n_units: int, threads: int) -> int:
-    if not worth_splitting(work, threads):
+def _part_count(work: int, n_units: int, threads: int, min_per_part: int) -> int:
+    if not worth_splitting(work, threads, min_per_part):
         return 1
-    return max(1, min(PARTS_PER_THREAD * threads, work // MIN_ITEMS_PER_PART, n_units))
+    return max(1, min(PARTS_PER_THREAD * threads, work // min_per_part, n_units))
 
 
 def even_cuts(n: int, threads: int) -> list[int]:
     """Cut points 0 = c_0 < ... < c_p = n splitting n equal units (transitions) into parts for `threads` threads."""
-    parts = _part_count(n, n, threads)
+    parts = _part_count(n, n, threads, MIN_ITEMS_PER_PART)
     return [n * p // parts for p in range(parts + 1)]
 
 
-def balanced_cuts(cumulative: np.ndarray, threads: int) -> list[int]:
+def balanced_cuts(cumulative: np.ndarray, threads: int, min_per_part: int = MIN_ITEMS_PER_PART) -> list[int]:
     """Cut points 0 = c_0 < ... < c_p = n_units splitting units of unequal work (episodes, task groups) into parts
     of about equal work, where `cumulative` `(n_units + 1,)` is the running total of work (steps) before each unit."""
     n_units, work = cumulative.shape[0] - 1, int(cumulative[-1])
-    parts = _part_count(work, n_units, threads)
+    parts = _part_count(work, n_units, threads, min_per_part)
     if parts == 1:
         return [0, n_units]
     inner = np.searchsorted(cumulative, [work * p // parts for p in range(1, parts)], side="left")

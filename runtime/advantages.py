@@ -21,6 +21,8 @@ from numba import njit
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts, worth_splitting
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
+# The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.
+MIN_STEPS_PER_PART = 1 << 16
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / phi: Fibonacci hashing spreads sequential keys too
 
@@ -392,13 +394,14 @@ def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std",
 
 
 def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray,
-                    task_group: np.ndarray, context_key: np.ndarray | None, eps: float,
-                    threads: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    task_group: np.ndarray, context_key: np.ndarray | None, eps: float, threads: int | None = None,
+                    out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A_E broadcast to the steps, A_S, A = A_E + A_S), each `(n_steps,)`, for TRCA's batch layout.
 
     `env_reward` and `task_group` are given once per episode `(n_episodes,)`, `returns` and `context_key` per step;
     A_S is 0 without a declared context. Equal to `episode_advantage` and `step_advantage`, in one pass, task
     groups shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
+    `out`, a C-contiguous `(3, n_steps)` float64 array, receives the three instead of new arrays.
     """
     values = _values("returns", returns)
     offsets = check_offsets(episode_offsets, values.shape[0])
@@ -407,12 +410,17 @@ def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward
     if env_reward.shape != keys.shape:
         raise ValueError(f"env_reward must have one entry per episode ({keys.size}), got shape {env_reward.shape}")
     context = keys[:0] if context_key is None else _keys("context_key", context_key, values.shape[0])
-    a_e, a_s, a = np.empty(values.shape[0]), np.empty(values.shape[0]), np.empty(values.shape[0])
+    if out is None:
+        out = np.empty((3, values.shape[0]))
+    if out.shape != (3, values.shape[0]) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float64 array of shape (3, {values.shape[0]})")
+    a_e, a_s, a = out
     episodes, group_starts = _group_by_key(keys)
     threads = threads or default_threads()
     cuts = [0, group_starts.size - 1]
-    if worth_splitting(values.shape[0], threads):
-        cuts = balanced_cuts(np.concatenate([[0], np.cumsum(np.diff(offsets)[episodes])])[group_starts], threads)
+    if worth_splitting(values.shape[0], threads, MIN_STEPS_PER_PART):
+        steps_before_group = np.concatenate([[0], np.cumsum(np.diff(offsets)[episodes])])[group_starts]
+        cuts = balanced_cuts(steps_before_group, threads, MIN_STEPS_PER_PART)
 
     def advantages_part(lo: int, hi: int) -> None:
         _trca_advantage_kernel(values, offsets, env_reward, episodes, group_starts[lo:hi + 1], context,

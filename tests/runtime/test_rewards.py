@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracec.runtime.advantages import episode_advantage, grpo_advantage, step_advantage
+from tracec.compiler.threads import balanced_cuts
+from tracec.runtime.advantages import MIN_STEPS_PER_PART, episode_advantage, grpo_advantage, step_advantage
 from tracec.runtime.rewards import (
     RewardConfig,
     StepRewards,
@@ -316,15 +317,16 @@ def test_threads_share_the_batch_without_changing_a_bit():
     groups laid out in runs (as rollouts come) or interleaved across the whole batch."""
     rng = np.random.default_rng(5)
     categories = ["evidence"] * 5 + ["execution"] * 6 + ["invalidity"] * 4
-    lengths = rng.integers(0, 40, 4000)
+    lengths = rng.integers(0, 40, 12000)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     n_steps = int(offsets[-1])
+    assert len(balanced_cuts(offsets, 2, MIN_STEPS_PER_PART)) > 2  # big enough to be shared
     O = (rng.random((n_steps, len(categories))) < 0.15).astype(np.uint8)
     env_reward = rng.integers(0, 2, lengths.size).astype(np.float64)
     context = rng.integers(0, 30, n_steps).astype(np.int64)
     config = RewardConfig()
     fire, coverage = operator_weights(categories, config)
-    for task_group in (np.arange(lengths.size) // 8, np.arange(lengths.size) % 500):
+    for task_group in (np.arange(lengths.size) // 8, np.arange(lengths.size) % 1500):
         single = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, threads=1)
         for threads in (2, 3):
             shared = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, threads)

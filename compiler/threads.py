@@ -2,15 +2,16 @@
 
 The compiled operator kernel and the reward kernels are serial loops that release the GIL (a cffi call, a Numba
 `nogil` function); a batch is cut into independent parts (transition ranges, whole episodes, whole task groups) and
-the parts go to a short-lived thread pool. Threads owned by the call, rather than Numba's `parallel=True`, because
-Numba's parallel compiler costs several times the serial compile and its default threading layer must not be
-entered from two threads at once, which a trainer calling rewards from its own threads would do.
+the parts go to the calling thread and a few short-lived helper threads. Threads owned by the call, rather than
+Numba's `parallel=True`, because Numba's parallel compiler costs several times the serial compile and its default
+threading layer must not be entered from two threads at once, which a trainer calling rewards from its own threads
+would do.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
 import numba
@@ -55,12 +56,34 @@ def balanced_cuts(cumulative: np.ndarray, threads: int, min_per_part: int = MIN_
 
 
 def run_parts(function: Callable[[int, int], object], cuts: list[int], threads: int) -> None:
-    """function(lo, hi) for each consecutive pair of `cuts`, on up to `threads` threads; errors propagate."""
-    pairs = list(pairwise(cuts))
-    if len(pairs) <= 1 or threads <= 1:
-        for lo, hi in pairs:
+    """function(lo, hi) for each consecutive pair of `cuts`, on the calling thread and up to `threads - 1` helpers,
+    each taking the next part as it comes free; the first error raised in a part is raised here once all stop."""
+    parts = iter(pairwise(cuts))
+    n_parts = len(cuts) - 1
+    if n_parts <= 1 or threads <= 1:
+        for lo, hi in parts:
             function(lo, hi)
         return
-    with ThreadPoolExecutor(min(threads, len(pairs))) as pool:
-        for future in [pool.submit(function, lo, hi) for lo, hi in pairs]:
-            future.result()
+    taking = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        while not errors:
+            with taking:
+                part = next(parts, None)
+            if part is None:
+                return
+            try:
+                function(*part)
+            except BaseException as error:  # handed to the calling thread, which raises it
+                errors.append(error)
+
+    # Plain threads, the caller among them: an executor costs ~0.7 ms a call here, a thread ~0.1 ms.
+    helpers = [threading.Thread(target=work, daemon=True) for _ in range(min(threads, n_parts) - 1)]
+    for helper in helpers:
+        helper.start()
+    work()
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]

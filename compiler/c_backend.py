@@ -34,6 +34,7 @@ from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnS
 from tracec.dsl.types import Type
 
 import tracec
+from tracec.atomic import atomic_path
 
 BACKEND_VERSION = "tracec-c-1"
 MANIFEST_FORMAT = "tracec-c-kernel"
@@ -226,17 +227,10 @@ def write_artifact(program: KernelProgram, out_path: Path, cache: KernelCache | 
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return write_artifact(program, out_path, KernelCache(Path(scratch)), operator_names)
     kernel = compile_c(program, cache, operator_names)
-    out_path = Path(out_path)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.")
-    os.close(fd)
-    try:
+    with atomic_path(out_path) as tmp:
         shutil.copyfile(kernel.path, tmp)
         os.chmod(tmp, 0o755)
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out_path
+    return Path(out_path)
 
 
 def load_artifact(path: Path) -> CKernel:

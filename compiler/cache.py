@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from tracec.atomic import write_atomic
 
 
 def default_cache_path(environ: Mapping[str, str]) -> Path:
@@ -50,14 +51,7 @@ class KernelCache:
         target = self.directory(backend) / name
         if target.exists() and target.read_text(encoding="utf-8") == text:
             return target
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(target, [text])
         return target
 
     def install(self, backend: str, name: str, built: Path) -> Path:

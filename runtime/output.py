@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.atomic import atomic_open, atomic_path
+from tracec.atomic import atomic_open, atomic_path
 
 
 def write_records(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> None:

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracec.runtime.atomic import write_atomic
 from tracec.trace_rl.envs.tau2.db import Db
 from tracec.trace_rl.envs.tau2.env import ToolOutcome, find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction, TaskError
+
+from tracec.atomic import write_atomic
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """Atomic file writes: write to a temporary file beside the target, then rename over it.
 
-A crash or an error mid-write leaves the old file (or none), never half a file.
+A crash or an error mid-write leaves the old file (or none), never half a file. It lives at the root of the package
+because every layer writes files: the compiler's cache and artifacts, the runtime's records, the pipeline's dumps.
 """
 
 from __future__ import annotations

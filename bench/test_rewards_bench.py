@@ -12,7 +12,6 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-
 from tracec.compiler.threads import default_threads
 from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
-
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, check_offsets, trca_advantages
 from tracec.runtime.row_mask import row_mask
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import pairwise
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tracec.compiler.threads import MIN_ITEMS_PER_PART, balanced_cuts, even_cuts, run_parts
 
 
@@ -19,13 +19,13 @@ def test_balanced_cuts_tile_the_units_in_parts_of_about_equal_work(work, threads
     cumulative = np.concatenate([[0], np.cumsum(work, dtype=np.int64)])
     cuts = balanced_cuts(cumulative, threads)
     assert cuts[0] == 0 and cuts[-1] == len(work)
-    assert all(a < b for a, b in zip(cuts, cuts[1:])) or not work
+    assert all(a < b for a, b in pairwise(cuts)) or not work
     parts = len(cuts) - 1
     if threads == 1 or cumulative[-1] < 2 * MIN_ITEMS_PER_PART:
         assert parts <= 1
     # A part overshoots an equal share by at most one unit's work.
     share = cumulative[-1] / max(parts, 1)
-    for lo, hi in zip(cuts, cuts[1:]):
+    for lo, hi in pairwise(cuts):
         assert cumulative[hi] - cumulative[lo] <= share + max(work[lo:hi], default=0)
 
 
@@ -46,7 +46,7 @@ def test_run_parts_runs_each_part_once_on_several_threads():
 
     cuts = list(range(0, 100, 10))
     run_parts(part, cuts, threads=3)
-    assert sorted(seen) == list(zip(cuts, cuts[1:]))
+    assert sorted(seen) == list(pairwise(cuts))
     assert len(names) == 3 and threading.current_thread().name in names
 
 

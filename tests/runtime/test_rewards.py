@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tracec.compiler.threads import balanced_cuts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, episode_advantage, grpo_advantage, step_advantage
 from tracec.runtime.rewards import (

@@ -1,52 +1,26 @@
 """Source text to syntax tree: Lark (LALR, strict, positions) plus a transformer that builds `tracec.dsl.ast` nodes.
 
-Lark's exceptions stop here: anything the grammar rejects becomes a `ParseError` with file:line:col and a caret.
+Anything the grammar rejects becomes a `ParseError` with file:line:col and a caret (`tracec.dsl.syntax`).
 String escapes (`\\"`, `\\\\`) and template interpolations (`{expr}`, `{{`, `}}`) are decoded here too, so a bad
 escape is reported where it is written.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from importlib import resources
 from typing import Any
 
 import lark
 from lark import Token, Transformer, v_args
-
 from tracec.dsl import ast
 from tracec.dsl.errors import Loc, ParseError, Source
-
-# Readable names for the grammar's terminals in "expected ..." messages.
-_TERMINAL_NAMES = {
-    "NAME": "a name",
-    "PARAM": "a `$parameter`",
-    "STRING": "a string",
-    "REGEX": "a regex",
-    "INT": "an integer",
-    "FLOAT": "a decimal number",
-    "$END": "end of file",
-}
-
-
-@functools.cache
-def _lark() -> lark.Lark:
-    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text()
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        strict=True,
-        propagate_positions=True,
-        maybe_placeholders=True,
-        start=["start", "expr"],
-    )
+from tracec.dsl.syntax import describe, lark_parser, parse_tree
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:
     """Parse a whole `.rubric` file."""
     source = Source(path, text)
-    tree = _run(text, "start", source)
+    tree = parse_tree(text, "start", source)
     builder = _Builder(source)
     decls = builder.transform(tree)
     if builder.errors:
@@ -58,7 +32,7 @@ def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
     """Parse one expression (used by tests and by template interpolation)."""
     source = Source(path, text)
     builder = _Builder(source)
-    expr = builder.transform(_run(text, "expr", source))
+    expr = builder.transform(parse_tree(text, "expr", source))
     if builder.errors:
         raise ParseError(builder.errors)
     return expr
@@ -67,90 +41,6 @@ def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
 def parse_file(path: str) -> ast.Module:
     with open(path, encoding="utf-8") as handle:
         return parse(handle.read(), path)
-
-
-def _run(text: str, start: str, source: Source) -> lark.Tree:
-    try:
-        return _lark().parse(text, start=start)
-    except lark.exceptions.UnexpectedInput as error:
-        raise ParseError([source.diagnostic(*_describe(error, text))]) from None
-
-
-def _describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, str]:
-    line, column = max(error.line, 1), max(error.column, 1)
-    if isinstance(error, lark.exceptions.UnexpectedCharacters):
-        assert error.pos_in_stream is not None, "Lark sets the position of an unexpected character"
-        char = text[error.pos_in_stream]
-        if char == '"':
-            return Loc(line, column, line, len(text.splitlines()[line - 1]) + 1), "unterminated string"
-        if char == "/":
-            return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
-        if char in _CHARACTER_HINTS:
-            return Loc.point(line, column), f"unexpected character `{char}`; {_CHARACTER_HINTS[char]}"
-        shown = repr(char)[1:-1]
-        return Loc.point(line, column), f"unexpected character `{shown}`{_expected(error.allowed)}"
-    if isinstance(error, lark.exceptions.UnexpectedToken):
-        token = error.token
-        if token.value == "/" and "REGEX" in error.expected:
-            return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
-        if token.type == "$END":
-            return Loc.point(line, column), f"unexpected end of file{_expected(error.expected)}"
-        loc = Loc(token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
-        if token.value in _COMPARISONS and _after_comparison(error):
-            return loc, f"comparisons do not chain: write `a < b and b < c`, not `a < b {token.value} c`"
-        after_regex = token.start_pos and text[token.start_pos - 1] == "/" and "REGEX" not in error.expected
-        if token.type == "NAME" and after_regex:
-            return loc, f"unknown regex flag `{token.value}` (the only flag is `i`, as in /abc/i)"
-        return loc, f"unexpected `{token.value}`{_expected(error.expected)}"
-    return Loc.point(line, column), "unexpected end of file"
-
-
-# Characters other languages use for operators this one spells as words.
-_CHARACTER_HINTS = {"&": "write `and`", "|": "write `or`", "!": "write `not` (or `!=` to compare)"}
-_COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">=", "in"})
-
-
-def _after_comparison(error: lark.exceptions.UnexpectedToken) -> bool:
-    """Whether the parser had just read `a <op> b` when the token came: a chained comparison."""
-    parser = getattr(error, "interactive_parser", None)
-    stack = parser.parser_state.value_stack if parser is not None else []
-    if len(stack) < 2:
-        return False
-    operator = stack[-2]
-    if isinstance(operator, Token):
-        return operator.value == "in"
-    return isinstance(operator, lark.Tree) and operator.data == "compare_op"
-
-
-@functools.cache
-def _expression_start() -> frozenset[str]:
-    """The terminals that may begin an expression, read off the parser itself."""
-    try:
-        _lark().parse("", start="expr")
-    except lark.exceptions.UnexpectedToken as error:
-        return frozenset(error.expected)
-    raise AssertionError("the empty string parsed as an expression")
-
-
-def _expected(terminals: set[str] | frozenset[str] | None) -> str:
-    if not terminals:
-        return ""
-    shown = set()
-    rest = set(terminals)
-    # Listed one by one, the seventeen ways to start an expression drown the message.
-    if _expression_start() <= rest:
-        rest -= _expression_start()
-        shown.add("an expression")
-    for name in rest:
-        if name in _TERMINAL_NAMES:
-            shown.add(_TERMINAL_NAMES[name])
-            continue
-        pattern = _lark().get_terminal(name).pattern
-        shown.add(f"`{pattern.value}`" if pattern.type == "str" else name.lower())
-    ordered = sorted(shown, key=lambda s: (not s.startswith("`"), s))
-    if len(ordered) > 10:
-        ordered = ordered[:10] + ["..."]
-    return "; expected " + ", ".join(ordered)
 
 
 def _position(token: Token) -> tuple[int, int]:
@@ -240,9 +130,9 @@ class _Builder(Transformer):
         # Padding puts the fragment where it stands in the file, so its locations need no shifting.
         padded = "\n" * (line - 1) + " " * (column - 1) + text
         try:
-            tree = _lark().parse(padded, start="expr")
+            tree = lark_parser().parse(padded, start="expr")
         except lark.exceptions.UnexpectedInput as error:
-            self.errors.append(self.source.diagnostic(*_describe(error, padded)))
+            self.errors.append(self.source.diagnostic(*describe(error, padded)))
             return ast.Literal("", loc=Loc.point(line, column))
         return self.transform(tree)
 

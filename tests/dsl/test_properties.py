@@ -17,12 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
-
 from tracec.dsl import ast
 from tracec.dsl.check import check
 from tracec.dsl.errors import RubricError
-from tracec.dsl.parse import _lark, parse
+from tracec.dsl.parse import parse
 from tracec.dsl.printer import print_module
+from tracec.dsl.syntax import lark_parser
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REPO = Path(__file__).resolve().parents[2]
@@ -408,7 +408,7 @@ _FUZZ_TERMINALS = {
 
 
 def _fuzz_sources() -> st.SearchStrategy[str]:
-    grammar = _lark()
+    grammar = lark_parser()
     # Keywords and punctuation padded with spaces, so a drawn token list lexes as the tokens it was drawn as.
     words = {t.name: st.just(f" {t.pattern.value} ") for t in grammar.terminals if t.pattern.type == "str"}
     return from_lark(grammar, start="start", explicit={**words, **_FUZZ_TERMINALS})

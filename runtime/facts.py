@@ -1,15 +1,13 @@
 """The fact builder: episodes + a `FactPlan` -> `FactBatch`, the numeric columns a compiled rubric reads.
 
 Every column has one row per transition (episodes end to end, delimited by `episode_offsets`) and a `known` mask:
-a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"). Encodings by type: bool -> uint8 0/1,
-int -> int64, float -> float64 (ints accepted), enum -> int64 member index, entity -> int64 `entity_id`, set(entity)
--> CSR (ids sorted ascending and unique within each row, `offsets` (n + 1,)). Text never becomes a column: the
-compiler lifts `contains` / `matches` to bool columns "lift.K" that are computed here, and bindings ("bind.NAME") are
-evaluated once per episode from its instruction and broadcast to its transitions.
+a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"); `tracec.runtime.columns` says how each type
+is encoded. Text never becomes a column: the compiler lifts `contains` / `matches` to bool columns "lift.K" that are
+computed here, and bindings ("bind.NAME") are evaluated once per episode from its instruction and broadcast to its
+transitions.
 
-Speed: a field is gathered once over all states (prev and next share it) into a Python list, checked with one
-`set(map(type, ...))`, and turned into one array; only when that fast path fails does a per-value scan look for the
-first offending value to name it. Every bad field is reported, each at its first bad value, in one DataError.
+Speed: a field is gathered once over all states (prev and next share it) into a Python list and encoded as one
+array. Every bad field is reported, each at its first bad value, in one DataError.
 A field or binding of type text makes no column (a lift reads it). Errors read
 `file:line:1: error: episode ID: field `f` of state 2: expected a list of strings, got 5` (0-based positions in
 `states` / `actions`). Left out: fields that are not in the plan (never read), nested objects, sets of anything but
@@ -27,10 +25,10 @@ from typing import Any
 
 import numpy as np
 import re2
-
 from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node, entity_id
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import ENTITY, TEXT, Type
+from tracec.runtime.columns import INT64_RANGE, BadValue, Column, encode, known_mask, take
 from tracec.runtime.trajectories import Episode, check_shape, shown
 
 
@@ -41,14 +39,6 @@ class _Missing(enum.Enum):
 MISSING = _Missing.MISSING  # a binding that did not match, or whose text did not convert to its type
 
 _SIDES = {"prev": "state", "next": "state", "act": "action"}
-_INT64 = (-(1 << 63), 1 << 63)
-
-
-@dataclass(frozen=True)
-class Column:
-    values: np.ndarray  # scalars (n,); sets (n_elements,) int64, sorted and unique within each row
-    known: np.ndarray  # (n,) uint8
-    offsets: np.ndarray | None = None  # sets only: (n + 1,) int64
 
 
 @dataclass(frozen=True)
@@ -119,7 +109,7 @@ def convert(value: Any, type_: Type) -> Any:
     except (ValueError, OverflowError):
         return MISSING
     if kind == "int":
-        return number if _INT64[0] <= number < _INT64[1] else MISSING
+        return number if INT64_RANGE[0] <= number < INT64_RANGE[1] else MISSING
     return number if math.isfinite(number) else MISSING
 
 
@@ -160,14 +150,6 @@ def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan) -> FactBatch:
     )
 
 
-class _BadValue(Exception):
-    """The first value of a raw list that does not fit its type: its index and what was expected."""
-
-    def __init__(self, index: int, expected: str):
-        super().__init__(index, expected)
-        self.index, self.expected = index, expected
-
-
 class _Reader:
     """One batch being built: raw field lists, encoded columns and interned entities, each computed once."""
 
@@ -202,8 +184,8 @@ class _Reader:
         if key not in self._encoded:
             raw = self.raw(source, field)
             try:
-                self._encoded[key] = _encode(raw, type_, self.interned)
-            except _BadValue as bad:
+                self._encoded[key] = encode(raw, type_, self.interned)
+            except BadValue as bad:
                 self.diagnostics.append(self._located(source, field, bad, raw[bad.index]))
                 self._encoded[key] = None
         return self._encoded[key]
@@ -213,7 +195,7 @@ class _Reader:
         column = self.encoded(_SIDES[side], field, type_)
         if column is None or side == "act":
             return column
-        return _take(column, self.prev_rows + (side == "next"))
+        return take(column, self.prev_rows + (side == "next"))
 
     def strings(self, fact: str, type_: Type) -> list[str | None] | None:
         """The strings of a text or entity fact "side.field" per transition; None if a value is not a string."""
@@ -262,9 +244,9 @@ class _Reader:
             return None
         if isinstance(needles, str):
             hits = [text is not None and needles in text for text in texts]
-            return Column(np.array(hits, dtype=np.uint8), _known(texts))
+            return Column(np.array(hits, dtype=np.uint8), known_mask(texts))
         hits = [text is not None and needle is not None and needle in text for text, needle in zip(texts, needles)]
-        return Column(np.array(hits, dtype=np.uint8), _known(texts) & _known(needles))
+        return Column(np.array(hits, dtype=np.uint8), known_mask(texts) & known_mask(needles))
 
     def _needles(self, needle: Needle, bound: Mapping[str, list[Any]]) -> str | list[str | None] | None:
         if needle.kind == "const":
@@ -275,7 +257,7 @@ class _Reader:
             raise ValueError(f"a `contains` needle names binding `{needle.value}`, which the plan does not bind")
         return self.broadcast([None if v is MISSING else v for v in bound[needle.value]])
 
-    def _located(self, source: str, field: str, bad: _BadValue, value: Any) -> Diagnostic:
+    def _located(self, source: str, field: str, bad: BadValue, value: Any) -> Diagnostic:
         offsets = self.state_offsets if source == "state" else self.trans_offsets
         index = int(np.searchsorted(offsets, bad.index, side="right")) - 1
         episode = self.episodes[index]
@@ -295,122 +277,4 @@ def _matches(texts: list[str | None], regex: Any) -> Column:
         else:
             # Searching UTF-8 bytes gives the same answer and skips the wrapper's character-offset bookkeeping.
             hits.append(memo.setdefault(text, regex.search(text.encode("utf-8")) is not None))
-    return Column(np.array(hits, dtype=np.uint8), _known(texts))
-
-
-# ---------------------------------------------------------------------------------------------- encodings
-# List comprehensions and one np.array per column: measured faster than np.fromiter over a map.
-
-
-def _known(raw: list[Any]) -> np.ndarray:
-    return np.array([value is not None for value in raw], dtype=np.uint8)
-
-
-def _expected(value: Any, type_: Type) -> str | None:
-    """What `value` (not None) should have been for `type_`, or None if it fits: the per-value definition that the
-    fast path in `_encode` must agree with."""
-    kind = type_.kind
-    if kind == "bool":
-        return None if type(value) is bool else "true or false"
-    if kind == "int":
-        if type(value) is not int:
-            return "an integer"
-        return None if _INT64[0] <= value < _INT64[1] else "a 64-bit integer"
-    if kind == "float":
-        if type(value) is int:
-            try:
-                float(value)
-            except OverflowError:
-                return "a number"
-        return None if type(value) in (int, float) else "a number"
-    if kind == "enum":
-        return None if type(value) is str and value in type_.members else f"a member of {type_}"
-    if kind == "set":
-        return None if type(value) is list and all(type(e) is str for e in value) else "a list of strings"
-    return None if type(value) is str else "a string"
-
-
-_ALLOWED: dict[str, set[type]] = {
-    "bool": {bool},
-    "int": {int},
-    "float": {int, float},
-    "enum": {str},
-    "entity": {str},
-    "text": {str},
-    "set": {list},
-}
-
-
-def _encode(raw: list[Any], type_: Type, interned: dict[str, int]) -> Column:
-    """Encode a raw list (None = missing); raises _BadValue at the first value that does not fit."""
-    kind = type_.kind
-    try:
-        if not set(map(type, raw)) <= _ALLOWED[kind] | {type(None)}:
-            raise ValueError
-        known = _known(raw)
-        if kind == "set":
-            return _encode_set(raw, known, interned)
-        if kind == "text":
-            return Column(np.zeros(0, dtype=np.uint8), known)  # checked only: text is read by lifts
-        if kind in ("int", "float"):
-            filled = raw if known.all() else [0 if v is None else v for v in raw]
-            return Column(np.array(filled, dtype=np.int64 if kind == "int" else np.float64), known)
-        if kind == "bool":
-            table: dict[Any, int] = {True: 1, False: 0}
-        elif kind == "enum":
-            table = {member: index for index, member in enumerate(type_.members)}
-        else:
-            table = _intern(set(raw), interned)
-        table[None] = 0
-        return Column(np.array([table[v] for v in raw], dtype=np.uint8 if kind == "bool" else np.int64), known)
-    except (ValueError, KeyError, OverflowError, TypeError):
-        pass
-    for index, value in enumerate(raw):
-        expected = None if value is None else _expected(value, type_)
-        if expected is not None:
-            raise _BadValue(index, expected)
-    raise AssertionError(f"the fast path rejected a {type_} column that the per-value check accepts")
-
-
-def _intern(strings: set[Any], interned: dict[str, int]) -> dict[Any, int]:
-    """entity_id of each string (None skipped), computed once per distinct string of the batch."""
-    for text in strings:
-        if text is not None and text not in interned:
-            interned[text] = entity_id(text)
-    return {text: interned[text] for text in strings if text is not None}
-
-
-def _encode_set(raw: list[Any], known: np.ndarray, interned: dict[str, int]) -> Column:
-    rows = [() if v is None else v for v in raw]
-    flat = list(chain.from_iterable(rows))
-    if not set(map(type, flat)) <= {str}:
-        raise ValueError
-    ids = _intern(set(flat), interned)
-    # Sort and de-duplicate every row at once: key = row * K + rank of the id among the K distinct ids. The keys
-    # are sorted across rows already, so a stable (run-detecting) sort only has the short rows to order.
-    by_id = sorted(ids, key=ids.__getitem__)
-    rank = {name: position for position, name in enumerate(by_id)}
-    width = max(len(by_id), 1)
-    lengths = np.array([len(row) for row in rows], dtype=np.int64)
-    keys = np.repeat(np.arange(len(rows), dtype=np.int64) * width, lengths)
-    keys += np.array([rank[name] for name in flat], dtype=np.int64)
-    keys = np.sort(keys, kind="stable")
-    unique = np.ones(len(keys), dtype=bool)
-    unique[1:] = keys[1:] != keys[:-1]
-    keys = keys[unique]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // width, minlength=len(rows)), out=offsets[1:])
-    sorted_ids = np.array([ids[name] for name in by_id], dtype=np.int64)
-    return Column(sorted_ids[keys % width], known, offsets)
-
-
-def _take(column: Column, rows: np.ndarray) -> Column:
-    """The given rows of a column, in order (a gather over CSR for sets)."""
-    if column.offsets is None:
-        return Column(column.values[rows], column.known[rows])
-    starts = column.offsets[rows]
-    lengths = column.offsets[rows + 1] - starts
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    elements = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-    return Column(column.values[elements], column.known[rows], offsets)
+    return Column(np.array(hits, dtype=np.uint8), known_mask(texts))

@@ -127,12 +127,12 @@ def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cov
     returns unless those arrays are empty; episode by episode, while the episode is in cache.
 
     A step's operators become one 64-bit word, so coverage lives in a register."""
-    n_chunks = fire_table.shape[0]
+    n_chunks, n_ops, first_row, row_stride = fire_table.shape[0], O.shape[1], O.ctypes.data, O.strides[0]
     for e in range(offsets.shape[0] - 1):
         start, stop = offsets[e], offsets[e + 1]
         covered = np.uint64(0)
         for t in range(start, stop):
-            bits = row_mask(O, t)
+            bits = row_mask(first_row + t * row_stride, n_ops)
             newly_bits = bits & ~covered  # first coverage only, so r_B >= 0 exactly
             covered |= bits
             fired = r_f[t] if accumulate else 0.0

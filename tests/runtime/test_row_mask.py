@@ -21,4 +21,4 @@ def test_row_mask_sets_bit_j_when_operator_j_fired(width, first_column, n_rows, 
     O = wide[:, first_column:first_column + width]  # a column slice, as the kernel's 64-operator passes take
     for t in range(n_rows):
         want = sum(1 << j for j in range(width) if O[t, j] != 0)
-        assert int(row_mask(O, t)) == want
+        assert int(row_mask(O.ctypes.data + t * O.strides[0], width)) == want

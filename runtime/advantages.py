@@ -319,6 +319,17 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
                 k += 1
 
 
+def output_rows(name: str, block: np.ndarray, rows: int, n: int) -> np.ndarray:
+    """The first n columns of a float64 `(rows, m >= n)` block whose rows are contiguous, for kernels to fill."""
+    if not (isinstance(block, np.ndarray) and block.dtype == np.float64 and block.ndim == 2
+            and block.shape[0] == rows and block.shape[1] >= n and (n == 0 or block.strides[1] == 8)
+            and block.flags.writeable):
+        shown = f"{block.dtype} {block.shape}" if isinstance(block, np.ndarray) else type(block).__name__
+        raise ValueError(f"{name} must be a writable float64 array of shape ({rows}, m >= {n}) with contiguous "
+                         f"rows, got {shown}")
+    return block[:, :n]
+
+
 def check_offsets(offsets: np.ndarray, n_items: int) -> np.ndarray:
     """`offsets` as contiguous int64, checked to delimit segments that tile 0..n_items in order (some empty)."""
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -401,7 +412,8 @@ def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward
     `env_reward` and `task_group` are given once per episode `(n_episodes,)`, `returns` and `context_key` per step;
     A_S is 0 without a declared context. Equal to `episode_advantage` and `step_advantage`, in one pass, task
     groups shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
-    `out`, a C-contiguous `(3, n_steps)` float64 array, receives the three instead of new arrays.
+    The three are the first n_steps columns of the rows of `out` (float64, `(3, m >= n_steps)`, contiguous rows)
+    when it is given.
     """
     values = _values("returns", returns)
     offsets = check_offsets(episode_offsets, values.shape[0])
@@ -410,11 +422,7 @@ def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward
     if env_reward.shape != keys.shape:
         raise ValueError(f"env_reward must have one entry per episode ({keys.size}), got shape {env_reward.shape}")
     context = keys[:0] if context_key is None else _keys("context_key", context_key, values.shape[0])
-    if out is None:
-        out = np.empty((3, values.shape[0]))
-    if out.shape != (3, values.shape[0]) or out.dtype != np.float64 or not out.flags.c_contiguous:
-        raise ValueError(f"out must be a C-contiguous float64 array of shape (3, {values.shape[0]})")
-    a_e, a_s, a = out
+    a_e, a_s, a = output_rows("out", np.empty((3, values.shape[0])) if out is None else out, 3, values.shape[0])
     episodes, group_starts = _group_by_key(keys)
     threads = threads or default_threads()
     cuts = [0, group_starts.size - 1]

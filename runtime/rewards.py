@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
-from tracec.runtime.advantages import MIN_STEPS_PER_PART, check_offsets, trca_advantages
+from tracec.runtime.advantages import MIN_STEPS_PER_PART, check_offsets, output_rows, trca_advantages
 from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
@@ -223,12 +223,14 @@ def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offse
 
 def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
                      context_key: np.ndarray | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
-                     config: RewardConfig, threads: int | None = None) -> StepRewards:
+                     config: RewardConfig, threads: int | None = None, out: np.ndarray | None = None) -> StepRewards:
     """All of TRCA for one batch: step rewards, returns, and A = A_E (broadcast to the steps) + A_S.
 
     `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` `(n_steps,)` int64 (hashes
     of the rubric's context tuple) or None when the rubric declares no context. Episodes, then task groups, are
     shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
+    The seven outputs are the first n_steps columns of the rows of `out`, a float64 `(7, m >= n_steps)` block with
+    contiguous rows (reusing a block saves the page faults of fresh memory), or of a new block.
     """
     O = _check_operators(O)
     offsets = check_offsets(episode_offsets, O.shape[0])
@@ -236,7 +238,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     env_reward = _check_env_reward(env_reward, offsets.size - 1)
     # One block for all seven outputs: fresh memory costs a page fault per page, and one block aligns to huge pages
     # where seven arrays each start and end in small ones (measured: 16 ms -> 9 ms to fill them at 10^6 steps).
-    block = np.empty((7, O.shape[0]))
+    block = output_rows("out", np.empty((7, O.shape[0])) if out is None else out, 7, O.shape[0])
     r_f, r_b, r_trca, returns = block[:4]
 
     def rewards_part(lo: int, hi: int) -> None:

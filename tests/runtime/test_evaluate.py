@@ -67,3 +67,31 @@ def test_a_file_with_several_rubrics_needs_a_name():
     assert load_rubric(two, "two.rubric", "other").name == "other"
     with pytest.raises(CheckError, match="no rubric `missing`"):
         load_rubric(two, "two.rubric", "missing")
+
+
+def _batch(n: int) -> list[Episode]:
+    return [episode(f"e{i}", [("lookup", i % 2 == 0), ("answer", True)] * (1 + i % 3), 2 if i % 3 else None,
+                    task=f"t{i % 4}") for i in range(n)]
+
+
+def test_the_scorer_reuses_its_output_memory_only_once_no_result_holds_it():
+    scorer = RubricScorer.from_source(SOURCE, backend="interp")
+    big, small = _batch(12), _batch(5)
+    first = scorer.evaluate(big)
+    kept = {name: getattr(first.rewards, name).copy() for name in ("r_F", "R", "A")}
+    second = scorer.evaluate(big)  # `first` still holds its block: new memory
+    assert not np.shares_memory(first.rewards.A, second.rewards.A)
+    for name, values in kept.items():
+        np.testing.assert_array_equal(getattr(first.rewards, name), values)
+    held_row = second.rewards.A  # one array is enough to keep the block in use
+    address = held_row.ctypes.data
+    del second
+    third = scorer.evaluate(small)
+    assert third.rewards.A.ctypes.data != address
+    np.testing.assert_array_equal(held_row, first.rewards.A)
+    address = third.rewards.A.ctypes.data
+    del third, held_row
+    fourth = scorer.evaluate(small)  # nothing holds the last block: the same memory, and the right numbers
+    assert fourth.rewards.A.ctypes.data == address
+    np.testing.assert_array_equal(fourth.rewards.A, RubricScorer.from_source(SOURCE, backend="interp")
+                                  .evaluate(small).rewards.A)

@@ -331,3 +331,23 @@ def test_threads_share_the_batch_without_changing_a_bit():
             shared = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, threads)
             for name in StepRewards.__dataclass_fields__:
                 np.testing.assert_array_equal(getattr(shared, name), getattr(single, name), err_msg=name)
+
+
+def test_outputs_fill_a_given_block_and_bad_blocks_are_refused():
+    rng = np.random.default_rng(3)
+    categories = ["evidence", "execution", "invalidity"] * 3
+    offsets = np.array([0, 4, 9, 9, 15], dtype=np.int64)
+    O = (rng.random((15, len(categories))) < 0.3).astype(np.uint8)
+    env_reward, task_group = np.array([1.0, 0.0, 1.0, 0.0]), np.array([1, 1, 2, 2], dtype=np.int64)
+    context = rng.integers(0, 3, 15).astype(np.int64)
+    config = RewardConfig()
+    fire, coverage = operator_weights(categories, config)
+    fresh = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config)
+    block = np.full((7, 20), np.nan)  # wider than the batch: the first 15 columns are used
+    given = evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, out=block)
+    assert np.shares_memory(given.A, block) and np.isnan(block[:, 15:]).all()
+    for name in StepRewards.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(given, name), getattr(fresh, name), err_msg=name)
+    for bad in (np.empty((6, 15)), np.empty((7, 14)), np.empty((7, 15), dtype=np.float32), np.empty((15, 7)).T):
+        with pytest.raises(ValueError, match=r"out must be a writable float64 array of shape \(7, m >= 15\)"):
+            evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, out=bad)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from itertools import pairwise
 
 import numpy as np
@@ -38,11 +37,14 @@ def test_even_cuts_cover_every_item_once(n, threads):
 
 def test_run_parts_runs_each_part_once_on_several_threads():
     seen, names = [], set()
+    # The first three parts wait for each other: they can only finish if three threads took them.
+    all_started = threading.Barrier(3, timeout=30)
 
     def part(lo, hi):
         seen.append((lo, hi))
         names.add(threading.current_thread().name)
-        time.sleep(0.01)  # long enough for the helpers to start and take parts too
+        if lo < 30:
+            all_started.wait()
 
     cuts = list(range(0, 100, 10))
     run_parts(part, cuts, threads=3)

@@ -5,8 +5,9 @@ tuple). Grouping is by hash tables in Numba, in two levels so that no step-sized
 segments (episodes) by task group first, then the steps of one task group by context key, in a small table that
 stays in cache. Before it is summed, a task group's segments are put in a canonical order (by content), so a
 group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the outputs
-bit for bit, not merely up to rounding. `trca_advantages`, what a training batch needs, does A_E, A_S and their
-sum in one pass per task group, with the same sums in the same order as the separate functions.
+bit for bit, not merely up to rounding. `fill_trca_advantages`, what `evaluate_rewards` needs for a training batch,
+does A_E, A_S and their sum in one pass per task group, with the same sums in the same order as the separate
+functions.
 
 Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
 <= 1e-9, gets 0. Left out: filtering constant-reward groups out of a GRPO batch (the trainer decides that).
@@ -18,7 +19,8 @@ from typing import Literal
 
 import numpy as np
 from numba import njit
-from tracec.compiler.threads import balanced_cuts, default_threads, run_parts, worth_splitting
+from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
+from tracec.runtime.batch_checks import finite_values, int_keys
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 # The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.
@@ -319,51 +321,6 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
                 k += 1
 
 
-def output_rows(name: str, block: np.ndarray, rows: int, n: int) -> np.ndarray:
-    """The first n columns of a float64 `(rows, m >= n)` block whose rows are contiguous, for kernels to fill."""
-    if not (isinstance(block, np.ndarray) and block.dtype == np.float64 and block.ndim == 2
-            and block.shape[0] == rows and block.shape[1] >= n and (n == 0 or block.strides[1] == 8)
-            and block.flags.writeable):
-        shown = f"{block.dtype} {block.shape}" if isinstance(block, np.ndarray) else type(block).__name__
-        raise ValueError(f"{name} must be a writable float64 array of shape ({rows}, m >= {n}) with contiguous "
-                         f"rows, got {shown}")
-    return block[:, :n]
-
-
-def check_offsets(offsets: np.ndarray, n_items: int) -> np.ndarray:
-    """`offsets` as contiguous int64, checked to delimit segments that tile 0..n_items in order (some empty)."""
-    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    if offsets.ndim != 1 or offsets.size < 1:
-        raise ValueError(f"episode_offsets must be 1-D with n_episodes + 1 entries, got shape {offsets.shape}")
-    if offsets[0] != 0 or offsets[-1] != n_items:
-        raise ValueError(f"episode_offsets must run from 0 to n_steps = {n_items}, "
-                         f"got {offsets[0]} .. {offsets[-1]}")
-    drops = np.flatnonzero(np.diff(offsets) < 0)
-    if drops.size:
-        i = int(drops[0])
-        raise ValueError(f"episode_offsets must not decrease: offsets[{i}] = {offsets[i]} > "
-                         f"offsets[{i + 1}] = {offsets[i + 1]}")
-    return offsets
-
-
-def _keys(name: str, keys: np.ndarray, n: int) -> np.ndarray:
-    keys = np.asarray(keys)
-    if keys.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {keys.shape}")
-    if not np.issubdtype(keys.dtype, np.integer):
-        raise ValueError(f"{name} must hold integer keys (e.g. int64 hashes), got dtype {keys.dtype}")
-    return np.ascontiguousarray(keys, dtype=np.int64).view(np.uint64)
-
-
-def _values(name: str, values: np.ndarray) -> np.ndarray:
-    values = np.ascontiguousarray(values, dtype=np.float64)
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {values.shape}")
-    if not np.isfinite(values).all():
-        raise ValueError(f"{name} has a non-finite entry at index {int(np.flatnonzero(~np.isfinite(values))[0])}")
-    return values
-
-
 def _per_element(values: np.ndarray, keys: np.ndarray, minor: np.ndarray | None, eps: float,
                  divide: bool) -> np.ndarray:
     offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
@@ -376,8 +333,8 @@ def _per_element(values: np.ndarray, keys: np.ndarray, minor: np.ndarray | None,
 
 def episode_advantage(env_reward: np.ndarray, task_group: np.ndarray, eps: float) -> np.ndarray:
     """A_E `(n_episodes,)`: the terminal outcome standardized among rollouts of the same task instance."""
-    values = _values("env_reward", env_reward)
-    keys = _keys("task_group", task_group, values.shape[0])
+    values = finite_values("env_reward", env_reward)
+    keys = int_keys("task_group", task_group, values.shape[0])
     return _per_element(values, keys, None, eps, True)
 
 
@@ -387,11 +344,11 @@ def step_advantage(R: np.ndarray, step_task_group: np.ndarray, context_key: np.n
 
     Without a declared context (`context_key` None) there are no step groups and A_S is 0.
     """
-    values = _values("R", R)
-    keys = _keys("step_task_group", step_task_group, values.shape[0])
+    values = finite_values("R", R)
+    keys = int_keys("step_task_group", step_task_group, values.shape[0])
     if context_key is None:
         return np.zeros(values.shape[0])
-    return _per_element(values, keys, _keys("context_key", context_key, values.shape[0]), eps, True)
+    return _per_element(values, keys, int_keys("context_key", context_key, values.shape[0]), eps, True)
 
 
 def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std", "none"],
@@ -399,40 +356,27 @@ def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std",
     """Plain GRPO: (r - mean) / (std + eps) with scale "std", r - mean with "none"; flat groups get 0 either way."""
     if scale not in ("std", "none"):
         raise ValueError(f"scale must be 'std' or 'none', got {scale!r}")
-    values = _values("rewards", rewards)
-    keys = _keys("group", group, values.shape[0])
+    values = finite_values("rewards", rewards)
+    keys = int_keys("group", group, values.shape[0])
     return _per_element(values, keys, None, eps, scale == "std")
 
 
-def trca_advantages(returns: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray,
-                    task_group: np.ndarray, context_key: np.ndarray | None, eps: float, threads: int | None = None,
-                    out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(A_E broadcast to the steps, A_S, A = A_E + A_S), each `(n_steps,)`, for TRCA's batch layout.
-
-    `env_reward` and `task_group` are given once per episode `(n_episodes,)`, `returns` and `context_key` per step;
-    A_S is 0 without a declared context. Equal to `episode_advantage` and `step_advantage`, in one pass, task
-    groups shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
-    The three are the first n_steps columns of the rows of `out` (float64, `(3, m >= n_steps)`, contiguous rows)
-    when it is given.
-    """
-    values = _values("returns", returns)
-    offsets = check_offsets(episode_offsets, values.shape[0])
-    env_reward = _values("env_reward", env_reward)
-    keys = _keys("task_group", task_group, offsets.size - 1)
-    if env_reward.shape != keys.shape:
-        raise ValueError(f"env_reward must have one entry per episode ({keys.size}), got shape {env_reward.shape}")
-    context = keys[:0] if context_key is None else _keys("context_key", context_key, values.shape[0])
-    a_e, a_s, a = output_rows("out", np.empty((3, values.shape[0])) if out is None else out, 3, values.shape[0])
-    episodes, group_starts = _group_by_key(keys)
-    threads = threads or default_threads()
+def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, task_keys: np.ndarray,
+                         context_keys: np.ndarray | None, eps: float, threads: int, out: np.ndarray) -> None:
+    """A_E broadcast to the steps, A_S and A = A_E + A_S into the rows of `out` `(3, n_steps)`, for TRCA's batch
+    layout: `env_reward` and `task_keys` once per episode, `returns` and `context_keys` (None without a declared
+    context: A_S is 0) per step, all checked by `tracec.runtime.batch_checks`. Equal to `episode_advantage` and
+    `step_advantage`, in one pass, task groups shared among `threads` threads; the result does not depend on it."""
+    a_e, a_s, a = out
+    context = task_keys[:0] if context_keys is None else context_keys
+    episodes, group_starts = _group_by_key(task_keys)
     cuts = [0, group_starts.size - 1]
-    if worth_splitting(values.shape[0], threads, MIN_STEPS_PER_PART):
+    if worth_splitting(returns.shape[0], threads, MIN_STEPS_PER_PART):
         steps_before_group = np.concatenate([[0], np.cumsum(np.diff(offsets)[episodes])])[group_starts]
         cuts = balanced_cuts(steps_before_group, threads, MIN_STEPS_PER_PART)
 
     def advantages_part(lo: int, hi: int) -> None:
-        _trca_advantage_kernel(values, offsets, env_reward, episodes, group_starts[lo:hi + 1], context,
-                               context_key is not None, float(eps), a_e, a_s, a)
+        _trca_advantage_kernel(returns, offsets, env_reward, episodes, group_starts[lo:hi + 1], context,
+                               context_keys is not None, float(eps), a_e, a_s, a)
 
     run_parts(advantages_part, cuts, threads)
-    return a_e, a_s, a

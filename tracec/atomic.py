@@ -1,7 +1,8 @@
 """Atomic file writes: write to a temporary file beside the target, then rename over it.
 
-A crash or an error mid-write leaves the old file (or none), never half a file. It lives at the root of the package
-because every layer writes files: the compiler's cache and artifacts, the runtime's records, the pipeline's dumps.
+A crash or an error mid-write leaves the old file (or none), never half a file. It lives in the bottom package
+(`tracec/`, which imports nothing else of the project) because every layer writes files: the compiler's cache and
+artifacts, the runtime's records, the pipeline's dumps.
 """
 
 from __future__ import annotations

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     tau2 = commands.add_parser("tau2", help="tau2-bench airline / retail: gold replay and scoring")
     tau2.add_argument("args", nargs=argparse.REMAINDER, help="replay --domain D --task ID [--dump-db OUT.json]")
 
+    models = commands.add_parser("models", help="list the models tracec can load; `install` converts SmolLM2 once")
+    models.add_argument("action", nargs="?", choices=("list", "install"), default="list")
+
     demo = commands.add_parser("demo", help="the end-to-end demo on the shipped examples")
     demo.add_argument("--workdir", type=Path, default=Path("out/demo"))
     return parser
@@ -172,6 +175,22 @@ def _tau2(args: argparse.Namespace) -> int:
     return tau2_command(args.args)
 
 
+def _models(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.models import ModelError, install_smollm2, list_models
+
+    try:
+        if args.action == "install":
+            print(f"installed: {install_smollm2()}")
+            return EXIT_OK
+        for info in list_models():
+            where = "built in code" if info.path is None else str(info.path)
+            print(f"{info.name}\t{info.parameters:,} parameters\t{where}")
+    except ModelError as error:
+        print(f"tracec models: {error}", file=sys.stderr)
+        return EXIT_USER
+    return EXIT_OK
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tracec.trace_rl.demo import run_demo
 
@@ -185,5 +204,6 @@ _COMMANDS = {
     "eval": _eval,
     "env": _env,
     "tau2": _tau2,
+    "models": _models,
     "demo": _demo,
 }

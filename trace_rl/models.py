@@ -112,7 +112,7 @@ def _load_gguf(folder: Path, file: str) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
     quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
     # A model loaded from GGUF is marked quantized and refuses save_pretrained; a fresh one of its config does not.
-    model = LlamaForCausalLM(quantized.config)
+    model = LlamaForCausalLM(quantized.config)  # type: ignore[arg-type]  # a LlamaConfig at run time
     model.load_state_dict(quantized.state_dict())
     return model.eval(), tokenizer
 

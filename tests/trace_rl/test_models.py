@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from tracec.cli import main
 from tracec.trace_rl.models import SMOLLM2, ModelError, list_models, resolve_model
 from tracec.trace_rl.rollout import TransformersBackend

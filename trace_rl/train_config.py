@@ -202,6 +202,7 @@ class OptimSection:
     warmup_iterations: int = 0
     epochs: int = 1  # passes over each batch
     mini_batches: int = 2  # optimizer steps per pass; after the first, the ratio differs from 1 and clipping acts
+    micro_batch_tokens: int = 8192  # tokens per forward/backward; a mini-batch accumulates several
 
     def __post_init__(self) -> None:
         _require(0 < self.lr < 1, "lr", self.lr, "a learning rate in (0, 1); try 1e-5 (TRACE) or 1e-4")
@@ -213,6 +214,8 @@ class OptimSection:
         _require(self.warmup_iterations >= 0, "warmup_iterations", self.warmup_iterations, "an integer >= 0")
         _require(self.epochs >= 1, "epochs", self.epochs, "an integer >= 1")
         _require(self.mini_batches >= 1, "mini_batches", self.mini_batches, "an integer >= 1")
+        _require(self.micro_batch_tokens >= 1, "micro_batch_tokens", self.micro_batch_tokens,
+                 "an integer >= 1; try 8192 (fewer saves memory, more saves time)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,6 +334,10 @@ def _build(cls: type, data: Any, prefix: tuple[str, ...]) -> Any:
     for key, value in data.items():
         kind = hints[key]
         if dataclasses.is_dataclass(kind):
+            # A section given in part keeps the rest of its default (which may differ from the section's own).
+            default = _field_default(fields[key])
+            if default is not None and isinstance(value, Mapping):
+                value = _merged(config_to_dict(default), value)
             values[key] = _build(kind, value, (*prefix, key))  # type: ignore[arg-type]
         else:
             values[key] = _coerce(kind, value, ".".join((*prefix, key)))
@@ -339,6 +346,21 @@ def _build(cls: type, data: Any, prefix: tuple[str, ...]) -> Any:
     except _Bad as bad:
         dotted = ".".join((*prefix, bad.name))
         raise _Located(dotted, f"{'.'.join(prefix) + '.' if prefix else ''}{bad}") from None
+
+
+def _field_default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _merged(base: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in given.items():
+        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, Mapping) else value
+    return out
 
 
 def _coerce(kind: Any, value: Any, key: str) -> Any:

@@ -124,23 +124,35 @@ class Tau2EnvSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PythonEnvSection:
+    factory: str = ""  # "package.module:function": called with no arguments, it returns a fresh environment
+
+    def __post_init__(self) -> None:
+        _require(not self.factory or re.fullmatch(r"[\w.]+:[\w.]+", self.factory) is not None, "factory",
+                 self.factory, "write \"package.module:function\" (a callable returning a fresh environment)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvSection:
-    kind: str = "capability"  # capability | textworld | tau2
+    kind: str = "capability"  # capability | textworld | tau2 | python (your own environment class)
     first_seed: int = 0  # task instances are seeds first_seed .. first_seed + num_seeds - 1
     num_seeds: int = 1000
     max_turns: int = 8  # agent turns per episode; the environment may end it sooner
     capability: CapabilityEnvSection = CapabilityEnvSection()
     textworld: TextWorldEnvSection = TextWorldEnvSection()
     tau2: Tau2EnvSection = Tau2EnvSection()
+    python: PythonEnvSection = PythonEnvSection()
 
     def __post_init__(self) -> None:
-        _choice("kind", self.kind, ("capability", "textworld", "tau2"))
+        _choice("kind", self.kind, ("capability", "textworld", "tau2", "python"))
         _require(self.first_seed >= 0, "first_seed", self.first_seed, "seeds are integers >= 0")
         _require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "an integer >= 1")
         _require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
         _require(self.kind != "capability" or bool(self.capability.path), "capability.path", self.capability.path,
                  "a capability environment needs its `.rubric` file, e.g. "
                  "env.capability.path = \"examples/envs/tool_calling_precision.rubric\"")
+        _require(self.kind != "python" or bool(self.python.factory), "python.factory", self.python.factory,
+                 "name the factory of your environment, e.g. env.python.factory = \"mypackage.envs:make_env\"")
 
 
 @dataclass(frozen=True, kw_only=True)

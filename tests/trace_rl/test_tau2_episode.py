@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
 from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
 from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import CONSENT, GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import load_split

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
@@ -14,10 +13,10 @@ from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
+from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
 from tracec.trace_rl.envs.tau2.episode import run_episode
-from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
 from tracec.trace_rl.envs.tau2.user import ScriptedUser

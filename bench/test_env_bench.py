@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.chat import says_yes
+from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.env.episode import appears
 from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
+from tracec.runtime.environment import Observation, StepResult
 from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
 
 from bench.results import markdown_table, record
@@ -57,7 +58,7 @@ class HandTrips:
         keys = ("id", "user", "origin", "dest", "day", "status", "price")
         return users, [dict(zip(keys, row)) for row in zip(*columns)]
 
-    def reset(self, seed: int) -> str:
+    def reset(self, seed: int) -> Observation:
         for draw in range(32):
             users, trips = self._tables(seed, draw)
             rng = rng_for(seed, f"{draw}/picks")
@@ -80,9 +81,9 @@ class HandTrips:
         self.states: list[dict[str, Any]] = [{"revealed": [], "checked": False, "user_msg": self.task,
                                               "db_changed": False, "n_errors": 0, "done": False}]
         self.actions: list[dict[str, Any]] = []
-        return self.task
+        return Observation(text=self.task, role="user")
 
-    def step(self, text: str) -> tuple[str, bool]:
+    def step(self, text: str) -> StepResult:
         self.steps += 1
         user_msg = self.states[-1]["user_msg"]
         confirmed = says_yes(user_msg)
@@ -94,7 +95,7 @@ class HandTrips:
             self.actions.append({"kind": "message", "accepted": True, "args": [], "confirmed": confirmed, "text": text})
             self.states.append({"revealed": self.revealed_list, "checked": False, "user_msg": reply,
                                 "db_changed": False, "n_errors": self.errors, "done": self.done})
-            return reply, self.done
+            return self._result(reply, "user")
         action: dict[str, Any] = {"kind": "invalid", "accepted": False, "args": [], "confirmed": confirmed, "text": text}
         state: dict[str, Any] = {"checked": False, "db_changed": False}
         if isinstance(call, ToolCallError):
@@ -108,7 +109,11 @@ class HandTrips:
         self.actions.append(action)
         state.update(revealed=self.revealed_list, user_msg=user_msg, n_errors=self.errors, done=self.done)
         self.states.append(state)
-        return (render_result({"error": error}) if error is not None else state.pop("observation")), self.done
+        return self._result(render_result({"error": error}) if error is not None else state.pop("observation"), "tool")
+
+    def _result(self, text: str, role: Any) -> StepResult:
+        return StepResult(observation=Observation(text=text, role=role), done=self.done,
+                          reward=self.reward() if self.done else 0.0, state=self.states[-1], action=self.actions[-1])
 
     def call(self, call: ToolCall, action: dict[str, Any], state: dict[str, Any]) -> str | None:
         args = call.arguments

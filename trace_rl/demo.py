@@ -17,6 +17,7 @@ import numpy as np
 from tracec.compiler.explain import explain
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import run_episode
 from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
 from tracec.runtime.output import write_records
 
@@ -106,8 +107,7 @@ def _summarize(result: Evaluation, categories: dict[str, str]) -> None:
 
 def _tau2(workdir: Path, examples: Path) -> None:
     from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
-    from tracec.trace_rl.envs.tau2.episode import run_episode
-    from tracec.trace_rl.envs.tau2.facts import episode_record
+    from tracec.trace_rl.envs.tau2.environment import Tau2Environment
     from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
 
     try:
@@ -115,13 +115,11 @@ def _tau2(workdir: Path, examples: Path) -> None:
     except FileNotFoundError as error:
         print(f"  skipped: {error}")
         return
-    domain = load_domain("retail", data_dir)
-    task = domain.task("0")
-    agent = GoldAgent(domain, task)
-    episode = run_episode(domain, task, agent, gold_user(agent))
+    env = Tau2Environment(load_domain("retail", data_dir), user=gold_user(), task_ids=["0"])
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold-retail-0")
     path = workdir / "tau2_trajectories.jsonl"
-    write_records([episode_record(episode, episode_id="gold-retail-0")], path)
+    write_records([record], path)
     result = RubricScorer.from_file(examples / "tau2.rubric").evaluate(path)
     fired = [n for n, c in zip(result.operator_names, result.fired.sum(axis=0)) if c]
-    print(f"  retail task 0: benchmark reward {episode.score.reward:.1f}, {len(episode.steps)} turns, "
+    print(f"  retail task 0: benchmark reward {record['env_reward']:.1f}, {len(record['actions'])} turns, "
           f"TRCA return {result.episode_returns()[0]:.3f}; fired: {' '.join(fired)}", file=sys.stdout)

@@ -10,13 +10,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tracec.runtime.agent import ChatAgent, run_episode
 from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.users import LLMUser
-from tracec.trace_rl.envs.textworld_agents import LLMAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import TextWorldEnv
+from tracec.trace_rl.envs.textworld_env import TextWorldEnvironment
 from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend, render_fallback
 from tracec.trace_rl.tiny_model import CHARACTERS, build_tiny_model, build_tokenizer
 
@@ -227,15 +227,15 @@ class Recorder:
 @pytest.mark.slow
 def test_llm_agent_plays_textworld_and_random_text_scores_as_invalid(textworld_game: Path, tmp_path: Path) -> None:
     recorder = Recorder(tiny_backend(seed=3, max_positions=1024))
-    with TextWorldEnv(textworld_game) as env:
-        trajectory = play_episode(env, LLMAgent(recorder, history_turns=2), episode="tiny", max_steps=6)
+    with TextWorldEnvironment(textworld_game) as env:
+        trajectory = run_episode(env, ChatAgent(recorder, history_turns=2), 0, 6, episode="tiny")
     actions = trajectory["actions"]
     assert len(actions) == len(recorder.calls) == 6 and trajectory["success"] is False
     assert [a["text"] for a in actions] == [reply for _, reply in recorder.calls]
     assert all(set(a["text"]) <= set(CHARACTERS) for a in actions)
     for messages, _ in recorder.calls:
         assert recorder.backend.render(messages).startswith("<|system|>\nYou are playing a text adventure game.")
-        assert trajectory["instruction"] in messages[0]["content"]
+        assert trajectory["instruction"] in messages[1]["content"]  # the first observation states the objective
 
     scorer = RubricScorer.from_file(REPO / "examples" / "textworld.rubric", backend="interp", cache=None)
     write_records([trajectory], tmp_path / "tiny.jsonl")

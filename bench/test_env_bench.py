@@ -4,7 +4,9 @@ The environment is examples/envs/structured_data_reasoning.rubric (cancel_trip).
 from the same seeds, answers every turn with the same observation and records the same `toolenv` facts (checked
 before timing), so both sides do the same work; only the interpreter reads it from the `.rubric`.
 Timed: `reset` (tables, picks, task, gold replay) and `step` over a fixed turn sequence per episode (three gold
-calls, a refused cancel, an unknown tool, the final message). Writes bench/RESULTS.md, section "environments".
+calls, a refused cancel, an unknown tool, the final message), through the environment protocol: each step gives a
+`StepResult`, and the last one the episode's reward (the tables' digest against the gold one), on both sides.
+Writes bench/RESULTS.md, section "environments".
 """
 
 from __future__ import annotations
@@ -199,8 +201,8 @@ def timings():  # type: ignore[no-untyped-def]
     rows.append(["interpreter / hand-written (target >= 0.5x)", f"{reset_ratio:.2f}x", f"{step_ratio:.2f}x", ""])
     record("environments", markdown_table(["side", "resets/s", "steps/s (target >= 20,000)", "us/step"], rows)
            + f"\n\ncancel_trip, {N_EPISODES} seeds; best of 10 rounds. A step is one agent turn: parse the call, run "
-           "the tool, render the JSON result, record the toolenv facts. Both sides give the same observations and "
-           "facts (checked before timing).", COMMAND)
+           "the tool, render the JSON result, record the toolenv facts; an episode's last step also scores it (its "
+           "reward). Both sides give the same observations, rewards and facts (checked before timing).", COMMAND)
 
 
 @pytest.mark.parametrize("side", ["hand-written", "interpreter"])

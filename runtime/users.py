@@ -10,6 +10,7 @@ message of the agent, which may end the conversation. Two users:
   flipped (the agent's messages are `user` turns, its own replies `assistant` turns). A reply holding an end token
   (`###STOP###`, `###TRANSFER###`, `###OUT-OF-SCOPE###`) ends the conversation.
 
+A user object holds one conversation at a time: each environment of a group gets its own.
 Openings: with a `greeting` (tau2-bench: the agent greets first), the user answers it; without one (capability
 environments, whose task text is written as the user's request), the user's first message is the scenario itself.
 Left out: user-side tools and personas beyond the scenario text (the shipped domains need neither); an opening

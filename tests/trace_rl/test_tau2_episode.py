@@ -166,3 +166,18 @@ def test_splits(data_dir, domains):
         assert not set(train) & set(test) and set(train) | set(test) == set(domain.tasks)
     with pytest.raises(ValueError, match="no split `dev`"):
         load_split("airline", data_dir, "dev")
+
+
+def test_the_seed_picks_the_task_in_the_order_given(domains):
+    domain = domains["airline"]
+    env = Tau2Environment(domain, user=gold_user(), task_ids=["5", "3"])
+    assert [env.task_for(seed).id for seed in range(5)] == ["5", "3", "5", "3", "5"]
+    env.reset(3)
+    assert env.task.id == "3" and env.trajectory("e")["task"] == "airline/3"
+    assert [t.id for t in Tau2Environment(domain, user=gold_user()).tasks] == list(domain.tasks)
+    with pytest.raises(KeyError, match="no task `nope` in the airline domain"):
+        Tau2Environment(domain, user=gold_user(), task_ids=["nope"])
+    with pytest.raises(ValueError, match="no tasks to play"):
+        Tau2Environment(domain, user=gold_user(), task_ids=[])
+    with pytest.raises(RuntimeError, match="call reset"):
+        Tau2Environment(domain, user=gold_user()).step("hello")

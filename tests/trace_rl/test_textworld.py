@@ -360,3 +360,15 @@ def test_rubric_bindings_name_entities_of_the_game(env: TextWorldEnvironment) ->
             env.objective
         )
         assert found is not None and found.group(1).lower() in entities
+
+
+def test_environment_options_are_checked_before_any_game_loads(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="a game spec needs a cache_dir"):
+        TextWorldEnvironment(SimpleGame())
+    with pytest.raises(ValueError, match="max_steps=0 must be at least 1"):
+        TextWorldEnvironment(tmp_path / "game.z8", max_steps=0)
+    family = TextWorldEnvironment(CookingGame(recipe=2, take=1), cache_dir=tmp_path)
+    assert family.done and list(tmp_path.iterdir()) == []  # no game is made before a reset asks for one
+    assert TextWorldEnvironment(str(tmp_path / "game.z8")).game_file(5) == tmp_path / "game.z8"
+    with pytest.raises(RuntimeError, match="call reset"):
+        family.step("look")

@@ -188,6 +188,9 @@ class RolloutEngine:
     def _finish(self, episode: _Live) -> EpisodeRollout:
         name = f"g{episode.group.group}.{episode.member}"
         record = episode.env.trajectory(name)
+        close = getattr(episode.env, "close", None)
+        if callable(close):  # a game engine, a subprocess: let it go now, not at garbage collection
+            close()
         return EpisodeRollout(
             group=episode.group.group, member=episode.member, seed=episode.group.seed, episode=name,
             token_ids=np.asarray(episode.ids, dtype=np.int64),

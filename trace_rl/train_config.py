@@ -102,25 +102,42 @@ class CapabilityEnvSection:
 
 @dataclass(frozen=True, kw_only=True)
 class TextWorldEnvSection:
-    challenge: str = "custom"  # custom | tw-simple | tw-cooking: the task family; each seed makes one game
-    world_size: int = 3  # custom: rooms
-    nb_objects: int = 5  # custom: objects
+    game: str = ""  # a game file (.z8 or .ulx) every seed plays; "" = a task family: seed N makes game N
+    challenge: str = "custom"  # the family: custom | tw-simple | tw-cooking (`tw-make` challenges)
+    world_size: int = 3  # custom: rooms; tw-cooking: 1, 6, 9 or 12
+    nb_objects: int = 5  # custom
     quest_length: int = 3  # custom: actions of the quest
+    rewards: str = "dense"  # tw-simple: dense | balanced | sparse
+    goal: str = "detailed"  # tw-simple: detailed | brief | none
+    recipe: int = 1  # tw-cooking: ingredients
+    take: int = 1  # tw-cooking: of which to find
+    skills: tuple[str, ...] = ()  # tw-cooking: open, cook, cut, drop
+    show_admissible: bool = True  # list the admissible commands in each observation
     cache: str = ""  # where made games are kept; "" = ~/.cache/tracec/textworld
 
     def __post_init__(self) -> None:
         _choice("challenge", self.challenge, ("custom", "tw-simple", "tw-cooking"))
-        for name in ("world_size", "nb_objects", "quest_length"):
+        for name in ("world_size", "nb_objects", "quest_length", "recipe"):
             _require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        _choice("rewards", self.rewards, ("dense", "balanced", "sparse"))
+        _choice("goal", self.goal, ("detailed", "brief", "none"))
+        _require(0 <= self.take <= self.recipe, "take", self.take, f"an integer in 0..recipe ({self.recipe})")
+        for skill in self.skills:
+            _choice("skills", skill, ("open", "cook", "cut", "drop"))
+        _require(self.challenge != "tw-cooking" or self.world_size in (1, 6, 9, 12), "world_size", self.world_size,
+                 "tw-cooking games have 1, 6, 9 or 12 rooms")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Tau2EnvSection:
     domain: str = "airline"  # airline | retail
-    data: str = ""  # the tau2-bench data folder; "" = ../shared/data/tau2 or $TRACEC_SHARED
+    data: str = ""  # the tau2-bench data folder; "" = $TRACEC_TAU2_DATA or shared/data/tau2 beside the repo
+    user: str = "llm"  # llm: the benchmark's user simulator on user_model | scripted: opens, consents, never ends
+    user_model: str = "smollm2-135m-instruct"  # the simulator's model (no adapter): a name, a folder, or "tiny"
 
     def __post_init__(self) -> None:
         _choice("domain", self.domain, ("airline", "retail"))
+        _choice("user", self.user, ("llm", "scripted"))
 
 
 @dataclass(frozen=True, kw_only=True)

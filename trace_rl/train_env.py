@@ -12,6 +12,7 @@ Left out: mixtures of environments in one run (TRACE trains one adapter per envi
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,11 +21,11 @@ from tracec.trace_rl.train_config import ConfigError, EnvSection
 
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
-    if section.kind == "capability":
-        return _capability(section)
+    """Fresh environments of the target `section` names (each call of the factory makes one)."""
+    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2}
     if section.kind == "python":
         return _python(section.python.factory)
-    raise ConfigError(f"env.kind = {section.kind!r}: this target is not on the environment protocol yet")
+    return makers[section.kind](section)
 
 
 def _capability(section: EnvSection) -> EnvironmentFactory:
@@ -36,7 +37,65 @@ def _capability(section: EnvSection) -> EnvironmentFactory:
     except FileNotFoundError:
         raise ConfigError(f"env.capability.path = {path!r}: no such file; name a capability environment's "
                           "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
-    return lambda: Environment(program)  # type: ignore[return-value]
+    return lambda: Environment(program)
+
+
+def _textworld(section: EnvSection) -> EnvironmentFactory:
+    from tracec.trace_rl.envs.textworld_env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
+
+    tw = section.textworld
+    cache = Path(tw.cache).expanduser() if tw.cache else Path.home() / ".cache" / "tracec" / "textworld"
+    if tw.game:
+        if not Path(tw.game).is_file():
+            raise ConfigError(f"env.textworld.game = {tw.game!r}: no such game file (make one with `tw-make`, or "
+                              "leave it out to train on a family of games, one per seed)")
+        game: Any = Path(tw.game)
+    elif tw.challenge == "custom":
+        game = CustomGame(world_size=tw.world_size, nb_objects=tw.nb_objects, quest_length=tw.quest_length)
+    elif tw.challenge == "tw-simple":
+        game = SimpleGame(rewards=tw.rewards, goal=tw.goal)  # type: ignore[arg-type]
+    else:
+        game = CookingGame(world_size=tw.world_size, recipe=tw.recipe, take=tw.take,  # type: ignore[arg-type]
+                           skills=tw.skills)  # type: ignore[arg-type]
+    return lambda: TextWorldEnvironment(game, cache_dir=cache, show_admissible=tw.show_admissible)
+
+
+def _tau2(section: EnvSection) -> EnvironmentFactory:
+    from tracec.trace_rl.envs.tau2 import (
+        Tau2Environment,
+        find_data_dir,
+        load_domain,
+        load_guidelines,
+        tau2_user,
+    )
+    from tracec.trace_rl.envs.tau2.gold import gold_user
+
+    try:
+        data = find_data_dir(section.tau2.data or None)
+    except FileNotFoundError as error:
+        raise ConfigError(f"env.tau2.data = {section.tau2.data!r}: {error}") from None
+    domain = load_domain(section.tau2.domain, data)
+    gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
+    if section.tau2.user == "scripted":
+        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=section.max_turns, gold=gold)
+    backend = _user_backend(section.tau2.user_model)
+    guidelines = load_guidelines(data)
+    return lambda: Tau2Environment(domain, user=tau2_user(backend, guidelines=guidelines),
+                                   max_steps=section.max_turns, gold=gold)
+
+
+def _user_backend(name: str) -> Any:
+    """The simulated user's chat backend: the named model without any adapter."""
+    from tracec.trace_rl.models import TINY, resolve_model
+    from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
+
+    config = SamplingConfig(max_new_tokens=96, temperature=0.7)
+    if name == TINY:
+        from tracec.trace_rl.tiny_model import build_tiny_model
+
+        model, tokenizer = build_tiny_model(0)
+        return TransformersBackend(model, tokenizer, config=config)
+    return TransformersBackend.from_pretrained(resolve_model(name), config=config)
 
 
 def _python(spec: str) -> EnvironmentFactory:

@@ -2,7 +2,7 @@
 
 `LetterEnv`: two turns; the reward is the share of the letter `a` among the characters of the agent's turns, so the
 random text of the tiny model gives groups whose rewards differ (GRPO has something to learn). `capability_env`
-makes the shipped tool_calling_precision environment (through the adapter until `envs` lands).
+makes the shipped tool_calling_precision environment.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from protocol_adapter import capability_factory
+from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.environment import Observation, StepResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,8 +55,8 @@ def letter_env() -> LetterEnv:
     return LetterEnv()
 
 
-_CAPABILITY = capability_factory(str(REPO / "examples" / "envs" / "tool_calling_precision.rubric"))
+_PROGRAM = load_environment(str(REPO / "examples" / "envs" / "tool_calling_precision.rubric"))
 
 
 def capability_env() -> Any:
-    return _CAPABILITY()
+    return Environment(_PROGRAM)

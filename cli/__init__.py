@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list the models tracec can load; `install` converts SmolLM2 once")
     models.add_argument("action", nargs="?", choices=("list", "install"), default="list")
 
+    train = commands.add_parser("train", help="GRPO training of one LoRA adapter on one environment")
+    train.add_argument("args", nargs=argparse.REMAINDER, help="CONFIG.toml [--set KEY=VALUE ...] [--out DIR] [--resume]")
+
     demo = commands.add_parser("demo", help="the end-to-end demo on the shipped examples")
     demo.add_argument("--workdir", type=Path, default=Path("out/demo"))
     return parser
@@ -191,6 +194,12 @@ def _models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _train(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.train_cli import train_command
+
+    return train_command(args.args)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tracec.trace_rl.demo import run_demo
 
@@ -205,5 +214,6 @@ _COMMANDS = {
     "env": _env,
     "tau2": _tau2,
     "models": _models,
+    "train": _train,
     "demo": _demo,
 }

@@ -14,23 +14,30 @@ from pathlib import Path
 EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracec train", description="GRPO training of one LoRA adapter on one "
-                                     "environment (GRPO or TRCA advantages).")
+HELP = "GRPO training of one LoRA adapter on one environment (GRPO or TRCA advantages)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", type=Path, help="the run's TOML config (examples/train/*.toml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, e.g. --set iterations=1 --set rollout.group_size=8")
     parser.add_argument("--out", type=Path, help="the run folder (default: run.out of the config)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-iteration lines")
-    return parser
 
 
 def train_command(argv: list[str]) -> int:
+    """Parse `argv` (what follows `tracec train`) and run."""
+    parser = argparse.ArgumentParser(prog="tracec train", description=HELP)
+    add_arguments(parser)
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as exit_:
-        return EXIT_OK if exit_.code == 0 else EXIT_USAGE
+        return EXIT_OK if exit_.code in (0, None) else EXIT_USAGE
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
     from tracec.dsl.errors import RubricError
     from tracec.trace_rl.models import ModelError
     from tracec.trace_rl.train import train

@@ -321,7 +321,27 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
         dotted = _resolve_short_key(key, item)
         _assign(data, dotted.split("."), value)
         sources[dotted] = f"--set {item}"
-    return config_from_dict(data, where=where, text=text, sources=sources)
+    config = config_from_dict(data, where=where, text=text, sources=sources)
+    base = Path(path).resolve().parent if path is not None else Path.cwd()
+    return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in PATH_KEYS})
+
+
+# Files a config names: relative to the config file's folder (to the working folder when given by --set), stored
+# absolute, so that the copy saved beside a checkpoint names the same files.
+PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric")
+
+
+def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConfig:
+    data = config_to_dict(config)
+    for key, base in bases.items():
+        *sections, name = key.split(".")
+        table = data
+        for section in sections:
+            table = table[section]
+        value = table.get(name)
+        if value and not Path(value).expanduser().is_absolute():
+            table[name] = str((base / value).resolve())
+    return config_from_dict(data)
 
 
 def config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",

@@ -1,7 +1,7 @@
 """Small environments for the trainer's tests, on the one environment protocol.
 
-`LetterEnv`: two turns; the reward is the share of the letter `a` among the characters of the agent's turns, so the
-random text of the tiny model gives groups whose rewards differ (GRPO has something to learn). `capability_env`
+`LetterEnv`: two turns; the reward is the share of the letters a to m among the characters of the agent's turns, so
+the random text of the tiny model gives groups whose rewards differ (GRPO has something to learn). `capability_env`
 makes the shipped tool_calling_precision environment.
 """
 
@@ -26,15 +26,14 @@ class LetterEnv:
         self.seed, self.texts = seed, []
         self.states: list[dict[str, Any]] = [{"share": 0.0}]
         self.actions: list[dict[str, Any]] = []
-        return Observation(text=f"Task {seed}: write many a.", role="user")
+        return Observation(text=f"Task {seed}: write letters from a to m.", role="user")
 
     def _reward(self) -> float:
-        letters = "".join(self.texts)
-        return letters.count("a") / max(len(letters), 1)
+        return _share("".join(self.texts))
 
     def step(self, action: str) -> StepResult:
         self.texts.append(action)
-        share = action.count("a") / max(len(action), 1)
+        share = _share(action)
         self.actions.append({"text": action, "share": share})
         self.states.append({"share": share})
         done = len(self.texts) >= self.turns
@@ -49,6 +48,10 @@ class LetterEnv:
         reward = self._reward()
         return {"episode": episode, "task": f"letters/{self.seed}", "instruction": "write many a",
                 "states": self.states, "actions": self.actions, "env_reward": reward, "success": reward > 0.5}
+
+
+def _share(text: str) -> float:
+    return sum(character in "abcdefghijklm" for character in text) / max(len(text), 1)
 
 
 def letter_env() -> LetterEnv:

@@ -24,6 +24,7 @@ per-token advantages within a step, entropy bonuses, and asynchronous (off-polic
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 import warnings
@@ -124,7 +125,7 @@ def _train(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
         policy.model.eval()
         lr = scheduler.get_last_lr()[0]
         with warnings.catch_warnings():  # the schedule runs per iteration, also one whose groups were all constant
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+            warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
             scheduler.step()
         sampler.sync(policy)
         metrics = {"iteration": iteration + 1, **batch.metrics, "loss": stats.loss, "clip_fraction": stats.clip_fraction,

@@ -129,7 +129,7 @@ def test_torchrun_with_two_gloo_ranks_trains_like_one_process(tmp_path: Path) ->
     env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            "-m", "tracec.trace_rl.train", str(config), "--out", str(two), "--quiet"], env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     a, b = _adapter(one / "checkpoints" / "iter_000002"), _adapter(two / "checkpoints" / "iter_000002")
     start = _initial_adapter()

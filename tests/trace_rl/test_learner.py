@@ -75,7 +75,8 @@ def test_an_update_raises_the_log_prob_of_good_actions_and_lowers_the_bad() -> N
 def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
     one, two = tmp_path / "one", tmp_path / "two"
-    one.mkdir(), two.mkdir()
+    one.mkdir()
+    two.mkdir()
     script = str(HERE / "ddp_update.py")
     subprocess.run([sys.executable, script, str(one), aggregation], check=True, env=env, capture_output=True)
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,

@@ -23,7 +23,7 @@ class LetterEnv:
         self.turns = turns
 
     def reset(self, seed: int) -> Observation:
-        self.seed, self.texts = seed, []
+        self.seed, self.texts = seed, list[str]()
         self.states: list[dict[str, Any]] = [{"share": 0.0}]
         self.actions: list[dict[str, Any]] = []
         return Observation(text=f"Task {seed}: write letters from a to m.", role="user")

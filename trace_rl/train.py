@@ -90,6 +90,7 @@ def _train(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
     start_from = _check_run_dir(run_dir, config, resume)
+    _check_device(config, device)
     policy = Policy.load(config.model.name, config.lora, device=device, dtype=config.model.dtype, seed=config.run.seed)
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.optim.lr,
                                   betas=(config.optim.betas[0], config.optim.betas[1]),
@@ -251,6 +252,16 @@ def _lr_factor(config: TrainConfig) -> Callable[[int], float]:
         return max(0.0, 1.0 - progress) if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return factor
+
+
+def _check_device(config: TrainConfig, device: str) -> None:
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"model.device = {config.model.device!r}, but torch sees no CUDA device here "
+                          f"(torch {torch.__version__}); use model.device = \"cpu\"")
+    if config.rollout.backend == "vllm":
+        from tracec.trace_rl.vllm_sampler import import_vllm
+
+        import_vllm()  # an ImportError with the install hint, before anything loads
 
 
 def _check_run_dir(run_dir: Path, config: TrainConfig, resume: bool) -> Path | None:

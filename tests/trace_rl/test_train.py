@@ -152,6 +152,10 @@ def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
     assert cli_main(["train", str(tmp_path / "missing.toml")]) == 1
     assert "no such config file" in capsys.readouterr().err
     assert cli_main(["train", str(bad), "--bogus"]) == 2
+    gpu = ["--set", "rollout.group_size=4", "--set", "model.device=cuda", "--out", str(tmp_path / "gpu")]
+    if not torch.cuda.is_available():
+        assert cli_main(["train", str(bad), *gpu]) == 1
+        assert "torch sees no CUDA device here" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -162,3 +166,23 @@ def test_smollm2_trains_an_iteration_on_a_capability_environment(tmp_path: Path)
     (record,) = result.metrics
     assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2 and np.isfinite(record["loss"])
     assert (tmp_path / "checkpoints" / "iter_000001" / "adapter" / "adapter_config.json").is_file()
+
+
+def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path: Path) -> None:
+    from tracec.trace_rl.models import resolve_model
+    from tracec.trace_rl.vllm_sampler import _clean_model_folder
+
+    source = resolve_model("smollm2-135m-instruct")
+    folder = _clean_model_folder(source, tmp_path / "base")
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["architectures"] == ["LlamaForCausalLM"]
+    assert (folder / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert {p.name for p in folder.iterdir()} == {p.name for p in source.iterdir()}
+
+
+def test_vllm_missing_is_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracec.trace_rl.vllm_sampler import import_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'tracec\[gpu\]'"):
+        import_vllm()

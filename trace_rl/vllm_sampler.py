@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.models import TINY, resolve_model
 from tracec.trace_rl.policy import Policy

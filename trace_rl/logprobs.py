@@ -40,9 +40,8 @@ import torch
 from torch import Tensor
 from tracec.trace_rl.packing import PackedBatch
 
-ROW_BLOCK = 1024  # rows of one logits tile; with chunk_size 4096 a tile is 16 MB in fp32
+ROWS_PER_TILE = 1024  # with chunk_size 4096 a tile of logits is 16 MB in fp32
 Backend = Literal["auto", "torch", "triton"]
-_FLOOR = torch.finfo(torch.float32).min  # a finite "minus infinity": (floor - max) * 0 stays 0, unlike -inf * 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -50,7 +49,7 @@ _FLOOR = torch.finfo(torch.float32).min  # a finite "minus infinity": (floor - m
 
 def fold_tile(tile: Tensor, running_max: Tensor, sum_exp: Tensor, sum_exp_shifted: Tensor | None,
               scratch: Tensor | None) -> Tensor:
-    """Fold one `(rows, cols)` fp32 tile of scaled logits into the running statistics, in place.
+    """Fold one `(rows, cols)` tile of scaled logits (fp32, or fp64) into the running statistics, in place.
 
     Afterwards `tile` holds `exp(z - new_max)` and the statistics are relative to the new maximum; returns the
     factor `exp(old_max - new_max)` (rows,) by which anything accumulated against the old maximum must be rescaled.
@@ -94,9 +93,13 @@ class TileOps:
 TORCH_TILES = TileOps(fold=fold_tile, head_grad=head_grad_tile)
 
 
-def _tile_ops(backend: Backend, device: torch.device) -> TileOps:
-    if backend == "torch" or (backend == "auto" and device.type != "cuda"):
+def _tile_ops(backend: Backend, hidden: Tensor) -> TileOps:
+    if backend == "torch" or (backend == "auto" and (hidden.device.type != "cuda" or hidden.dtype == torch.float64)):
         return TORCH_TILES
+    if backend != "triton":
+        raise ValueError(f"token_logprobs: backend={backend!r} must be 'auto', 'torch' or 'triton'")
+    if hidden.dtype == torch.float64:
+        raise ValueError("token_logprobs: the Triton kernels compute in fp32; use backend='torch' for fp64 inputs")
     from tracec.trace_rl.logprobs_triton import triton_tiles  # lazy: Triton is an optional extra
 
     return triton_tiles()
@@ -105,31 +108,35 @@ def _tile_ops(backend: Backend, device: torch.device) -> TileOps:
 # ---------------------------------------------------------------------------------------------------------------
 # The walk over row blocks and vocabulary chunks.
 
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """fp32 for fp32, bf16 and fp16 inputs; fp64 inputs (gradient checks) stay fp64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def _tile_product(rows: Tensor, weight_chunk: Tensor, out: Tensor) -> Tensor:
-    """`rows @ weight_chunk.T` into the fp32 buffer `out`, accumulating in fp32 whatever the input dtype."""
-    if weight_chunk.dtype == torch.float32:
-        return torch.mm(rows, weight_chunk.t(), out=out)
-    return torch.mm(rows, weight_chunk.t().float(), out=out)
+    """`rows @ weight_chunk.T` into the buffer `out`, in the compute dtype of `rows` whatever the weight's."""
+    return torch.mm(rows, weight_chunk.t().to(rows.dtype), out=out)
 
 
-def _forward(hidden: Tensor, weight: Tensor, targets: Tensor, inverse_temperature: float, chunk_size: int,
+def _forward(hidden: Tensor, weight: Tensor, targets: Tensor, inverse_temperature: float, tile_shape: tuple[int, int],
              tiles: TileOps, *, with_entropy: bool, with_hidden_grad: bool) -> tuple[Tensor, ...]:
-    """(log-probs, logsumexp, entropy or empty, d logp / d hidden or empty), all fp32."""
+    """(log-probs, logsumexp, entropy or empty, d logp / d hidden or empty), all in the compute dtype."""
     n, width = hidden.shape
     vocab = weight.shape[0]
-    device = hidden.device
-    logprobs = torch.empty(n, dtype=torch.float32, device=device)
-    logsumexp = torch.empty(n, dtype=torch.float32, device=device)
-    entropy = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=device)
-    hidden_grad = torch.empty((n, width) if with_hidden_grad else (0,), dtype=torch.float32, device=device)
-    block = min(n, ROW_BLOCK)
-    tile_buffer = torch.empty(block * min(chunk_size, vocab), dtype=torch.float32, device=device)
+    device, dtype = hidden.device, compute_dtype(hidden.dtype)
+    floor = torch.finfo(dtype).min  # a finite "minus infinity": (floor - max) * 0 stays 0, unlike -inf * 0
+    logprobs = torch.empty(n, dtype=dtype, device=device)
+    logsumexp = torch.empty(n, dtype=dtype, device=device)
+    entropy = torch.empty(n if with_entropy else 0, dtype=dtype, device=device)
+    hidden_grad = torch.empty((n, width) if with_hidden_grad else (0,), dtype=dtype, device=device)
+    block, chunk_size = max(1, min(n, tile_shape[0])), tile_shape[1]  # n = 0: no loss token
+    tile_buffer = torch.empty(block * min(chunk_size, vocab), dtype=dtype, device=device)
     scratch_buffer = torch.empty_like(tile_buffer) if with_entropy else None
     for start in range(0, n, block):
         stop = min(start + block, n)
-        rows = hidden[start:stop].float() * inverse_temperature  # (r, H): z = rows @ W.T
-        target_rows = weight[targets[start:stop]].float()  # (r, H)
-        running_max = torch.full((stop - start,), _FLOOR, dtype=torch.float32, device=device)
+        rows = hidden[start:stop].to(dtype) * inverse_temperature  # (r, H): z = rows @ W.T
+        target_rows = weight[targets[start:stop]].to(dtype)  # (r, H)
+        running_max = torch.full((stop - start,), floor, dtype=dtype, device=device)
         sum_exp = torch.zeros_like(running_max)
         sum_exp_shifted = torch.zeros_like(running_max) if with_entropy else None
         expected_weight = torch.zeros_like(rows) if with_hidden_grad else None  # sum exp(z - max) W_v
@@ -140,8 +147,7 @@ def _forward(hidden: Tensor, weight: Tensor, targets: Tensor, inverse_temperatur
             scratch = None if scratch_buffer is None else scratch_buffer[:tile.numel()].view(shape)
             rescale = tiles.fold(tile, running_max, sum_exp, sum_exp_shifted, scratch)
             if expected_weight is not None:
-                chunk = weight_chunk if weight_chunk.dtype == torch.float32 else weight_chunk.float()
-                expected_weight.mul_(rescale[:, None]).addmm_(tile, chunk)
+                expected_weight.mul_(rescale[:, None]).addmm_(tile, weight_chunk.to(dtype))
         log_sum = torch.log(sum_exp)
         logsumexp[start:stop] = running_max + log_sum
         logprobs[start:stop] = (rows * target_rows).sum(dim=1) - logsumexp[start:stop]
@@ -154,16 +160,17 @@ def _forward(hidden: Tensor, weight: Tensor, targets: Tensor, inverse_temperatur
 
 
 def _head_grad(hidden: Tensor, weight: Tensor, targets: Tensor, logsumexp: Tensor, grad: Tensor,
-               inverse_temperature: float, chunk_size: int, tiles: TileOps) -> Tensor:
-    """d loss / d weight (V, H) in fp32, recomputing each tile of logits from the saved logsumexp."""
+               inverse_temperature: float, tile_shape: tuple[int, int], tiles: TileOps) -> Tensor:
+    """d loss / d weight (V, H) in the compute dtype, recomputing each tile of logits from the saved logsumexp."""
     n = hidden.shape[0]
     vocab = weight.shape[0]
-    weight_grad = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
-    block = min(n, ROW_BLOCK)
-    tile_buffer = torch.empty(block * min(chunk_size, vocab), dtype=torch.float32, device=hidden.device)
+    dtype = logsumexp.dtype
+    weight_grad = torch.zeros(weight.shape, dtype=dtype, device=weight.device)
+    block, chunk_size = max(1, min(n, tile_shape[0])), tile_shape[1]  # n = 0: no loss token
+    tile_buffer = torch.empty(block * min(chunk_size, vocab), dtype=dtype, device=hidden.device)
     for start in range(0, n, block):
         stop = min(start + block, n)
-        rows = hidden[start:stop].float() * inverse_temperature
+        rows = hidden[start:stop].to(dtype) * inverse_temperature
         for column in range(0, vocab, chunk_size):
             weight_chunk = weight[column:column + chunk_size]
             shape = (stop - start, weight_chunk.shape[0])
@@ -176,46 +183,49 @@ def _head_grad(hidden: Tensor, weight: Tensor, targets: Tensor, logsumexp: Tenso
 class _ChunkedTokenLogprobs(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, hidden: Tensor, weight: Tensor, targets: Tensor, inverse_temperature: float,
-                chunk_size: int, with_entropy: bool, tiles: TileOps) -> tuple[Tensor, Tensor]:
+                tile_shape: tuple[int, int], with_entropy: bool, tiles: TileOps) -> tuple[Tensor, Tensor]:
         logprobs, logsumexp, entropy, hidden_grad = _forward(
-            hidden, weight, targets, inverse_temperature, chunk_size, tiles,
+            hidden, weight, targets, inverse_temperature, tile_shape, tiles,
             with_entropy=with_entropy, with_hidden_grad=ctx.needs_input_grad[0])
         ctx.save_for_backward(hidden, weight, targets, logsumexp, hidden_grad)
-        ctx.inverse_temperature, ctx.chunk_size, ctx.tiles = inverse_temperature, chunk_size, tiles
+        ctx.inverse_temperature, ctx.tile_shape, ctx.tiles = inverse_temperature, tile_shape, tiles
         ctx.mark_non_differentiable(entropy)
         return logprobs, entropy
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, _entropy_grad: Tensor | None) -> tuple[Tensor | None, ...]:
         hidden, weight, targets, logsumexp, hidden_grad = ctx.saved_tensors
-        grad = grad.float()
+        grad = grad.to(logsumexp.dtype)
         grad_hidden = grad_weight = None
         if ctx.needs_input_grad[0]:
             grad_hidden = (hidden_grad * grad[:, None]).to(hidden.dtype)
         if ctx.needs_input_grad[1]:
             grad_weight = _head_grad(hidden, weight, targets, logsumexp, grad, ctx.inverse_temperature,
-                                     ctx.chunk_size, ctx.tiles).to(weight.dtype)
+                                     ctx.tile_shape, ctx.tiles).to(weight.dtype)
         return grad_hidden, grad_weight, None, None, None, None, None
 
 
 def token_logprobs(hidden: Tensor, weight: Tensor, targets: Tensor, *, temperature: float = 1.0,
-                   chunk_size: int = 4096, with_entropy: bool = False,
+                   chunk_size: int = 4096, with_entropy: bool = False, rows_per_tile: int = ROWS_PER_TILE,
                    backend: Backend = "auto") -> Tensor | tuple[Tensor, Tensor]:
     """`log_softmax(hidden @ weight.T / temperature).gather(targets)` (N,) fp32, chunked over the vocabulary.
 
     hidden (N, H) and weight (V, H) of one dtype, targets (N,) integer ids in [0, V). With `with_entropy`, also each
-    row's entropy (N,), without gradient. `weight` gets a gradient only if it requires one. `backend`: "torch"
+    row's entropy (N,), without gradient. The arithmetic is fp32 for fp32, bf16 and fp16 inputs, and fp64 for fp64
+    inputs (exact comparisons, gradient checks), and so are the results. `weight` gets a gradient only if it requires one. A tile of logits is
+    `rows_per_tile` x `chunk_size` (vocabulary entries) values. `backend`: "torch"
     (the reference, any device), "triton" (GPU kernels, or Triton's interpreter on CPU with TRITON_INTERPRET=1), or
     "auto" (Triton on CUDA tensors, torch elsewhere).
     """
-    _check_arguments(hidden, weight, targets, temperature, chunk_size)
-    tiles = _tile_ops(backend, hidden.device)
+    _check_arguments(hidden, weight, targets, temperature, (rows_per_tile, chunk_size))
+    tiles = _tile_ops(backend, hidden)
     logprobs, entropy = _ChunkedTokenLogprobs.apply(hidden, weight, targets.long(), 1.0 / temperature,
-                                                    chunk_size, with_entropy, tiles)
+                                                    (rows_per_tile, chunk_size), with_entropy, tiles)
     return (logprobs, entropy) if with_entropy else logprobs
 
 
-def _check_arguments(hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, chunk_size: int) -> None:
+def _check_arguments(hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float,
+                     tile_shape: tuple[int, int]) -> None:
     if hidden.dim() != 2 or weight.dim() != 2 or hidden.shape[1] != weight.shape[1]:
         raise ValueError(f"token_logprobs: hidden {tuple(hidden.shape)} and weight {tuple(weight.shape)} must be "
                          "(N, H) and (V, H) with the same H")
@@ -227,8 +237,9 @@ def _check_arguments(hidden: Tensor, weight: Tensor, targets: Tensor, temperatur
                          f"{weight.device}) and targets ({targets.device}) must share dtype and device")
     if not temperature > 0:
         raise ValueError(f"token_logprobs: temperature={temperature!r} must be > 0")
-    if chunk_size < 1:
-        raise ValueError(f"token_logprobs: chunk_size={chunk_size!r} must be >= 1")
+    if min(tile_shape) < 1:
+        raise ValueError(f"token_logprobs: rows_per_tile={tile_shape[0]!r} and chunk_size={tile_shape[1]!r} must "
+                         "be >= 1")
     if targets.numel() and not (0 <= int(targets.min()) and int(targets.max()) < weight.shape[0]):
         raise ValueError(f"token_logprobs: target ids span [{int(targets.min())}, {int(targets.max())}], outside the "
                          f"vocabulary [0, {weight.shape[0]})")
@@ -238,8 +249,9 @@ def _check_arguments(hidden: Tensor, weight: Tensor, targets: Tensor, temperatur
 # A causal LM over a packed batch.
 
 def sequence_logprobs(model: Any, batch: PackedBatch, *, temperature: float = 1.0, with_entropy: bool = False,
-                      chunk_size: int = 4096, backend: Backend = "auto") -> list[Tensor] | tuple[list[Tensor], list[Tensor]]:
-    """Per sequence of `batch`, the log-prob (fp32) of each token whose loss mask is true, in sequence order.
+                      chunk_size: int = 4096,
+                      backend: Backend = "auto") -> list[Tensor] | tuple[list[Tensor], list[Tensor]]:
+    """Per sequence of `batch`, the log-prob (fp32; fp64 for an fp64 model) of each token whose loss mask is true, in sequence order.
 
     Token i is scored under the logits at position i-1 of its own sequence. With `with_entropy`, also the entropy of
     those same distributions. `model` is a transformers causal LM (Llama-like) or a peft model wrapping one.

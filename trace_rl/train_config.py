@@ -182,6 +182,7 @@ class RolloutSection:
     max_context_tokens: int = 2048  # an episode ends (truncated) when its next turn would not fit
     loss_tokens: str = "action"  # action: only the action of each turn | turn: every sampled token (as TRL)
     vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take
+    vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
     def __post_init__(self) -> None:
         _choice("backend", self.backend, ("transformers", "vllm"))

@@ -62,7 +62,7 @@ class VLLMSampler:
         llm = vllm.LLM(model=str(model_dir), tokenizer=str(model_dir), enable_lora=True, max_lora_rank=config.lora.rank,
                        max_loras=1, enable_prefix_caching=True, gpu_memory_utilization=config.rollout.vllm_gpu_memory,
                        max_model_len=config.rollout.max_context_tokens, dtype=config.model.dtype, seed=config.run.seed,
-                       logprobs_mode="processed_logprobs")
+                       logprobs_mode="processed_logprobs", enforce_eager=config.rollout.vllm_eager)
         return cls(llm, policy=policy, temperature=config.rollout.temperature,
                    end_of_turn_ids=template.end_of_turn_ids, adapters=adapters)
 

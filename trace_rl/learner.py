@@ -197,18 +197,19 @@ class Learner:
     def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:
         """For rollouts another engine sampled: old log-probs recomputed by this model, and each sequence weighted
         by its masked importance weight against the sampler's (`grpo_loss.sequence_importance_weights`)."""
+        by_key = {s.key: s for s in sequences}
+        infos = [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=0, rank=0) for s in sequences]
         out = []
-        for chunk in self._micro_batches([SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=0, rank=0)
-                                          for s in sequences]):
-            members = [s for s in sequences if s.key in {info.key for info in chunk}]
+        for chunk in self._micro_batches(infos):
+            members = [by_key[info.key] for info in chunk]
             batch = pack_sequences([s.token_ids.tolist() for s in members], [s.loss_mask.tolist() for s in members],
                                    max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
-            trainer, _ = self.scorer(batch, False)
+            trainer = [logp.cpu() for logp in self.scorer(batch, False)[0]]
             sampler = [torch.from_numpy(s.old_logprobs[s.loss_mask]) for s in members]
-            weights = sequence_importance_weights([t.cpu() for t in trainer], sampler, cap=cap)
+            weights = sequence_importance_weights(trainer, sampler, cap=cap)
             for member, recomputed, weight in zip(members, trainer, weights, strict=True):
                 old = member.old_logprobs.copy()
-                old[member.loss_mask] = recomputed.cpu().numpy()
+                old[member.loss_mask] = recomputed.numpy()
                 out.append(dataclasses.replace(member, old_logprobs=old, weight=weight))
         return out
 

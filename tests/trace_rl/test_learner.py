@@ -91,3 +91,21 @@ def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation:
     for key in ("loss", "clip_fraction", "ratio", "grad_norm", "entropy"):
         assert stats_two[key] == pytest.approx(stats_one[key], rel=1e-5, abs=1e-7)
     assert stats_one["steps"] == stats_two["steps"] == 4
+
+
+def test_rollouts_from_another_engine_get_the_trainers_old_log_probs_and_masked_weights() -> None:
+    policy = Policy.load("tiny", LoraSection(rank=4), seed=0)
+    batch = synthetic_batch(policy)  # "sampler" log-probs: the policy's own plus noise
+    learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0),
+                      LearnSettings(micro_batch_tokens=100), Distributed())
+    corrected = learner.off_policy_correction(batch, cap=3.0)
+    assert [s.key for s in corrected] == [s.key for s in batch]
+    packed = pack_sequences([s.token_ids.tolist() for s in batch], [s.loss_mask.tolist() for s in batch],
+                            max_tokens_per_row=4096)
+    with torch.no_grad():
+        own = [lp.numpy() for lp in learner.scorer(packed, False)[0]]
+    for before, after, trainer in zip(batch, corrected, own):
+        assert np.allclose(after.old_logprobs[after.loss_mask], trainer, atol=1e-5)
+        ratio = float(np.exp(np.sum(trainer.astype(np.float64) - before.old_logprobs[before.loss_mask])))
+        assert after.weight == (pytest.approx(ratio, rel=1e-4) if ratio <= 3.0 else 0.0)
+    assert any(s.weight == 0.0 for s in corrected) and any(s.weight > 0 for s in corrected)

@@ -40,6 +40,7 @@ from tracec.runtime.evaluate import RubricScorer
 from tracec.trace_rl.checkpoint import (
     TrainerState,
     capture_rng,
+    checkpoint_dir,
     latest_checkpoint,
     load_checkpoint,
     restore_rng,
@@ -85,8 +86,70 @@ def train(config: TrainConfig, *, out: str | Path | None = None, resume: bool = 
         shutdown(dist)
 
 
+@dataclass
+class _Run:
+    """Everything one training run holds between iterations."""
+
+    policy: Policy
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    stream: TaskStream
+    sampler: Any
+    engine: RolloutEngine
+    learner: Learner
+    scorer: RubricScorer | None
+    start: int  # iterations already done (a resumed run)
+    adapter: Path | None  # the newest checkpoint's adapter
+
+
 def _train(config: TrainConfig, run_dir: Path, resume: bool, make_env: EnvironmentFactory | None,
            on_iteration: Callable[[dict[str, Any]], None] | None, dist: Distributed, device: str) -> TrainResult:
+    run = _setup(config, run_dir, resume, make_env, dist, device)
+    log = MetricsLog(run_dir / "metrics.jsonl", keep_through=run.start, enabled=dist.is_main)
+    for iteration in range(run.start, config.run.iterations):
+        metrics = _iterate(run, config, dist, iteration)
+        log.append(metrics)
+        if on_iteration is not None and dist.is_main:
+            on_iteration(metrics)
+        if (iteration + 1) % config.run.checkpoint_every == 0 or iteration + 1 == config.run.iterations:
+            state = TrainerState(iteration=iteration + 1, data_position=run.stream.position,
+                                 optimizer=run.optimizer.state_dict(), scheduler=run.scheduler.state_dict(),
+                                 rng=capture_rng())
+            if dist.is_main:
+                run.adapter = save_checkpoint(run_dir, policy=run.policy, state=state, config=config,
+                                              keep=config.run.keep_checkpoints) / "adapter"
+            dist.barrier()
+    if dist.is_main:
+        plot_curve(log.records(), run_dir / "curve.png")
+    adapter = run.adapter or checkpoint_dir(run_dir)  # other ranks: the folder rank 0 writes into
+    return TrainResult(run_dir=run_dir, adapter=adapter, metrics=log.records(), policy=run.policy)
+
+
+def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) -> dict[str, Any]:
+    """One iteration: rollouts and scoring, the update, the schedule and the sampler's weights; its metrics."""
+    began = time.perf_counter()
+    run.policy.model.eval()
+    batch = collect_batch(run.engine, run.stream, run.scorer, config, dist, iteration)
+    if config.rollout.backend == "vllm":  # sampled by another engine: the trainer's own old log-probs
+        batch.sequences = run.learner.off_policy_correction(batch.sequences, cap=config.loss.importance_cap)
+    learned = time.perf_counter()
+    run.policy.model.train()  # LoRA dropout, if any, acts in the update only
+    stats = run.learner.update(batch.sequences, batch.table, seed=config.run.seed, iteration=iteration)
+    run.policy.model.eval()
+    lr = run.scheduler.get_last_lr()[0]
+    with warnings.catch_warnings():  # the schedule runs per iteration, also one whose groups were all constant
+        warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
+        run.scheduler.step()
+    run.sampler.sync(run.policy)
+    return {"iteration": iteration + 1, **batch.metrics, "loss": stats.loss, "clip_fraction": stats.clip_fraction,
+            "kl": stats.kl, "entropy": stats.entropy, "ratio": stats.ratio, "grad_norm": stats.grad_norm, "lr": lr,
+            "optimizer_steps": stats.steps, "time_learn": time.perf_counter() - learned,
+            "time_total": time.perf_counter() - began}
+
+
+def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: EnvironmentFactory | None,
+           dist: Distributed, device: str) -> _Run:
+    """The model, optimizer, schedule, data stream and rollout engine, restored from the newest checkpoint if any."""
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
     start_from = _check_run_dir(run_dir, config, resume)
@@ -111,41 +174,9 @@ def _train(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     engine = RolloutEngine(sampler, template, make_env or environment_factory(config.env), RolloutSettings(
         max_turns=config.env.max_turns, max_new_tokens=config.rollout.max_new_tokens,
         max_context_tokens=config.rollout.max_context_tokens, loss_tokens=config.rollout.loss_tokens))
-    learner = Learner(policy, optimizer, _learn_settings(config), dist)
-    log = MetricsLog(run_dir / "metrics.jsonl", keep_through=start, enabled=dist.is_main)
-    adapter = start_from / "adapter" if start_from is not None else run_dir / "checkpoints"
-    for iteration in range(start, config.run.iterations):
-        began = time.perf_counter()
-        policy.model.eval()
-        batch = collect_batch(engine, stream, scorer, config, dist, iteration)
-        if config.rollout.backend == "vllm":  # sampled by another engine: the trainer's own old log-probs
-            batch.sequences = learner.off_policy_correction(batch.sequences, cap=config.loss.importance_cap)
-        learned = time.perf_counter()
-        policy.model.train()
-        stats = learner.update(batch.sequences, batch.table, seed=config.run.seed, iteration=iteration)
-        policy.model.eval()
-        lr = scheduler.get_last_lr()[0]
-        with warnings.catch_warnings():  # the schedule runs per iteration, also one whose groups were all constant
-            warnings.filterwarnings("ignore", message=re.escape("Detected call of `lr_scheduler.step()`"))
-            scheduler.step()
-        sampler.sync(policy)
-        metrics = {"iteration": iteration + 1, **batch.metrics, "loss": stats.loss, "clip_fraction": stats.clip_fraction,
-                   "kl": stats.kl, "entropy": stats.entropy, "ratio": stats.ratio, "grad_norm": stats.grad_norm,
-                   "lr": lr, "optimizer_steps": stats.steps, "time_learn": time.perf_counter() - learned,
-                   "time_total": time.perf_counter() - began}
-        log.append(metrics)
-        if on_iteration is not None and dist.is_main:
-            on_iteration(metrics)
-        if (iteration + 1) % config.run.checkpoint_every == 0 or iteration + 1 == config.run.iterations:
-            state = TrainerState(iteration=iteration + 1, data_position=stream.position,
-                                 optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), rng=capture_rng())
-            if dist.is_main:
-                adapter = save_checkpoint(run_dir, policy=policy, state=state, config=config,
-                                          keep=config.run.keep_checkpoints) / "adapter"
-            dist.barrier()
-    if dist.is_main:
-        plot_curve(log.records(), run_dir / "curve.png")
-    return TrainResult(run_dir=run_dir, adapter=adapter, metrics=log.records(), policy=policy)
+    return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
+                engine=engine, learner=Learner(policy, optimizer, _learn_settings(config), dist), scorer=scorer,
+                start=start, adapter=start_from / "adapter" if start_from is not None else None)
 
 
 def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScorer | None, config: TrainConfig,

@@ -155,6 +155,10 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     start_from = _check_run_dir(run_dir, config, resume)
     _check_device(config, device)
     policy = Policy.load(config.model.name, config.lora, device=device, dtype=config.model.dtype, seed=config.run.seed)
+    positions = getattr(policy.model.config, "max_position_embeddings", None)
+    if isinstance(positions, int) and config.rollout.max_context_tokens > positions:
+        raise ConfigError(f"rollout.max_context_tokens = {config.rollout.max_context_tokens}: the model "
+                          f"{config.model.name!r} has {positions} positions; use at most {positions}")
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=config.optim.lr,
                                   betas=(config.optim.betas[0], config.optim.betas[1]),
                                   weight_decay=config.optim.weight_decay)

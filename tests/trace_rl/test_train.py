@@ -152,6 +152,10 @@ def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
     assert cli_main(["train", str(tmp_path / "missing.toml")]) == 1
     assert "no such config file" in capsys.readouterr().err
     assert cli_main(["train", str(bad), "--bogus"]) == 2
+    long = ["--set", "rollout.group_size=4", "--set", "model.name=tiny", "--set", "rollout.max_context_tokens=5000",
+            "--out", str(tmp_path / "long")]
+    assert cli_main(["train", str(bad), *long]) == 1
+    assert "the model 'tiny' has 4096 positions; use at most 4096" in capsys.readouterr().err
     gpu = ["--set", "rollout.group_size=4", "--set", "model.device=cuda", "--out", str(tmp_path / "gpu")]
     if not torch.cuda.is_available():
         assert cli_main(["train", str(bad), *gpu]) == 1

@@ -1,6 +1,6 @@
 """The GRPO trainer: one LoRA adapter on one environment, with sparse GRPO or TRCA step advantages.
 
-    result = train(load_config("examples/train/tool_calling.toml"))      # or: tracec train CONFIG.toml
+    result = train(load_config("examples/train/tool_calling_trca.toml"))  # or: tracec train CONFIG.toml
     torchrun --nproc_per_node 2 -m tracec.trace_rl.train CONFIG.toml     # the same, data-parallel
 
 Each iteration:

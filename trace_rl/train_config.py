@@ -1,6 +1,6 @@
 """The trainer's configuration: frozen keyword-only sections, read from TOML with `--set key=value` overrides.
 
-    config = load_config("examples/train/tool_calling.toml", overrides=["rollout.group_size=8", "iterations=1"])
+    config = load_config("examples/train/tool_calling_trca.toml", overrides=["rollout.group_size=8", "iterations=1"])
     save_config(config, "run/config.toml")       # beside every checkpoint; load_config reads it back unchanged
 
 A value is checked where it is declared (each section's `__post_init__`), and every error says which key, which
@@ -14,50 +14,29 @@ Left out: environment-variable overrides and config inheritance (one file says e
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
-import math
 import os
 import re
-import tomllib
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.config_io import (
+    ConfigError,
+    FieldError,
+    assign_override,
+    build,
+    choice,
+    read_toml,
+    require,
+    to_dict,
+    to_toml,
+)
+
 from tracec.atomic import write_atomic
 
-
-class ConfigError(ValueError):
-    """A config value or key a user got wrong; the message names the key, the value and the fix."""
-
-
-class _Bad(ValueError):
-    """Raised by a section's checks with the field's name; the loader turns it into a located ConfigError."""
-
-    def __init__(self, name: str, value: Any, problem: str):
-        super().__init__(f"{name} = {_shown(value)}: {problem}")
-        self.name, self.value, self.problem = name, value, problem
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, tuple):
-        value = list(value)
-    return json.dumps(value) if isinstance(value, (str, list, bool)) else repr(value)
-
-
-def _require(ok: bool, name: str, value: Any, problem: str) -> None:
-    if not ok:
-        raise _Bad(name, value, problem)
-
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        close = difflib.get_close_matches(value, choices, n=1)
-        hint = f"did you mean {_shown(close[0])}? " if close else ""
-        raise _Bad(name, value, f"{hint}choose one of {', '.join(_shown(c) for c in choices)}")
+__all__ = ["ConfigError", "TrainConfig", "config_from_dict", "config_to_dict", "config_to_toml", "load_config",
+           "save_config"]
 
 
 # ---------------------------------------------------------------------------------------------- sections
@@ -71,12 +50,12 @@ class ModelSection:
     threads: int = 0  # torch CPU threads; 0 leaves torch's default
 
     def __post_init__(self) -> None:
-        _require(bool(self.name), "name", self.name, "name a model: an installed one (`tracec models`), "
+        require(bool(self.name), "name", self.name, "name a model: an installed one (`tracec models`), "
                  "\"tiny\", or a checkpoint folder")
-        _require(self.device == "cpu" or re.fullmatch(r"cuda(:\d+)?", self.device) is not None, "device",
+        require(self.device == "cpu" or re.fullmatch(r"cuda(:\d+)?", self.device) is not None, "device",
                  self.device, "use \"cpu\", \"cuda\" or \"cuda:N\"")
-        _choice("dtype", self.dtype, ("float32", "bfloat16"))
-        _require(self.threads >= 0, "threads", self.threads, "use 0 (torch's default) or a positive count")
+        choice("dtype", self.dtype, ("float32", "bfloat16"))
+        require(self.threads >= 0, "threads", self.threads, "use 0 (torch's default) or a positive count")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,10 +66,10 @@ class LoraSection:
     targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
 
     def __post_init__(self) -> None:
-        _require(self.rank >= 1, "rank", self.rank, "a LoRA rank is an integer >= 1; try 16")
-        _require(self.alpha > 0, "alpha", self.alpha, "alpha scales the adapter (alpha / rank); try 16")
-        _require(0 <= self.dropout < 1, "dropout", self.dropout, "a probability in [0, 1); try 0")
-        _require(len(self.targets) > 0, "targets", self.targets, "name the modules to adapt, e.g. "
+        require(self.rank >= 1, "rank", self.rank, "a LoRA rank is an integer >= 1; try 16")
+        require(self.alpha > 0, "alpha", self.alpha, "alpha scales the adapter (alpha / rank); try 16")
+        require(0 <= self.dropout < 1, "dropout", self.dropout, "a probability in [0, 1); try 0")
+        require(len(self.targets) > 0, "targets", self.targets, "name the modules to adapt, e.g. "
                  "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\"]")
 
 
@@ -116,15 +95,15 @@ class TextWorldEnvSection:
     cache: str = ""  # where made games are kept; "" = ~/.cache/tracec/textworld
 
     def __post_init__(self) -> None:
-        _choice("challenge", self.challenge, ("custom", "tw-simple", "tw-cooking"))
+        choice("challenge", self.challenge, ("custom", "tw-simple", "tw-cooking"))
         for name in ("world_size", "nb_objects", "quest_length", "recipe"):
-            _require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
-        _choice("rewards", self.rewards, ("dense", "balanced", "sparse"))
-        _choice("goal", self.goal, ("detailed", "brief", "none"))
-        _require(0 <= self.take <= self.recipe, "take", self.take, f"an integer in 0..recipe ({self.recipe})")
+            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        choice("rewards", self.rewards, ("dense", "balanced", "sparse"))
+        choice("goal", self.goal, ("detailed", "brief", "none"))
+        require(0 <= self.take <= self.recipe, "take", self.take, f"an integer in 0..recipe ({self.recipe})")
         for skill in self.skills:
-            _choice("skills", skill, ("open", "cook", "cut", "drop"))
-        _require(self.challenge != "tw-cooking" or self.world_size in (1, 6, 9, 12), "world_size", self.world_size,
+            choice("skills", skill, ("open", "cook", "cut", "drop"))
+        require(self.challenge != "tw-cooking" or self.world_size in (1, 6, 9, 12), "world_size", self.world_size,
                  "tw-cooking games have 1, 6, 9 or 12 rooms")
 
 
@@ -136,8 +115,8 @@ class Tau2EnvSection:
     user_model: str = "smollm2-135m-instruct"  # the simulator's model (no adapter): a name, a folder, or "tiny"
 
     def __post_init__(self) -> None:
-        _choice("domain", self.domain, ("airline", "retail"))
-        _choice("user", self.user, ("llm", "scripted"))
+        choice("domain", self.domain, ("airline", "retail"))
+        choice("user", self.user, ("llm", "scripted"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +124,7 @@ class PythonEnvSection:
     factory: str = ""  # "package.module:function": called with no arguments, it returns a fresh environment
 
     def __post_init__(self) -> None:
-        _require(not self.factory or re.fullmatch(r"[\w.]+:[\w.]+", self.factory) is not None, "factory",
+        require(not self.factory or re.fullmatch(r"[\w.]+:[\w.]+", self.factory) is not None, "factory",
                  self.factory, "write \"package.module:function\" (a callable returning a fresh environment)")
 
 
@@ -161,14 +140,14 @@ class EnvSection:
     python: PythonEnvSection = PythonEnvSection()
 
     def __post_init__(self) -> None:
-        _choice("kind", self.kind, ("capability", "textworld", "tau2", "python"))
-        _require(self.first_seed >= 0, "first_seed", self.first_seed, "seeds are integers >= 0")
-        _require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "an integer >= 1")
-        _require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
-        _require(self.kind != "capability" or bool(self.capability.path), "capability.path", self.capability.path,
+        choice("kind", self.kind, ("capability", "textworld", "tau2", "python"))
+        require(self.first_seed >= 0, "first_seed", self.first_seed, "seeds are integers >= 0")
+        require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "an integer >= 1")
+        require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
+        require(self.kind != "capability" or bool(self.capability.path), "capability.path", self.capability.path,
                  "a capability environment needs its `.rubric` file, e.g. "
                  "env.capability.path = \"examples/envs/tool_calling_precision.rubric\"")
-        _require(self.kind != "python" or bool(self.python.factory), "python.factory", self.python.factory,
+        require(self.kind != "python" or bool(self.python.factory), "python.factory", self.python.factory,
                  "name the factory of your environment, e.g. env.python.factory = \"mypackage.envs:make_env\"")
 
 
@@ -185,17 +164,17 @@ class RolloutSection:
     vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
     def __post_init__(self) -> None:
-        _choice("backend", self.backend, ("transformers", "vllm"))
-        _require(self.group_size >= 2, "group_size", self.group_size,
+        choice("backend", self.backend, ("transformers", "vllm"))
+        require(self.group_size >= 2, "group_size", self.group_size,
                  "a group needs at least 2 episodes (a group of one has no baseline); try 16")
-        _require(self.groups_per_batch >= 1, "groups_per_batch", self.groups_per_batch, "an integer >= 1; try 4")
-        _require(0 < self.temperature <= 10, "temperature", self.temperature,
+        require(self.groups_per_batch >= 1, "groups_per_batch", self.groups_per_batch, "an integer >= 1; try 4")
+        require(0 < self.temperature <= 10, "temperature", self.temperature,
                  "a number in (0, 10]; training samples the policy itself, so not 0 (greedy); try 1.0")
-        _require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1; try 128")
-        _require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", self.max_context_tokens,
+        require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1; try 128")
+        require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", self.max_context_tokens,
                  f"must exceed rollout.max_new_tokens ({self.max_new_tokens}) to leave room for a prompt")
-        _choice("loss_tokens", self.loss_tokens, ("action", "turn"))
-        _require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
+        choice("loss_tokens", self.loss_tokens, ("action", "turn"))
+        require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,15 +189,15 @@ class AdvantageSection:
     max_resample_batches: int = 0  # at most this many extra batches sampled to refill filtered groups
 
     def __post_init__(self) -> None:
-        _choice("kind", self.kind, ("grpo", "trca"))
-        _choice("scale", self.scale, ("std", "none"))
-        _require(self.kind != "trca" or bool(self.rubric), "rubric", self.rubric,
+        choice("kind", self.kind, ("grpo", "trca"))
+        choice("scale", self.scale, ("std", "none"))
+        require(self.kind != "trca" or bool(self.rubric), "rubric", self.rubric,
                  "TRCA scores episodes with a rubric; e.g. advantage.rubric = \"examples/toolenv.rubric\"")
         for name in ("lam", "gamma"):
             value = getattr(self, name)
-            _require(value is None or 0 <= value <= 1, name, value, "a number in [0, 1], or leave it out to use "
+            require(value is None or 0 <= value <= 1, name, value, "a number in [0, 1], or leave it out to use "
                      "the rubric's")
-        _require(self.max_resample_batches >= 0, "max_resample_batches", self.max_resample_batches,
+        require(self.max_resample_batches >= 0, "max_resample_batches", self.max_resample_batches,
                  "an integer >= 0 (0 = never resample)")
 
 
@@ -235,16 +214,16 @@ class OptimSection:
     micro_batch_tokens: int = 8192  # tokens per forward/backward; a mini-batch accumulates several
 
     def __post_init__(self) -> None:
-        _require(0 < self.lr < 1, "lr", self.lr, "a learning rate in (0, 1); try 1e-5 (TRACE) or 1e-4")
-        _require(self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0")
-        _require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", self.betas,
+        require(0 < self.lr < 1, "lr", self.lr, "a learning rate in (0, 1); try 1e-5 (TRACE) or 1e-4")
+        require(self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0")
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", self.betas,
                  "two numbers in [0, 1); try [0.9, 0.999]")
-        _require(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, "a number >= 0 (0 = no clipping)")
-        _choice("schedule", self.schedule, ("constant", "linear", "cosine"))
-        _require(self.warmup_iterations >= 0, "warmup_iterations", self.warmup_iterations, "an integer >= 0")
-        _require(self.epochs >= 1, "epochs", self.epochs, "an integer >= 1")
-        _require(self.mini_batches >= 1, "mini_batches", self.mini_batches, "an integer >= 1")
-        _require(self.micro_batch_tokens >= 1, "micro_batch_tokens", self.micro_batch_tokens,
+        require(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, "a number >= 0 (0 = no clipping)")
+        choice("schedule", self.schedule, ("constant", "linear", "cosine"))
+        require(self.warmup_iterations >= 0, "warmup_iterations", self.warmup_iterations, "an integer >= 0")
+        require(self.epochs >= 1, "epochs", self.epochs, "an integer >= 1")
+        require(self.mini_batches >= 1, "mini_batches", self.mini_batches, "an integer >= 1")
+        require(self.micro_batch_tokens >= 1, "micro_batch_tokens", self.micro_batch_tokens,
                  "an integer >= 1; try 8192 (fewer saves memory, more saves time)")
 
 
@@ -256,10 +235,10 @@ class LossSection:
     importance_cap: float = 3.0  # vllm rollouts: sequences whose trainer/sampler ratio exceeds it are masked
 
     def __post_init__(self) -> None:
-        _require(0 < self.clip_eps < 1, "clip_eps", self.clip_eps, "a number in (0, 1); try 0.28")
-        _choice("aggregation", self.aggregation, ("sequence_mean", "token_mean"))
-        _require(self.kl_beta >= 0, "kl_beta", self.kl_beta, "a number >= 0 (0 = no KL term)")
-        _require(self.importance_cap >= 1, "importance_cap", self.importance_cap, "a number >= 1; try 3.0")
+        require(0 < self.clip_eps < 1, "clip_eps", self.clip_eps, "a number in (0, 1); try 0.28")
+        choice("aggregation", self.aggregation, ("sequence_mean", "token_mean"))
+        require(self.kl_beta >= 0, "kl_beta", self.kl_beta, "a number >= 0 (0 = no KL term)")
+        require(self.importance_cap >= 1, "importance_cap", self.importance_cap, "a number >= 1; try 3.0")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,11 +250,11 @@ class RunSection:
     out: str = "runs/train"  # the run folder: metrics.jsonl, checkpoints/, curve.png (`--out` overrides it)
 
     def __post_init__(self) -> None:
-        _require(self.iterations >= 1, "iterations", self.iterations, "an integer >= 1")
-        _require(self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every, "an integer >= 1")
-        _require(self.keep_checkpoints >= 0, "keep_checkpoints", self.keep_checkpoints, "an integer >= 0")
-        _require(self.seed >= 0, "seed", self.seed, "an integer >= 0")
-        _require(bool(self.out), "out", self.out, "name the run folder")
+        require(self.iterations >= 1, "iterations", self.iterations, "an integer >= 1")
+        require(self.checkpoint_every >= 1, "checkpoint_every", self.checkpoint_every, "an integer >= 1")
+        require(self.keep_checkpoints >= 0, "keep_checkpoints", self.keep_checkpoints, "an integer >= 0")
+        require(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+        require(bool(self.out), "out", self.out, "name the run folder")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,39 +271,45 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.rollout.backend == "vllm" and self.model.device == "cpu":
-            raise _Bad("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
+            raise FieldError("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
                        "rollout.backend = \"transformers\"")
 
     def replace(self, **sections: Any) -> TrainConfig:
         return dataclasses.replace(self, **sections)
 
 
-# ---------------------------------------------------------------------------------------------- reading
+# ---------------------------------------------------------------------------------------------- reading, writing
 
 
 def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """The config of a TOML file (or the defaults, for None) with `--set` overrides applied in order."""
-    text, where = "", "<defaults>"
-    data: dict[str, Any] = {}
-    if path is not None:
-        where = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ConfigError(f"{where}: error: no such config file") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            raise ConfigError(f"{where}: error: not valid TOML: {error}") from None
-    sources: dict[str, str] = {}
-    for item in overrides:
-        key, value = _parse_override(item)
-        dotted = _resolve_short_key(key, item)
-        _assign(data, dotted.split("."), value)
-        sources[dotted] = f"--set {item}"
-    config = config_from_dict(data, where=where, text=text, sources=sources)
+    data, text = read_toml(str(path)) if path is not None else ({}, "")
+    sources = {assign_override(TrainConfig, data, item): f"--set {item}" for item in overrides}
+    config = config_from_dict(data, where=str(path) if path is not None else "<defaults>", text=text,
+                              sources=sources)
     base = Path(path).resolve().parent if path is not None else Path.cwd()
     return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in PATH_KEYS})
+
+
+def config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
+                     sources: Mapping[str, str] | None = None) -> TrainConfig:
+    """A config from nested mappings (TOML's shape); errors are located in `text` (the file) or `sources`."""
+    config = build(TrainConfig, data, where=where, text=text, sources=sources)
+    assert isinstance(config, TrainConfig)
+    return config
+
+
+def config_to_dict(config: TrainConfig) -> dict[str, Any]:
+    """Nested plain values (tuples as lists, None left out): what `config_from_dict` reads back."""
+    return to_dict(config)
+
+
+def config_to_toml(config: TrainConfig) -> str:
+    return to_toml(config)
+
+
+def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> None:
+    write_atomic(path, [config_to_toml(config)])
 
 
 # Files a config names: relative to the config file's folder (to the working folder when given by --set), stored
@@ -343,202 +328,3 @@ def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConf
         if value and not Path(value).expanduser().is_absolute():
             table[name] = str((base / value).resolve())
     return config_from_dict(data)
-
-
-def config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
-                     sources: Mapping[str, str] | None = None) -> TrainConfig:
-    """A config from nested mappings (TOML's shape); errors are located in `text` (the file) or `sources`."""
-    try:
-        built = _build(TrainConfig, data, ())
-    except _Located as error:
-        origin = (sources or {}).get(error.key)
-        if origin is not None:
-            raise ConfigError(f"{origin}: error: {error.message}") from None
-        line = _line_of(text, error.key) if text else 0
-        raise ConfigError(f"{where}:{line}:1: error: {error.message}" if line else f"{where}: error: {error.message}") \
-            from None
-    assert isinstance(built, TrainConfig)
-    return built
-
-
-class _Located(Exception):
-    def __init__(self, key: str, message: str):
-        super().__init__(message)
-        self.key, self.message = key, message
-
-
-def _build(cls: type, data: Any, prefix: tuple[str, ...]) -> Any:
-    name = ".".join(prefix)
-    if not isinstance(data, Mapping):
-        raise _Located(name, f"[{name}] must be a table of keys, got {_shown(data)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in data:
-        if key not in fields:
-            close = difflib.get_close_matches(key, list(fields), n=1)
-            dotted = ".".join((*prefix, key))
-            hint = f"did you mean `{'.'.join((*prefix, close[0]))}`?" if close else \
-                f"known keys here: {', '.join(fields)}"
-            raise _Located(dotted, f"unknown key `{dotted}`; {hint}")
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        kind = hints[key]
-        if dataclasses.is_dataclass(kind):
-            # A section given in part keeps the rest of its default (which may differ from the section's own).
-            default = _field_default(fields[key])
-            if default is not None and isinstance(value, Mapping):
-                value = _merged(config_to_dict(default), value)
-            values[key] = _build(kind, value, (*prefix, key))  # type: ignore[arg-type]
-        else:
-            values[key] = _coerce(kind, value, ".".join((*prefix, key)))
-    try:
-        return cls(**values)
-    except _Bad as bad:
-        dotted = ".".join((*prefix, bad.name))
-        raise _Located(dotted, f"{'.'.join(prefix) + '.' if prefix else ''}{bad}") from None
-
-
-def _field_default(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return None
-
-
-def _merged(base: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in given.items():
-        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, Mapping) else value
-    return out
-
-
-def _coerce(kind: Any, value: Any, key: str) -> Any:
-    """The value as the field's type: ints widen to floats, lists become tuples; anything else is an error."""
-    optional = typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in typing.get_args(kind)
-    if optional:
-        (kind,) = [arg for arg in typing.get_args(kind) if arg is not type(None)]
-    if kind is bool and isinstance(value, bool):
-        return value
-    if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise _Located(key, f"{key} = {value!r}: must be a finite number")
-        return float(value)
-    if kind is str and isinstance(value, str):
-        return value
-    if typing.get_origin(kind) is tuple and isinstance(value, (list, tuple)):
-        (item,) = {arg for arg in typing.get_args(kind) if arg is not Ellipsis}
-        return tuple(_coerce(item, v, key) for v in value)
-    expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
-        kind, "a list" if typing.get_origin(kind) is tuple else str(kind))
-    raise _Located(key, f"{key} = {_shown(value)}: expected {expected}" + (" (or leave it out)" if optional else ""))
-
-
-def _parse_override(item: str) -> tuple[str, Any]:
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ConfigError(f"--set {item}: error: write --set KEY=VALUE, e.g. --set rollout.group_size=8")
-    try:
-        return key, tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        return key, raw.strip()  # a bare word: a string (model names, paths)
-
-
-def _leaf_keys(cls: type = TrainConfig, prefix: tuple[str, ...] = ()) -> list[str]:
-    keys: list[str] = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]):
-            keys.extend(_leaf_keys(hints[f.name], (*prefix, f.name)))  # type: ignore[arg-type]
-        else:
-            keys.append(".".join((*prefix, f.name)))
-    return keys
-
-
-def _resolve_short_key(key: str, item: str) -> str:
-    """`iterations` stands for `run.iterations` when exactly one field has that name."""
-    leaves = _leaf_keys()
-    if key in leaves or "." in key:
-        return key
-    matches = [leaf for leaf in leaves if leaf.rsplit(".", 1)[-1] == key]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise ConfigError(f"--set {item}: error: `{key}` is ambiguous: write one of {', '.join(matches)}")
-    return key  # unknown: the builder's did-you-mean answers it
-
-
-def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
-    for part in path[:-1]:
-        inner = data.setdefault(part, {})
-        if not isinstance(inner, dict):
-            raise ConfigError(f"error: `{part}` is a value, not a section, so `{'.'.join(path)}` cannot be set")
-        data = inner
-    data[path[-1]] = value
-
-
-def _line_of(text: str, dotted: str) -> int:
-    """The 1-based line that sets `dotted` in a TOML text (its key, or its section's header), 0 if none."""
-    *section, key = dotted.split(".")
-    current: list[str] = []
-    header_line = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        header = re.fullmatch(r"\[\s*([A-Za-z0-9_.\s]+?)\s*\]\s*(#.*)?", stripped)
-        if header:
-            current = [part.strip() for part in header.group(1).split(".")]
-            if current == [*section, key]:
-                header_line = number
-            continue
-        assign = re.match(r"([A-Za-z0-9_.]+)\s*=", stripped)
-        if assign and [*current, *assign.group(1).split(".")] == [*section, key]:
-            return number
-    return header_line
-
-
-# ---------------------------------------------------------------------------------------------- writing
-
-
-def config_to_dict(config: Any) -> dict[str, Any]:
-    """Nested plain values (tuples as lists, None left out): what `config_from_dict` reads back."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            out[f.name] = config_to_dict(value)
-        elif value is not None:
-            out[f.name] = list(value) if isinstance(value, tuple) else value
-    return out
-
-
-def config_to_toml(config: TrainConfig) -> str:
-    lines: list[str] = []
-
-    def section(values: dict[str, Any], prefix: tuple[str, ...]) -> None:
-        plain = {k: v for k, v in values.items() if not isinstance(v, dict)}
-        if prefix and plain:
-            lines.append(f"\n[{'.'.join(prefix)}]")
-        lines.extend(f"{key} = {_toml_value(value)}" for key, value in plain.items())
-        for key, value in values.items():
-            if isinstance(value, dict):
-                section(value, (*prefix, key))
-
-    section(config_to_dict(config), ())
-    return "\n".join(lines).lstrip("\n") + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
-    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-
-
-def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> None:
-    write_atomic(path, [config_to_toml(config)])

@@ -85,10 +85,9 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
     import transformers
     from datasets import Dataset
     from peft import LoraConfig
+    from tracec.trace_rl.models import resolve_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
-
-    from tracec.trace_rl.models import resolve_model
 
     folder = resolve_model("smollm2-135m-instruct")
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import markdown_table, record  # noqa: E402
+from bench.results import markdown_table, record
 
 
 def main() -> None:

@@ -192,8 +192,7 @@ class TextWorldEnvironment:
 
     def __init__(self, game: Path | str | GameSpec, *, cache_dir: Path | None = None, max_steps: int | None = None,
                  show_admissible: bool = True, tw_make: Path | None = None) -> None:
-        is_spec = isinstance(game, GameSpec)
-        if is_spec and cache_dir is None:
+        if isinstance(game, GameSpec) and cache_dir is None:
             raise ValueError("TextWorldEnvironment: a game spec needs a cache_dir to make its games in")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"TextWorldEnvironment: max_steps={max_steps} must be at least 1 (or None)")

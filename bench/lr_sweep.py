@@ -24,6 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iterations", type=int, default=6)
     parser.add_argument("--rates", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
     from tracec.trace_rl.train import train
     from tracec.trace_rl.train_config import load_config
@@ -34,9 +35,10 @@ def main() -> None:
             "env.kind=python", "env.python.factory=bench.grpo_step:question_env", "env.num_seeds=8",
             "env.max_turns=1", "rollout.group_size=8", "rollout.groups_per_batch=4", "rollout.max_new_tokens=24",
             "rollout.max_context_tokens=512", "rollout.loss_tokens=turn", f"optim.lr={lr!r}", "loss.kl_beta=1e-3",
-            f"iterations={args.iterations}", "checkpoint_every=1000"])
+            f"iterations={args.iterations}", "checkpoint_every=1000", f"model.threads={args.threads}"])
         with tempfile.TemporaryDirectory() as out:
-            metrics = train(config, out=out).metrics
+            metrics = train(config, out=out, on_iteration=lambda m: print(lr, m["iteration"], m["reward_mean"],
+                                                                           file=sys.stderr)).metrics
         first = sum(m["reward_mean"] for m in metrics[:2]) / 2
         last = sum(m["reward_mean"] for m in metrics[-2:]) / 2
         rows.append([f"{lr:g}", f"{first:.3f}", f"{last:.3f}", f"{last - first:+.3f}", f"{metrics[-1]['kl']:.4f}",

@@ -32,6 +32,8 @@ from tracec.trace_rl.logprobs import sequence_logprobs
 from tracec.trace_rl.packing import PackedBatch, pack_sequences
 from tracec.trace_rl.policy import Policy
 
+MIN_ROW_TOKENS = 512  # packed rows are at least this wide (or the longest sequence, up to row_tokens)
+
 
 @dataclass(frozen=True, kw_only=True)
 class LearnSequence:
@@ -168,8 +170,7 @@ class Learner:
                                    max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
             logprobs, _ = self.module(batch, False)
             return logprobs[0].sum() * 0.0, torch.zeros(4, dtype=torch.float64), (0.0, 0.0)
-        batch = pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
-                               max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
+        batch = self._pack(sequences)
         logprobs, entropy = self.module(batch, with_entropy)
         logp = torch.cat(logprobs)
         device = logp.device
@@ -202,8 +203,7 @@ class Learner:
         out = []
         for chunk in self._micro_batches(infos):
             members = [by_key[info.key] for info in chunk]
-            batch = pack_sequences([s.token_ids.tolist() for s in members], [s.loss_mask.tolist() for s in members],
-                                   max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
+            batch = self._pack(members)
             trainer = [logp.cpu() for logp in self.scorer(batch, False)[0]]
             sampler = [torch.from_numpy(s.old_logprobs[s.loss_mask]) for s in members]
             weights = sequence_importance_weights(trainer, sampler, cap=cap)
@@ -212,6 +212,13 @@ class Learner:
                 old[member.loss_mask] = recomputed.numpy()
                 out.append(dataclasses.replace(member, old_logprobs=old, weight=weight))
         return out
+
+    def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
+        """Rows just wide enough: attention inside a row costs its width squared (the block-diagonal mask is dense),
+        so rows of 2048 for sequences of 60 tokens would spend more on masked attention than on the model."""
+        width = min(self.settings.row_tokens, max(MIN_ROW_TOKENS, max(len(s.token_ids) for s in sequences)))
+        return pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
+                              max_tokens_per_row=width, pad_id=self.pad_id)
 
     def _sum_over_ranks(self, values: Tensor) -> Tensor:
         if not self.dist.active:

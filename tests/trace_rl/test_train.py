@@ -190,3 +190,29 @@ def test_vllm_missing_is_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"pip install 'tracec\[gpu\]'"):
         import_vllm()
+
+
+@pytest.mark.slow
+def test_the_textworld_example_trains_on_a_family_of_games_with_trca(tmp_path: Path) -> None:
+    config = load_config(REPO / "examples" / "train" / "textworld_grpo.toml", [
+        *TINY, "iterations=1", "env.max_turns=2", f"env.textworld.cache={tmp_path / 'games'}", "advantage.kind=trca",
+        f"advantage.rubric={REPO}/examples/textworld.rubric", "rollout.max_context_tokens=4096"])
+    result = train(config, out=tmp_path / "run")
+    (record,) = result.metrics
+    assert len(list((tmp_path / "games").rglob("*.z8"))) == 2  # one game per seed of the batch
+    assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2 and record["turns_mean"] == 2
+
+
+@pytest.mark.slow
+def test_a_tau2_domain_trains_with_a_scripted_user(tmp_path: Path, data_dir: Path) -> None:
+    # SmolLM2: the domain's policy and tools make a system prompt of ~10k characters, too long for the tiny
+    # model's character tokens
+    config = _config("model.name=smollm2-135m-instruct", "env.kind=tau2", f"env.tau2.data={data_dir}",
+                     "env.tau2.user=scripted", "env.max_turns=2", "iterations=1", "rollout.group_size=2",
+                     "advantage.kind=trca", f"advantage.rubric={REPO}/examples/tau2.rubric",
+                     "rollout.max_context_tokens=8192")
+    result = train(config, out=tmp_path)
+    (record,) = result.metrics
+    assert record["turns_mean"] == 2  # the scripted user never ends the conversation
+    assert record["groups_trained"] + record["constant_fraction"] * 2 == pytest.approx(2)
+    assert 0.0 <= record["reward_mean"] <= 1.0

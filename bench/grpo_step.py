@@ -1,13 +1,14 @@
 """One side of the GRPO-iteration benchmark (`test_grpo_bench.py`), run in a fresh process: ours, or TRL's trainer.
 
     python bench/grpo_step.py ours OUT.json
-    python bench/grpo_step.py trl  OUT.json --generation-batch 64   # or 8: TRL's batch as its defaults give it
+    python bench/grpo_step.py trl  OUT.json --generation-batch 16   # or 8: TRL's batch as its defaults give it
 
-The work, the same for every side: the 8 prompts below (system + user, ~35 tokens with SmolLM2's template), 8
-completions of each (a GRPO group), up to 32 new tokens at temperature 1, SmolLM2-135M-Instruct with LoRA r16 on
-q, k, v, o, lr 1e-5, no KL, 8 optimizer steps of 8 completions (TRL: per-device batch 8; ours: 8 mini-batches), and
-the same reward (the share of the letters a to m in the completion). One warm-up iteration, then ITERATIONS timed;
-the JSON holds each timed iteration's seconds, completion tokens and time in generation.
+The work, the same for every side: an iteration is PROMPTS of the 8 prompts below (system + user, ~35 tokens with
+SmolLM2's template), GROUP = 8 completions of each (a GRPO group), up to 32 new tokens at temperature 1,
+SmolLM2-135M-Instruct with LoRA r16 on q, k, v, o, lr 1e-5, no KL, optimizer steps of 8 completions (TRL:
+per-device batch 8; ours: mini-batches), and the same reward (the share of the letters a to m in the completion).
+One warm-up iteration, then ITERATIONS timed; the JSON holds each timed iteration's seconds, completion tokens and
+time in generation.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ QUESTIONS = [
     "Suggest a name for a small bakery that sells bread and cakes.",
     "What colour do you get when you mix blue and yellow paint?",
 ]
-GROUP, NEW_TOKENS, ITERATIONS = 8, 32, 1
+PROMPTS, GROUP, NEW_TOKENS, ITERATIONS = 2, 8, 32, 1
+STEPS = PROMPTS * GROUP // 8  # optimizer steps of 8 completions an iteration
+THREADS = 1  # torch threads of every side: the machine's two cores are shared, and two threads on a busy machine
+# spend more time waiting for each other than computing
 
 
 def reward(text: str) -> float:
@@ -72,9 +76,9 @@ def ours() -> list[dict[str, float]]:
 
     config = load_config(None, [
         "env.kind=python", "env.python.factory=bench.grpo_step:question_env", "env.num_seeds=8", "env.max_turns=1",
-        f"rollout.group_size={GROUP}", "rollout.groups_per_batch=8", f"rollout.max_new_tokens={NEW_TOKENS}",
+        f"rollout.group_size={GROUP}", f"rollout.groups_per_batch={PROMPTS}", f"rollout.max_new_tokens={NEW_TOKENS}",
         "rollout.max_context_tokens=512", "rollout.loss_tokens=turn", "advantage.filter_constant_groups=false",
-        "optim.lr=1e-5", "optim.mini_batches=8", f"iterations={1 + ITERATIONS}", "checkpoint_every=1000"])
+        "optim.lr=1e-5", f"optim.mini_batches={STEPS}", f"model.threads={THREADS}", f"iterations={1 + ITERATIONS}", "checkpoint_every=1000"])
     with tempfile.TemporaryDirectory() as out:
         metrics = train(config, out=out).metrics
     return [{"seconds": m["time_total"], "tokens": m["sampled_tokens"], "generate": m["time_rollout"],
@@ -95,7 +99,7 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
     config.__dict__.pop("quantization_config", None)  # the GGUF origin; the weights are plain floats
     model = AutoModelForCausalLM.from_pretrained(folder, config=config)
     prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS]
-    per_iteration = len(QUESTIONS) * GROUP // 8  # optimizer steps of 8 completions in one iteration's 64
+    per_iteration = STEPS
     tokens: list[int] = []
 
     def share_reward(completions: list[Any], completion_ids: list[list[int]], **_: Any) -> list[float]:
@@ -143,7 +147,7 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
         trainer.add_callback(Generation())
         trainer.train()
     out_rows = []
-    calls_per_iteration = len(QUESTIONS) * GROUP // generation_batch
+    calls_per_iteration = PROMPTS * GROUP // generation_batch
     for i in range(1, 1 + ITERATIONS):
         window = slice(i * per_iteration, (i + 1) * per_iteration)
         generate = marks[window.stop - 1] - marks[window.start - 1]
@@ -153,8 +157,11 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
 
 
 def main() -> None:
+    import torch
+
+    torch.set_num_threads(THREADS)
     side, out = sys.argv[1], Path(sys.argv[2])
-    batch = int(sys.argv[sys.argv.index("--generation-batch") + 1]) if "--generation-batch" in sys.argv else 64
+    batch = int(sys.argv[sys.argv.index("--generation-batch") + 1]) if "--generation-batch" in sys.argv else 8
     rows = ours() if side == "ours" else trl(batch)
     out.write_text(json.dumps(rows))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from tracec.trace_rl.logprobs import sequence_logprobs
 from tracec.trace_rl.packing import PackedBatch, pack_sequences
 from tracec.trace_rl.policy import Policy
 
-MIN_ROW_TOKENS = 512  # packed rows are at least this wide (or the longest sequence, up to row_tokens)
+ROW_TARGET = 512  # tokens a packed row aims at: attention in a row costs its width squared (a dense mask)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +79,32 @@ class LearnStats:
     entropy: float
     grad_norm: float
     loss_tokens: int
+
+
+def row_width(lengths: Sequence[int], most: int) -> int:
+    """The width to pack sequences of `lengths` into: rows of about ROW_TARGET tokens, as few as fit, filled evenly.
+
+    Too wide wastes attention (a row's block-diagonal mask is dense: 2048 columns for sequences of 60 tokens spend
+    more on masked attention than on the model); too narrow or uneven wastes padding (eight sequences of 67 tokens
+    in rows of 512 leave a second row of one sequence padded to 469)."""
+    longest, total = max(lengths), sum(lengths)
+    rows = max(1, math.ceil(total / ROW_TARGET))
+    width = max(longest, math.ceil(total / rows))
+    while width < most and _rows_needed(lengths, width) > rows:
+        width += max(1, longest // 8)
+    return min(width, most)
+
+
+def _rows_needed(lengths: Sequence[int], width: int) -> int:
+    """Rows first-fit decreasing fills at `width` (the packer's own rule)."""
+    fills: list[int] = []
+    for length in sorted(lengths, reverse=True):
+        row = next((r for r, fill in enumerate(fills) if fill + length <= width), None)
+        if row is None:
+            fills.append(length)
+        else:
+            fills[row] += length
+    return len(fills)
 
 
 class PackedLogprobs(torch.nn.Module):
@@ -214,11 +241,10 @@ class Learner:
         return out
 
     def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
-        """Rows just wide enough: attention inside a row costs its width squared (the block-diagonal mask is dense),
-        so rows of 2048 for sequences of 60 tokens would spend more on masked attention than on the model."""
-        width = min(self.settings.row_tokens, max(MIN_ROW_TOKENS, max(len(s.token_ids) for s in sequences)))
         return pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
-                              max_tokens_per_row=width, pad_id=self.pad_id)
+                              max_tokens_per_row=row_width([len(s.token_ids) for s in sequences],
+                                                           self.settings.row_tokens),
+                              pad_id=self.pad_id)
 
     def _sum_over_ranks(self, values: Tensor) -> Tensor:
         if not self.dist.active:

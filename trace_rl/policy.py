@@ -97,6 +97,28 @@ class Policy:
                 parameter.requires_grad_(flag)
 
     @contextlib.contextmanager
+    def merged(self) -> Iterator[None]:
+        """The trained adapter folded into the base weights, for decoding: each adapted layer is one matmul instead
+        of three. The base weights are copied first and copied back after, so nothing drifts (merging and
+        unmerging by subtraction would leave rounding in the base weights every iteration)."""
+        from peft.tuners.lora import LoraLayer
+
+        saved: list[tuple[torch.Tensor, torch.Tensor]] = []
+        with torch.no_grad():
+            for module in self.model.modules():
+                if isinstance(module, LoraLayer) and TRAINED in module.lora_A:
+                    weight = module.get_base_layer().weight
+                    saved.append((weight, weight.detach().clone()))
+                    weight += module.get_delta_weight(TRAINED).to(weight.dtype)
+        try:
+            with self.model.disable_adapter():
+                yield
+        finally:
+            with torch.no_grad():
+                for weight, original in saved:
+                    weight.copy_(original)
+
+    @contextlib.contextmanager
     def base_model(self) -> Iterator[None]:
         """Every adapter disabled: the base model's outputs."""
         with self.model.disable_adapter():

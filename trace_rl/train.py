@@ -23,6 +23,7 @@ per-token advantages within a step, entropy bonuses, and asynchronous (off-polic
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
@@ -129,7 +130,10 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
     """One iteration: rollouts and scoring, the update, the schedule and the sampler's weights; its metrics."""
     began = time.perf_counter()
     run.policy.model.eval()
-    batch = collect_batch(run.engine, run.stream, run.scorer, config, dist, iteration)
+    # The KV-cache sampler decodes with the training model: the adapter merged saves two matmuls per adapted layer.
+    merged = run.policy.merged() if config.rollout.backend == "transformers" else contextlib.nullcontext()
+    with merged:
+        batch = collect_batch(run.engine, run.stream, run.scorer, config, dist, iteration)
     if config.rollout.backend == "vllm":  # sampled by another engine: the trainer's own old log-probs
         batch.sequences = run.learner.off_policy_correction(batch.sequences, cap=config.loss.importance_cap)
     learned = time.perf_counter()

@@ -1,7 +1,7 @@
 """One side of the GRPO-iteration benchmark (`test_grpo_bench.py`), run in a fresh process: ours, or TRL's trainer.
 
     python bench/grpo_step.py ours OUT.json
-    python bench/grpo_step.py trl  OUT.json --generation-batch 16   # or 8: TRL's batch as its defaults give it
+    python bench/grpo_step.py trl  OUT.json --generation-batch 32   # or 8: TRL's batch as its defaults give it
 
 The work, the same for every side: an iteration is PROMPTS of the 8 prompts below (system + user, ~35 tokens with
 SmolLM2's template), GROUP = 8 completions of each (a GRPO group), up to 32 new tokens at temperature 1,
@@ -33,7 +33,7 @@ QUESTIONS = [
     "Suggest a name for a small bakery that sells bread and cakes.",
     "What colour do you get when you mix blue and yellow paint?",
 ]
-PROMPTS, GROUP, NEW_TOKENS, ITERATIONS = 2, 8, 32, 1
+PROMPTS, GROUP, NEW_TOKENS, ITERATIONS = 4, 8, 32, 1
 STEPS = PROMPTS * GROUP // 8  # optimizer steps of 8 completions an iteration
 THREADS = 1  # torch threads of every side: the machine's two cores are shared, and two threads on a busy machine
 # spend more time waiting for each other than computing

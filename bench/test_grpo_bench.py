@@ -1,12 +1,13 @@
 """One GRPO iteration, single-turn, the same work on every side: ours against TRL's `GRPOTrainer`.
 
-The work (`bench/grpo_step.py`): an iteration is 2 prompts x 8 completions (groups of 8) of up to 32 tokens,
-SmolLM2-135M-Instruct + LoRA r16 on q, k, v, o, 2 optimizer steps of 8 completions, the same reward. Sides, each in a fresh process per
+The work (`bench/grpo_step.py`): an iteration is 4 prompts x 8 completions (groups of 8) of up to 32 tokens,
+SmolLM2-135M-Instruct + LoRA r16 on q, k, v, o, 4 optimizer steps of 8 completions, the same reward. Sides, each in a fresh process per
 round (model loading and imports untimed; one warm-up iteration, then one timed):
-- `ours`: `train()` with both groups decoded as one batch of 16 by the KV-cache sampler, the sampler's log-probs
-  as the old ones, packed sequences, the LM head on completion tokens only;
-- `TRL, generation batch 16`: `GRPOTrainer` told to generate all 16 completions at once (`generation_batch_size`),
-  the closest TRL comes to the same decode batch;
+- `ours`: `train()` with the 4 groups decoded as one batch of 32 by the KV-cache sampler (the adapter merged), the
+  sampler's log-probs as the old ones, packed sequences, the LM head on completion tokens only;
+- `TRL, generation batch 32`: `GRPOTrainer` told to generate all 32 completions at once (`generation_batch_size`),
+  the closest TRL comes to the same decode batch (it then recomputes the old log-probs, the policy moving between
+  its 4 steps);
 - `TRL, generation batch 8`: what its defaults give (one group per generate call, one optimizer step each).
 TRL 1.16 on the CPU: `use_cpu`, fp32, no gradient checkpointing (it only slows a model this small), `beta=0`.
 Every side runs one torch thread (the machine's two cores are shared with other work).
@@ -29,7 +30,7 @@ import pytest
 from bench.results import markdown_table, record
 
 ROUNDS = 2
-SIDES = {"ours": ["ours"], "TRL, generation batch 16": ["trl", "--generation-batch", "16"],
+SIDES = {"ours": ["ours"], "TRL, generation batch 32": ["trl", "--generation-batch", "32"],
          "TRL, generation batch 8": ["trl", "--generation-batch", "8"]}
 SCRIPT = Path(__file__).with_name("grpo_step.py")
 
@@ -64,8 +65,8 @@ def test_one_grpo_iteration_ours_vs_trl(benchmark: Any, tmp_path: Path) -> None:
         rows.append([name, f"{row['seconds']:.1f}", int(row["tokens"]), f"{rate:.1f}", f"{row['generate']:.1f}",
                      f"{rest:.1f}", f"{ours / rate:.2f}x"])
     spread = {name: [f"{r['seconds']:.1f}" for r in rows_] for name, rows_ in results.items()}
-    body = ("2 prompts x 8 completions of up to 32 tokens, SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), fp32 on "
-            f"the CPU, 2 optimizer steps of 8 completions; best of {ROUNDS} interleaved rounds, each side in a fresh "
+    body = ("4 prompts x 8 completions of up to 32 tokens, SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), fp32 on "
+            f"the CPU, 4 optimizer steps of 8 completions; best of {ROUNDS} interleaved rounds, each side in a fresh "
             f"process ({wall:.0f} s in all). 'generation' is ours' rollout (the engine) and TRL's time inside "
             "`generate`; 'the rest' is scoring and learning (ours: "
             f"{best['ours'].get('score', 0):.2f} s scoring, {best['ours'].get('learn', 0):.1f} s learning). "

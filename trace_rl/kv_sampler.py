@@ -14,8 +14,9 @@ itself, so no softmax row is empty (an empty row is NaN, and a NaN key times a z
 steps). When holes make up more than half the cache, the rows are compacted (keys keep the rotary phase of their
 positions, so moving them is exact). The cache itself (`GrowingKVCache`) writes in place into buffers that double
 when full: `DynamicCache` concatenates on every step, copying the whole cache each token.
-Sampling draws each row from its episode's own generator, so an episode's tokens depend on its seed, not on which
-other episodes share the batch (up to float rounding in the batched matmuls).
+Sampling draws each row from its episode's own generator (inverse CDF: one uniform a row, one batched search), so
+an episode's tokens depend on its seed, not on which other episodes share the batch (up to float rounding in the
+batched matmuls). The trainer decodes with the adapter merged into the base weights (`Policy.merged`).
 Left out: top-p/top-k (the trainer needs the policy's own probabilities), speculative decoding, paged attention.
 """
 

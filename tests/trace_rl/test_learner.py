@@ -12,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from ddp_update import synthetic_batch
 from safetensors.torch import load_file
 from tracec.trace_rl.distributed import Distributed
-from tracec.trace_rl.learner import Learner, LearnSettings, SequenceInfo
+from tracec.trace_rl.learner import ROW_TARGET, Learner, LearnSettings, SequenceInfo, _rows_needed, row_width
 from tracec.trace_rl.packing import pack_sequences
 from tracec.trace_rl.policy import Policy
 from tracec.trace_rl.train_config import LoraSection
@@ -109,3 +111,14 @@ def test_rollouts_from_another_engine_get_the_trainers_old_log_probs_and_masked_
         ratio = float(np.exp(np.sum(trainer.astype(np.float64) - before.old_logprobs[before.loss_mask])))
         assert after.weight == (pytest.approx(ratio, rel=1e-4) if ratio <= 3.0 else 0.0)
     assert any(s.weight == 0.0 for s in corrected) and any(s.weight > 0 for s in corrected)
+
+
+@given(lengths=st.lists(st.integers(2, 700), min_size=1, max_size=40), most=st.integers(700, 4096))
+def test_rows_are_about_the_target_width_and_evenly_filled(lengths: list[int], most: int) -> None:
+    width = row_width(lengths, most)
+    assert max(lengths) <= width <= most
+    rows = _rows_needed(lengths, width)
+    if width < most:  # as few rows as rows of ROW_TARGET tokens would hold
+        assert rows <= -(-sum(lengths) // ROW_TARGET)
+    if len(set(lengths)) == 1 and width < most:  # equal lengths fill the rows evenly: at most one row's slack
+        assert rows * width - sum(lengths) <= width

@@ -138,3 +138,32 @@ def test_smollm2_token_in_token_out_over_a_capability_environment() -> None:
                      max_context_tokens=2048)
     episodes = engine.run([GroupTask(group=0, seed=4), GroupTask(group=1, seed=9)], group_size=2, seed=0, iteration=0)
     assert _max_gap(policy, episodes, 1.0) <= 1e-4
+
+
+def test_sampling_follows_the_tempered_distribution(tiny: Policy) -> None:
+    sampler = KVCacheSampler(tiny.model, temperature=0.7, end_of_turn_ids=frozenset({1}), pad_id=0)
+    logits = torch.tensor([[2.0, 0.5, -1.0, float("-inf"), 1.0]])
+    expected = torch.softmax(logits[0] / 0.7, dim=-1)
+    generator = torch.Generator().manual_seed(0)
+    request = _request(generator)
+    draws = [sampler._draw(logits, [0], [request])[0] for _ in range(20000)]
+    counts = np.bincount([token for token, _ in draws], minlength=5) / len(draws)
+    assert counts[3] == 0  # a token of probability 0 is never drawn
+    assert np.abs(counts - expected.numpy()).max() < 0.012
+    for token, logprob in draws[:50]:
+        assert logprob == pytest.approx(float(torch.log(expected[token])), abs=1e-5)
+
+
+def _request(generator: torch.Generator) -> Any:
+    from tracec.trace_rl.kv_sampler import TurnRequest
+
+    return TurnRequest(key=0, new_ids=[1], context=[1], generator=generator, max_new_tokens=1)
+
+
+def test_decoding_with_the_adapter_merged_samples_the_adapted_policy(tiny: Policy) -> None:
+    before = {name: p.detach().clone() for name, p in tiny.model.named_parameters()}
+    engine = _engine(tiny, max_turns=2, max_new_tokens=16, loss_tokens="turn")
+    with tiny.merged():
+        episodes = engine.run([GroupTask(group=0, seed=4)], group_size=3, seed=0, iteration=0)
+    assert all(torch.equal(p, before[name]) for name, p in tiny.model.named_parameters())  # restored exactly
+    assert _max_gap(tiny, episodes, 1.0) <= 1e-4  # the unmerged trainer agrees with what was sampled

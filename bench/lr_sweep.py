@@ -39,8 +39,8 @@ def main() -> None:
             "rollout.max_context_tokens=512", "rollout.loss_tokens=turn", f"optim.lr={lr!r}", "loss.kl_beta=1e-3",
             f"iterations={args.iterations}", "checkpoint_every=1000", f"model.threads={args.threads}"])
         with tempfile.TemporaryDirectory() as out:
-            metrics = train(config, out=out, on_iteration=lambda m: print(lr, m["iteration"], m["reward_mean"],
-                                                                           file=sys.stderr)).metrics
+            metrics = train(config, out=out, on_iteration=lambda m, lr=lr: print(lr, m["iteration"], m["reward_mean"],
+                                                                                  file=sys.stderr)).metrics
         first = sum(m["reward_mean"] for m in metrics[:2]) / 2
         last = sum(m["reward_mean"] for m in metrics[-2:]) / 2
         rows.append([f"{lr:g}", f"{first:.3f}", f"{last:.3f}", f"{last - first:+.3f}", f"{metrics[-1]['kl']:.4f}",

@@ -283,9 +283,9 @@ def test_lifts_contains_and_matches(tmp_path: Path) -> None:
 
 
 def test_a_field_of_the_wrong_type_names_file_line_episode_and_field(tmp_path: Path) -> None:
-    good = record("e1", [{"visible": []}, {"visible": ["a"]}], [{}])
+    good = [record(name, [{"visible": []}, {"visible": ["a"]}], [{}]) for name in ("e1", "e2")]
     bad = record("e17", [{"visible": []}, {"visible": ["a"]}, {"visible": 5}], [{}, {}])
-    path = write(tmp_path, good, good, bad)
+    path = write(tmp_path, *good, bad)
     message = data_error(path, plan(fields(prev_visible=SET, next_visible=SET)))
     assert message == f"{path}:3:1: error: episode e17: field `visible` of state 2: expected a list of strings, got 5"
 
@@ -355,8 +355,8 @@ def test_malformed_episodes(tmp_path: Path, line: str, message: str) -> None:
 
 
 def test_a_malformed_line_stops_reading_with_its_line_number(tmp_path: Path) -> None:
-    good = record("e1", [{}, {}], [{}])
-    path = write(tmp_path, good, good, good, '{"episode": "e4", "states": [{}], oops}', good)
+    good = [json.dumps(record(f"e{i}", [{}, {}], [{}])) for i in range(5)]
+    path = write(tmp_path, *good[:3], '{"episode": "e4", "states": [{}], oops}', good[4])
     with pytest.raises(DataError) as caught:
         read_trajectories(path)
     assert str(caught.value) == (f"{path}:4:35: error: malformed JSON: "

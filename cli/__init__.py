@@ -7,7 +7,6 @@ stdout carries only what was asked for; progress and timings go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -46,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     eval_.add_argument("-o", "--output", type=Path, help=".jsonl or .parquet (default: JSONL on stdout)")
     eval_.add_argument("--rubric")
     eval_.add_argument("--backend", choices=("numba", "c", "interp"), default="numba")
+
+    convert = commands.add_parser("convert", help="trajectories between JSONL, Parquet and Arrow IPC (by suffix)")
+    convert.add_argument("file", type=Path, help=".jsonl, .parquet or .arrow")
+    convert.add_argument("-o", "--output", type=Path, required=True, help=".jsonl, .parquet or .arrow")
 
     env = commands.add_parser("env", help="instantiate, play or validate a capability environment")
     env.add_argument("args", nargs=argparse.REMAINDER, help="FILE --seed N [--play] | validate FILE [--seeds N]")
@@ -145,18 +148,22 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.output import write_records
+    from tracec.runtime.evaluate import evaluate_file
 
-    scorer = RubricScorer.from_file(args.file, args.rubric, args.backend)
-    result = scorer.evaluate(args.trajectories)
-    if args.output is None:
-        for record in result.records():
-            print(json.dumps(record))
-    else:
-        write_records(result.records(), args.output)
-        print(f"{args.output}: {result.batch.n_transitions} steps of {len(result.batch.episodes)} episodes",
-              file=sys.stderr)
+    summary = evaluate_file(args.file, args.trajectories, args.output, args.rubric, args.backend)
+    if args.output is not None:
+        print(summary, file=sys.stderr)
+    return EXIT_OK
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from tracec.runtime.trajectory_files import FormatError, convert_trajectories
+
+    try:
+        episodes = convert_trajectories(args.file, args.output)
+    except FormatError as error:
+        raise UsageError(str(error)) from None
+    print(f"{args.output}: {episodes} episodes", file=sys.stderr)
     return EXIT_OK
 
 
@@ -183,6 +190,7 @@ _COMMANDS = {
     "compile": _compile,
     "explain": _explain,
     "eval": _eval,
+    "convert": _convert,
     "env": _env,
     "tau2": _tau2,
     "demo": _demo,

@@ -371,10 +371,7 @@ class EpisodeRows:
 
     def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
         column = self.encoded(source, field, TEXT)
-        if column is None:
-            return None
-        results = np.array([test(text) for text in self._texts[(source, field)].strings] + [False], dtype=np.uint8)
-        return Column(results[column.values], column.known)
+        return None if column is None else test_texts(column, self._texts[(source, field)], test)
 
     def texts(self, source: str, field: str) -> list[str | None] | None:
         type_, column = self._columns[(source, field)]
@@ -397,6 +394,12 @@ class EpisodeRows:
         episode = self.episodes[index]
         return episode.where.diagnostic(f"episode {episode.episode}: field `{field}` of {source} {position}: "
                                         f"expected {bad.expected}, got {shown(value)}")
+
+
+def test_texts(column: Column, texts: Interned, test: Callable[[str], bool]) -> Column:
+    """`test` of each row of a text column (codes into `texts`), run once per distinct string."""
+    results = np.array([test(text) for text in texts.strings] + [False], dtype=np.uint8)
+    return Column(results[column.values], column.known)
 
 
 class _Gather:

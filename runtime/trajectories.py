@@ -179,6 +179,8 @@ def episode_from_record(record: Any, where: Where) -> Episode:
 def _objects(items: list[Any] | None, what: str, name: str, fail: Callable[[str], DataError]) -> list[dict[str, Any]]:
     if items is None:
         raise fail(f"episode {name}: missing `{what}s` (a list of objects)")
+    if set(map(type, items)) <= {dict}:
+        return items
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise fail(f"episode {name}: {what} {index} must be an object, got {shown(item)}")

@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[dev,train]'
+	$(PY) -m tracec.runtime.jit
 	touch $(STAMP)
 
 demo: venv

@@ -36,8 +36,7 @@ def household_episodes(n_steps: int, seed: int = 0) -> list[dict[str, Any]]:
 
 def write_jsonl(episodes: list[dict[str, Any]], path: Path) -> Path:
     with open(path, "w", encoding="utf-8") as handle:
-        for episode in episodes:
-            handle.write(json.dumps(episode, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps(episode, ensure_ascii=False) + "\n" for episode in episodes)
     return path
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from tracec.runtime.jit import fixed_kernel
 from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
 from tracec.runtime.batch_checks import finite_values, int_keys
+from tracec.runtime.jit import fixed_kernel
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 # The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.

@@ -141,7 +141,7 @@ class Layout:
     prev_rows: np.ndarray  # (n_transitions,): the state row of s_t (s_t+1 is the next row)
 
     @staticmethod
-    def of(lengths: np.ndarray) -> "Layout":
+    def of(lengths: np.ndarray) -> Layout:
         lengths = np.asarray(lengths, dtype=np.int64)
         offsets = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -247,10 +247,10 @@ def _lift(rows: RowSource, lift: LiftSource, bound: Mapping[str, list[Any]], reg
     if lift.kind == "matches":
         regex = regexes.get(lift.pattern, lift.ignore_case)
         # Searching UTF-8 bytes gives the same answer and skips the wrapper's character-offset bookkeeping.
-        test = lambda text: regex.search(text.encode("utf-8")) is not None  # noqa: E731
+        test = lambda text: regex.search(text.encode("utf-8")) is not None
     elif lift.needle is not None and lift.needle.kind == "const":
         needle = lift.needle.value
-        test = lambda text: needle in text  # noqa: E731
+        test = lambda text: needle in text
     if test is not None:
         if lift.text == "instruction":
             memo = {text: test(text) for text in dict.fromkeys(rows.instructions)}
@@ -266,9 +266,9 @@ def _lift(rows: RowSource, lift: LiftSource, bound: Mapping[str, list[Any]], reg
     needles = _needles(rows, lift.needle, bound)
     if texts is None or needles is None:
         return None
-    hits = [text is not None and needle is not None and needle in text for text, needle in zip(texts, needles)]
+    found = [text is not None and needle is not None and needle in text for text, needle in zip(texts, needles)]
     known = [text is not None and needle is not None for text, needle in zip(texts, needles)]
-    return Column(np.array(hits, dtype=np.uint8), np.array(known, dtype=np.uint8))
+    return Column(np.array(found, dtype=np.uint8), np.array(known, dtype=np.uint8))
 
 
 def _transition_strings(rows: RowSource, fact: str, type_: Type) -> list[str | None] | None:
@@ -320,9 +320,9 @@ class EpisodeRows:
         for episode in episodes:
             check_shape(episode)
         self.episodes = episodes
-        self.names = list(map(attrgetter("episode"), episodes))
-        self.tasks = list(map(attrgetter("task"), episodes))
-        self.instructions = list(map(attrgetter("instruction"), episodes))
+        self.names: Sequence[str] = list(map(attrgetter("episode"), episodes))
+        self.tasks: Sequence[str] = list(map(attrgetter("task"), episodes))
+        self.instructions: Sequence[str] = list(map(attrgetter("instruction"), episodes))
         for key, values in (("episode", self.names), ("task", self.tasks), ("instruction", self.instructions)):
             _check_strings(episodes, key, values)
         self.layout = Layout.of(np.array([len(episode.actions) for episode in episodes], dtype=np.int64))
@@ -432,7 +432,7 @@ class _Gather:
         return dict(zip(fields, zip(*map(itemgetter(*fields), rows))))
 
 
-def _check_strings(episodes: Sequence[Episode], key: str, values: list[Any]) -> None:
+def _check_strings(episodes: Sequence[Episode], key: str, values: Sequence[Any]) -> None:
     """Episode ids, tasks and instructions are valid Unicode strings (they are written out, hashed, matched)."""
     if set(map(type, values)) <= {str} and is_unicode("".join(values)):
         return

@@ -60,7 +60,7 @@ def warm() -> float:
         for context in (keys, None):
             evaluate_rewards(O, offsets, env_reward, groups, context, weights, np.abs(weights), RewardConfig(),
                              threads=1)
-        r_f, r_b, r_trca = trca_rewards(O, offsets, weights, np.abs(weights), 0.8)
+        r_trca = trca_rewards(O, offsets, weights, np.abs(weights), 0.8)[2]
     returns = discounted_returns(r_trca, env_reward, offsets, 0.95)
     episode_advantage(env_reward, groups, 1e-6)
     for context in (keys, None):

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-from tracec.atomic import atomic_open, atomic_path
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
+
+from tracec.atomic import atomic_open, atomic_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,7 +31,7 @@ OUTPUT_SUFFIXES = (".jsonl", ".parquet")
 _LINES_PER_CHUNK = 4096
 
 
-def write_evaluation(result: "Evaluation", path: str | os.PathLike[str]) -> None:
+def write_evaluation(result: Evaluation, path: str | os.PathLike[str]) -> None:
     """Every step of `result` to `path` (JSONL or Parquet by its suffix); DataError for a non-finite reward."""
     _check_finite(result, os.fspath(path))
     if Path(path).suffix == ".parquet":
@@ -44,14 +45,14 @@ def write_evaluation(result: "Evaluation", path: str | os.PathLike[str]) -> None
         write_evaluation_lines(result, handle)
 
 
-def write_evaluation_lines(result: "Evaluation", handle: IO[str]) -> None:
+def write_evaluation_lines(result: Evaluation, handle: IO[str]) -> None:
     """Every step of `result` as one JSON object a line, into an open text stream (stdout, say)."""
     _check_finite(result, "<stdout>")
     for lines in _evaluation_lines(result):
         handle.write(lines)
 
 
-def evaluation_table(result: "Evaluation") -> "pa.Table":
+def evaluation_table(result: Evaluation) -> pa.Table:
     """The per-step table of `result`, built from its arrays."""
     import pyarrow as pa
 
@@ -95,7 +96,7 @@ def _episode_of_step(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
 
 
-def _check_finite(result: "Evaluation", path: str) -> None:
+def _check_finite(result: Evaluation, path: str) -> None:
     for name in REWARDS:
         values = getattr(result.rewards, name)
         bad = np.flatnonzero(~np.isfinite(values))
@@ -108,7 +109,7 @@ def _check_finite(result: "Evaluation", path: str) -> None:
             raise DataError([Diagnostic(path, NOWHERE, message.encode("utf-8", "backslashreplace").decode())])
 
 
-def _evaluation_lines(result: "Evaluation") -> Iterator[str]:
+def _evaluation_lines(result: Evaluation) -> Iterator[str]:
     """The JSONL text of `result`, a chunk of steps at a time: what `json.dumps(record)` gives, built per column."""
     batch = result.batch
     offsets = batch.episode_offsets

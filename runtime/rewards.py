@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tracec.runtime.jit import fixed_kernel
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
+from tracec.runtime.jit import fixed_kernel
 from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}

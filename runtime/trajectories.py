@@ -102,9 +102,9 @@ def check_shape(episode: Episode) -> None:
 
 def check_unique_ids(episodes: Sequence[Episode]) -> None:
     """Raise a DataError at the first episode whose id an earlier one already has."""
-    first: dict[str, Episode] = {}
-    if len(set(episode.episode for episode in episodes)) == len(episodes):
+    if len({episode.episode for episode in episodes}) == len(episodes):
         return
+    first: dict[str, Episode] = {}
     for episode in episodes:
         earlier = first.setdefault(episode.episode, episode)
         if earlier is not episode:

@@ -14,13 +14,20 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from tracec.atomic import atomic_path
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
 from tracec.runtime.facts import SIDES, FactBatch, assemble, build_fact_batch
 from tracec.runtime.output import write_records
 from tracec.runtime.trajectories import Episode, gc_paused, read_trajectories
-from tracec.runtime.trajectory_table import TABLE_SUFFIXES, TableRows, episodes_table, read_table, table_records
+from tracec.runtime.trajectory_table import (
+    TABLE_SUFFIXES,
+    TableRows,
+    episodes_table,
+    read_table,
+    table_records,
+)
+
+from tracec.atomic import atomic_path
 
 TRAJECTORY_SUFFIXES = (".jsonl", *TABLE_SUFFIXES)
 

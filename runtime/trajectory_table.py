@@ -193,14 +193,14 @@ class TableRows:
         return join_pieces([piece], type_, table)
 
     def _report(self, source: str, field: str, values: pa.Array, row: int | None, expected: str) -> None:
-        if row is None:  # the whole column is of the wrong type: its first non-null value
-            row = int(np.flatnonzero(values.is_valid())[0])
+        """A diagnostic at the bad value's row, or (a column of the wrong type) at its first non-null value."""
+        suffix = ""
+        if row is None:
+            row, suffix = int(np.flatnonzero(values.is_valid())[0]), f" (a column of {values.type})"
         index, position = self.layout.episode_of(source, row)
-        value = values[row].as_py()
-        message = f"field `{field}` of {source} {position}: expected {expected}, got {shown(value)}"
-        if not isinstance(value, (str, list)) or pa.types.is_list(values.type):
-            message += f" (a column of {values.type})"
-        self.diagnostics.append(Where(self.path, 0, index + 1).diagnostic(f"episode {self.names[index]}: {message}"))
+        message = (f"episode {self.names[index]}: field `{field}` of {source} {position}: expected {expected}, "
+                   f"got {shown(values[row].as_py())}{suffix}")
+        self.diagnostics.append(Where(self.path, 0, index + 1).diagnostic(message))
 
 
 class _Bad(Exception):
@@ -339,32 +339,61 @@ def episodes_table(episodes: Sequence[Episode], path: str) -> pa.Table:
 
 
 def _rows_column(episodes: Sequence[Episode], name: str, path: str) -> pa.Array:
-    rows = [getattr(episode, name) for episode in episodes]
+    """The states (or actions) column: pyarrow's inference over all of them at once, else field by field."""
     try:
-        column = pa.array(rows)
+        column = pa.array([getattr(episode, name) for episode in episodes], pa.list_(pa.null()) if not episodes
+                          else None)
     except (pa.ArrowException, UnicodeEncodeError, OverflowError):
-        raise _conversion_error(episodes, name, path) from None
+        column = _rows_by_field(episodes, name)
     if pa.types.is_struct(column.type.value_type) and column.type.value_type.num_fields == 0:
         # Parquet cannot hold a struct without fields: every state (or action) is empty, so nulls tell as much.
         column = pa.ListArray.from_arrays(column.offsets, pa.nulls(len(column.values)))
     return column
 
 
-def _conversion_error(episodes: Sequence[Episode], name: str, path: str) -> DataError:
-    """The first episode whose states (or actions) pyarrow cannot make one column of with those before it."""
-    schema = None
-    for episode in episodes:
+def _rows_by_field(episodes: Sequence[Episode], name: str) -> pa.Array:
+    """The column built one fact at a time: a fact holding ints and floats becomes float64 (as the fact builder
+    reads a float field); one holding two other JSON types is a DataError at its first value of the second."""
+    rows = [row for episode in episodes for row in getattr(episode, name)]
+    offsets = np.zeros(len(episodes) + 1, dtype=np.int32)
+    np.cumsum([len(getattr(episode, name)) for episode in episodes], out=offsets[1:])
+    fields = list(dict.fromkeys(key for row in rows for key in row))
+    arrays = [_fact_array([row.get(field) for row in rows], field, name, episodes, offsets) for field in fields]
+    values = pa.StructArray.from_arrays(arrays, fields) if fields else pa.nulls(len(rows))
+    return pa.ListArray.from_arrays(pa.array(offsets), values)
+
+
+def _fact_array(values: list[Any], field: str, name: str, episodes: Sequence[Episode], offsets: np.ndarray) -> pa.Array:
+    try:
+        return pa.array(values)
+    except (pa.ArrowException, UnicodeEncodeError, OverflowError):
+        pass
+    if {type(v) for v in values} - {type(None)} == {int, float}:
         try:
-            single = pa.array([getattr(episode, name)])
-            schema = single.type if schema is None else pa.unify_schemas(
-                [pa.schema([pa.field("x", schema)]), pa.schema([pa.field("x", single.type)])],
-                promote_options="permissive").field("x").type
+            return pa.array([None if v is None else float(v) for v in values], pa.float64())
+        except OverflowError:
+            pass
+    seen: pa.DataType | None = None
+    for row, value in enumerate(values):
+        reason = ""
+        try:
+            single = pa.array([value]).type
+            if seen is not None and single != seen and not pa.types.is_null(single):
+                reason = f"a Parquet column has one type, and this value is {single} where earlier ones are {seen}"
+            seen = single if seen is None or pa.types.is_null(seen) else seen
         except (pa.ArrowException, UnicodeEncodeError, OverflowError) as error:
-            reason = str(error).encode("utf-8", "backslashreplace").decode()
-            return DataError([episode.where.diagnostic(
-                f"episode {episode.episode}: cannot make a column of its `{name}` (one type a field across the "
-                f"file): {reason}")])
-    return DataError([Diagnostic(path, NOWHERE, f"cannot make a column of `{name}`")])
+            reason = str(error)
+        if reason:
+            index = int(np.searchsorted(offsets, row, side="right")) - 1
+            episode = episodes[index]
+            return _raise(episode.where.diagnostic(
+                f"episode {episode.episode}: cannot convert field `{field}` of {name[:-1]} {row - int(offsets[index])}: "
+                f"{reason} (got {shown(value)})"))
+    return pa.array(values)  # unreachable in practice: every value converts alone and all agree
+
+
+def _raise(diagnostic: Diagnostic) -> pa.Array:
+    raise DataError([diagnostic])
 
 
 def table_records(table: pa.Table, path: str) -> Iterator[dict[str, Any]]:

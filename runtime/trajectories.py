@@ -120,6 +120,8 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Episode]:
             lines = handle.readlines()
     except OSError as error:
         raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {error.strerror}")]) from None
+    if lines and lines[0].startswith(b"\xef\xbb\xbf"):  # a byte order mark, as some editors write
+        lines[0] = lines[0][3:]
     with gc_paused():
         episodes = [_episode(raw, Where(name, number)) for number, raw in enumerate(lines, start=1) if raw.strip()]
     check_unique_ids(episodes)

@@ -23,6 +23,7 @@ from tracec.runtime.trajectory_table import (
     TABLE_SUFFIXES,
     TableRows,
     episodes_table,
+    json_table,
     read_table,
     table_records,
 )
@@ -48,11 +49,19 @@ def read_facts(path: str | os.PathLike[str], plan: FactPlan) -> FactBatch:
     problem, including a file that shares no field with the plan."""
     name = os.fspath(path)
     if Path(name).suffix in TABLE_SUFFIXES:
-        table = read_table(name)
+        table = read_table(name, plan)
         batch = assemble(TableRows(table, name, plan), plan)
         if not _any_known(batch, plan):
-            _no_shared_field(name, plan, _table_fields(table))
+            _no_shared_field(name, plan, _table_fields(read_table(name).schema))
         return batch
+    table = json_table(name, plan)
+    if table is not None:
+        try:
+            batch = assemble(TableRows(table, name, plan), plan)
+            if _any_known(batch, plan):
+                return batch
+        except DataError:
+            pass  # the line reader below finds the problem again, with its line
     # The collector stays paused until the parsed episodes are gone: re-enabled earlier, its first collection would
     # walk every one of them.
     with gc_paused():
@@ -97,13 +106,13 @@ def _episode_fields(episodes: list[Episode]) -> dict[str, set[str]]:
     return {"state": states, "action": actions}
 
 
-def _table_fields(table: object) -> dict[str, set[str]]:
+def _table_fields(schema: object) -> dict[str, set[str]]:
     import pyarrow as pa
 
-    assert isinstance(table, pa.Table)
+    assert isinstance(schema, pa.Schema)
     found = {}
     for source, column in (("state", "states"), ("action", "actions")):
-        value_type = table.schema.field(column).type.value_type
+        value_type = schema.field(column).type.value_type
         found[source] = {f.name for f in value_type} if pa.types.is_struct(value_type) else set()
     return found
 

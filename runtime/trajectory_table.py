@@ -90,6 +90,10 @@ class TableRows:
         if name not in table.column_names:
             return None
         column = table.column(name).combine_chunks()
+        try:
+            column.validate(full=True)  # strings are valid UTF-8, offsets in range
+        except pa.ArrowInvalid as error:
+            raise _error(self.path, f"column `{name}` is malformed: {error}") from None
         return None if pa.types.is_null(column.type) else column
 
     def _episode_ids(self, table: pa.Table) -> list[str]:
@@ -299,29 +303,94 @@ _CODERS = {"bool": _code_bool, "int": _code_number, "float": _code_number, "enum
 TABLE_SUFFIXES = (".parquet", ".arrow")
 
 
-def read_table(path: str | os.PathLike[str]) -> pa.Table:
-    """A Parquet file or an Arrow IPC file (or stream), by suffix; DataError if it cannot be read."""
+def read_table(path: str | os.PathLike[str], plan: FactPlan | None = None) -> pa.Table:
+    """A Parquet file or an Arrow IPC file (or stream), by suffix; DataError if it cannot be read. With a plan, a
+    Parquet file is read only as far as the plan needs (the episode columns and the facts it reads)."""
     import pyarrow.parquet as pq
 
     name = os.fspath(path)
     try:
         if name.endswith(".parquet"):
-            table = pq.read_table(name)
+            source = pq.ParquetFile(name)
+            table = source.read(columns=None if plan is None else _needed_columns(source, plan))
         else:
-            with pa.memory_map(name) as source:
+            with pa.memory_map(name) as mapped:
                 try:
-                    table = pa.ipc.open_file(source).read_all()
+                    table = pa.ipc.open_file(mapped).read_all()
                 except pa.ArrowInvalid:
-                    source.seek(0)
-                    table = pa.ipc.open_stream(source).read_all()
-        table.validate(full=True)  # strings are valid UTF-8, offsets in range
+                    mapped.seek(0)
+                    table = pa.ipc.open_stream(mapped).read_all()
+        if plan is None:
+            table.validate(full=True)  # strings are valid UTF-8, offsets in range (TableRows checks what it reads)
     except OSError as error:
-        if isinstance(error, pa.ArrowException):
-            raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {error}")]) from None
-        raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {error.strerror or error}")]) from None
+        reason = str(error) if isinstance(error, pa.ArrowException) else error.strerror or str(error)
+        raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {reason}")]) from None
     except pa.ArrowException as error:
         raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {error}")]) from None
     return table
+
+
+def _needed_columns(source: Any, plan: FactPlan) -> list[str] | None:
+    """The Parquet leaf columns a plan reads (episode columns whole, facts by name), or None (read everything) for
+    a file whose lists are not laid out as `states.list.element.FIELD`."""
+    wanted = plan_fields(plan)
+    paths = [source.schema.column(i).path for i in range(len(source.schema))]
+    picked = []
+    for path in paths:
+        parts = path.split(".")
+        source_name = {"states": "state", "actions": "action"}.get(parts[0])
+        if source_name is None:
+            picked.append(path)
+        elif len(parts) < 4 or parts[1:3] != ["list", "element"]:
+            return None
+        elif parts[3] in wanted[source_name]:
+            picked.append(path)
+    for column in _SOURCES.values():  # a list with no field read still tells how many states (actions) there are
+        if not any(path.split(".")[0] == column for path in picked):
+            first = next((path for path in paths if path.split(".")[0] == column), None)
+            if first is not None:
+                picked.append(first)
+    return picked
+
+
+_ARROW_TYPES = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "enum": pa.string(),
+                "entity": pa.string(), "text": pa.string(), "set": pa.list_(pa.string())}
+
+
+def json_table(path: str, plan: FactPlan) -> pa.Table | None:
+    """Trajectory JSONL parsed by Arrow's JSON reader straight into columns, only the fields the plan reads (typed
+    by it), or None when Arrow declines the file (malformed or ill-typed JSON, invalid UTF-8, a lone surrogate, a
+    key given twice); the caller then reads it line by line for the located error. What this accepts, the line
+    reader accepts with the same values, except for JSON that Python's parser cannot read at all (nesting over ~1,000
+    deep, an integer of over 4,300 digits) inside a field no rubric reads."""
+    import pyarrow.json as pj
+
+    try:
+        with open(path, "rb") as handle:
+            data = pa.py_buffer(handle.read())
+        pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int64)),
+                                                     data]).cast(pa.large_string())  # invalid UTF-8: declined
+    except (OSError, pa.ArrowException):
+        return None
+
+    wanted = plan_fields(plan)
+    facts = {source: pa.list_(pa.struct([(f, _ARROW_TYPES[t.kind]) for f, t in fields.items()]))
+             for source, fields in wanted.items()}
+    schema = pa.schema([("episode", pa.string()), ("task", pa.string()), ("instruction", pa.string()),
+                        ("states", facts["state"]), ("actions", facts["action"]), ("env_reward", pa.float64()),
+                        ("success", pa.bool_())])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    block = 1 << 22
+    while True:
+        try:
+            return pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block),
+                                parse_options=options)
+        except pa.ArrowInvalid as error:
+            if "straddl" not in str(error) or block > data.size:  # a line longer than a block: read in one block
+                return None
+            block = data.size + 1
+        except pa.ArrowException:
+            return None
 
 
 def episodes_table(episodes: Sequence[Episode], path: str) -> pa.Table:

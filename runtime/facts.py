@@ -102,9 +102,10 @@ def evaluate_binding(expr: Node, instruction: str, regexes: Regexes | None = Non
         return str.lower(inner)
     if op == "match":
         pattern, ignore_case, group = expr.value
-        found = (regexes or Regexes()).get(pattern, ignore_case).search(inner)
+        # On UTF-8 bytes: the same match, without the wrapper turning byte offsets into character offsets.
+        found = (regexes or Regexes()).get(pattern, ignore_case).search(inner.encode("utf-8"))
         text = found.group(group) if found is not None else None
-        return MISSING if text is None else text
+        return MISSING if text is None else text.decode("utf-8")
     raise ValueError(f"`{op}` is not a binding op")
 
 
@@ -317,15 +318,22 @@ class EpisodeRows:
     them would fetch every dict from memory once per field."""
 
     def __init__(self, episodes: Sequence[Episode], plan: FactPlan):
-        for episode in episodes:
-            check_shape(episode)
+        self._states = list(map(attrgetter("states"), episodes))
+        self._actions = list(map(attrgetter("actions"), episodes))
+        try:
+            n_states = np.fromiter(map(len, self._states), dtype=np.int64, count=len(episodes))
+            actions = np.fromiter(map(len, self._actions), dtype=np.int64, count=len(episodes))
+        except TypeError:  # a states or actions that is not a list: check_shape below names it
+            n_states = actions = np.zeros(len(episodes), dtype=np.int64)
+        for index in np.flatnonzero(n_states != actions + 1).tolist():
+            check_shape(episodes[index])
         self.episodes = episodes
         self.names: Sequence[str] = list(map(attrgetter("episode"), episodes))
         self.tasks: Sequence[str] = list(map(attrgetter("task"), episodes))
         self.instructions: Sequence[str] = list(map(attrgetter("instruction"), episodes))
         for key, values in (("episode", self.names), ("task", self.tasks), ("instruction", self.instructions)):
             _check_strings(episodes, key, values)
-        self.layout = Layout.of(np.array([len(episode.actions) for episode in episodes], dtype=np.int64))
+        self.layout = Layout.of(actions)
         self.env_reward = np.array([episode.env_reward for episode in episodes], dtype=np.float64)
         self.success = np.array([-1 if e.success is None else int(e.success) for e in episodes], dtype=np.int8)
         self.entities = Entities()
@@ -337,7 +345,7 @@ class EpisodeRows:
                 self._read(source, fields)
 
     def _read(self, source: str, fields: dict[str, Type]) -> None:
-        rows = list(chain.from_iterable(e.states if source == "state" else e.actions for e in self.episodes))
+        rows = list(chain.from_iterable(self._states if source == "state" else self._actions))
         tables = {field: self._table(source, field, type_) for field, type_ in fields.items()}
         pieces: dict[str, list[Piece] | None] = {field: [] for field in fields}
         gather = _Gather(list(fields))

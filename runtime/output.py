@@ -38,8 +38,8 @@ def write_evaluation(result: Evaluation, path: str | os.PathLike[str]) -> None:
         import pyarrow.parquet as pq
 
         table = evaluation_table(result)
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+        with atomic_path(path) as tmp:  # dictionary pages only where values repeat: trying it on floats is waste
+            pq.write_table(table, tmp, use_dictionary=["episode", "task"])
         return
     with atomic_open(path) as handle:
         write_evaluation_lines(result, handle)

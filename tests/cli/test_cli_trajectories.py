@@ -35,7 +35,6 @@ HOSTILE = {
     "a lone surrogate in matched text": '{"episode": "x", "instruction": "reach \\ud800", "states": [{}], "actions": []}',
     "a lone surrogate in an episode id": '{"episode": "\\ud800", "states": [{}], "actions": []}',
     "a lone surrogate in a text fact": '{"episode": "x", "states": [{}, {"note": "\\ud800"}], "actions": [{}]}',
-    "a NaN fact": '{"episode": "x", "states": [{}, {"room": NaN}], "actions": [{}]}',
     "a reused episode id": json.dumps(GOOD) + "\n" + json.dumps(GOOD),
 }
 
@@ -59,17 +58,17 @@ def test_hostile_trajectories_exit_1_with_a_location_and_write_nothing(rubric, t
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
-def test_an_empty_trajectory_file_gives_a_valid_empty_output(rubric, tmp_path, suffix):
+def test_an_empty_trajectory_file_gives_a_valid_empty_output(rubric, tmp_path):
     trajectories = tmp_path / "t.jsonl"
     trajectories.write_text("\n")
-    out = tmp_path / f"out{suffix}"
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 0
-    if suffix == ".jsonl":
-        assert out.read_text() == ""
-    else:
-        table = pq.read_table(out)
-        assert table.num_rows == 0 and table.column_names[:4] == ["episode", "task", "t", "ops"]
+    for suffix in (".jsonl", ".parquet"):
+        out = tmp_path / f"out{suffix}"
+        assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 0
+    assert (tmp_path / "out.jsonl").read_text() == ""
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.num_rows == 0 and table.column_names == ["episode", "task", "t", "ops", "r_F", "r_B", "r_TRCA", "R",
+                                                          "A_E", "A_S", "A"]
+    assert [field.name for field in table.schema.field("ops").type] == ["moves", "opens", "stuck"]
 
 
 def test_eval_reads_parquet_trajectories_and_writes_jsonl_to_stdout(rubric, tmp_path, capsys):

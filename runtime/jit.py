@@ -2,9 +2,9 @@
 
 The reward and advantage kernels are the same code for every rubric, so compiling them (6-7 s) belongs to the
 install, not to a user's first `tracec eval`. `fixed_kernel` is `numba.njit(cache=True)`: Numba keeps the machine
-code beside the source (`__pycache__`), or, where that folder is read-only, in `$NUMBA_CACHE_DIR` or the user's
-cache folder, and a later process loads it in milliseconds (it recompiles by itself when the source or Numba
-changes). `python -m tracec.runtime.jit` compiles every kernel for the argument types the package passes them, and
+code in `$NUMBA_CACHE_DIR` when that is set, else beside the source (`__pycache__`), else (a read-only install) in
+the user's cache folder, and a later process loads it in milliseconds (it recompiles by itself when the source,
+Numba or the CPU changes; a process with another NUMBA_CACHE_DIR than the install's compiles once more). `python -m tracec.runtime.jit` compiles every kernel for the argument types the package passes them, and
 `make venv` runs it once the package is installed.
 
 If no cache folder can be written at all, Numba refuses `cache=True` when the module is imported; then the kernels

@@ -1,0 +1,69 @@
+"""What the command-line tests share: a small rubric about a door, trajectories for it, and a way to run `tracec`
+in a child process (so that a crash, a hang or a traceback is seen as the user would see it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DOOR_RUBRIC = """
+schema door {
+  state { room: entity  open: set(entity)  note: text }
+  action { verb: enum(go, open, wait)  obj: entity }
+}
+rubric door_rubric for door {
+  evidence   moves   "changes room":       changed(room)
+  execution  opens   "opens the door":     act.verb == open and "door" in next.open
+  invalidity waits   "waits":              act.verb == wait
+  invalidity stuck   "the game says no":   contains(next.note, "can't")
+  context prev.room
+}
+"""
+
+
+def door_episode(name: str, task: str, verbs: list[str], reward: float) -> dict[str, Any]:
+    states: list[dict[str, Any]] = [{"room": "hall", "open": [], "note": ""}]
+    for verb in verbs:
+        last = dict(states[-1])
+        if verb == "open":
+            last["open"] = ["door"]
+        if verb == "go":
+            last["room"] = "yard" if last["room"] == "hall" else "hall"
+        last["note"] = "You can't." if verb == "wait" else "ok"
+        states.append(last)
+    actions = [{"verb": v, "obj": "door"} for v in verbs]
+    return {"episode": name, "task": task, "instruction": "leave", "states": states, "actions": actions,
+            "env_reward": reward, "success": reward > 0}
+
+
+DOOR_EPISODES = [
+    door_episode("a", "t1", ["open", "go"], 1.0),
+    door_episode("b", "t1", ["wait", "wait", "go"], 0.0),
+    door_episode("c", "t2", ["go"], 0.0),
+]
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def run_tracec(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 10.0) -> Run:
+    """`python -m tracec.cli ARGV` in `cwd`; a run past `timeout` seconds fails the test (issue 9: every hostile
+    input is answered within 10 s)."""
+    environ = {**os.environ, **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "tracec.cli", *argv], cwd=cwd, env=environ, capture_output=True,
+                          text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
+    return Run(done.returncode, done.stdout, done.stderr)

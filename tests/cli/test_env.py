@@ -48,9 +48,10 @@ def test_play_scores_the_turns_read_from_stdin(monkeypatch: pytest.MonkeyPatch,
 
 def test_errors_exit_1_and_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.rubric"
-    bad.write_text(TRIPS.read_text().replace("status == active", "status == actve"))
+    bad.write_text(TRIPS.read_text().replace("status == active and", "status == actve and"))
+    line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if "actve" in text)
     assert main(["env", str(bad)]) == 1
-    assert f"{bad}:8:" in capsys.readouterr().err
+    assert f"{bad}:{line}:" in capsys.readouterr().err
     assert main(["env", str(tmp_path / "none.rubric")]) == 1
     assert capsys.readouterr().err == f"{tmp_path / 'none.rubric'}: error: no such file or directory\n"
     for argv in ([], ["validate"], ["validate", str(TRIPS), "--seeds", "0"], [str(TRIPS), "--max-steps", "0", "--play"],

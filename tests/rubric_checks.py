@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-
 from tracec.runtime.evaluate import Evaluation, RubricScorer
 
 

@@ -65,5 +65,5 @@ def run_tracec(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None,
     input is answered within 10 s)."""
     environ = {**os.environ, **(env or {})}
     done = subprocess.run([sys.executable, "-m", "tracec.cli", *argv], cwd=cwd, env=environ, capture_output=True,
-                          text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL)
+                          text=True, errors="replace", timeout=timeout, stdin=subprocess.DEVNULL, check=False)
     return Run(done.returncode, done.stdout, done.stderr)

@@ -7,7 +7,6 @@ import io
 from pathlib import Path
 
 import pytest
-
 from tracec.cli import main
 from tracec.runtime.env import load_environment
 from tracec.runtime.toolcall import format_tool_call

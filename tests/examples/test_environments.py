@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tracec.runtime.env import Scenario, load_environment
 
 ENVS = Path(__file__).resolve().parents[2] / "examples" / "envs"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from rubric_checks import assert_invalidity_profile
-
 from tracec.runtime.env import load_environment
 from tracec.runtime.env.episode import Environment
 from tracec.runtime.env.validate import GoldAgent, RandomAgent
@@ -52,7 +51,7 @@ def played(tmp_path_factory: pytest.TempPathFactory):
             gold.append(records[-1]["episode"])
             rng = random.Random(f"{program.name}/{seed}")
             env = Environment(program)
-            _play(env, seed, lambda scenario: SloppyAgent(RandomAgent(program, scenario, rng), rng))
+            _play(env, seed, lambda scenario, program=program, rng=rng: SloppyAgent(RandomAgent(program, scenario, rng), rng))
             records.append(env.trajectory(f"random-{program.name}-{seed}"))
             others.append(records[-1]["episode"])
     out = tmp_path_factory.mktemp("toolenv") / "episodes.jsonl"

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tracec.runtime.chat import says_yes as says_yes_from_chat
 from tracec.runtime.consent import says_yes
 from tracec.runtime.env import load_environment

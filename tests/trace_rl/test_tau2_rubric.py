@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from rubric_checks import assert_invalidity_profile
-
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
@@ -17,9 +16,9 @@ from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
+from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
-from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
 from tracec.trace_rl.envs.tau2.facts import TARGET_KEYS, episode_record
 from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, gold_user, replay_gold

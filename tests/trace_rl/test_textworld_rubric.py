@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rubric_checks import assert_invalidity_profile
-
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tracec.runtime.consent import says_yes as says_yes
+from tracec.runtime.consent import says_yes
+
+__all__ = ["ChatBackend", "says_yes"]  # says_yes lives in runtime.consent; callers may import it from here
 
 
 class ChatBackend(Protocol):

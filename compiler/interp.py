@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
-
 from tracec.compiler.ir import CONTEXT_SEED, MISSING_TAG, KernelProgram, Node, mix, to_signed
 
 Value = tuple[Any, bool]  # (value, known); the value means nothing when known is False

@@ -45,6 +45,7 @@ COMMANDS = (
     Command("eval", "operators, rewards, returns and advantages per step", "tracec.cli.eval"),
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
+    Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
     Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
 )
 

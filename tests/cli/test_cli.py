@@ -226,7 +226,7 @@ def test_demo_runs_from_any_directory(tmp_path, shared_dir):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {"TRACEC_CACHE_DIR": str(tmp_path / "cache"), "TRACEC_TAU2_DATA": str(shared_dir / "data" / "tau2")}
-    result = run_tracec(["demo", "--workdir", "w"], cwd=elsewhere, env=env, timeout=600)
+    result = run_tracec(["demo", "--workdir", "w"], cwd=elsewhere, env=env, cpu_limit=600, timeout=600)
     assert result.code == 0, result.err
     checked = re.findall(r"^  (\S+\.rubric): ", result.out, flags=re.MULTILINE)
     assert "household.rubric" in checked and "envs/structured_data_reasoning.rubric" in checked and len(checked) >= 13

@@ -12,7 +12,7 @@ from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import CustomGame, Observation, SimpleGame, TextWorldEnv, make_game
+from tracec.trace_rl.envs.textworld_env import Observation, SimpleGame, TextWorldEnv, make_game
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 
@@ -71,8 +71,9 @@ def _kernel(scorer, backend):
     return compile_kernel(scorer.compiled.program, backend, None)
 
 
-# Seed 7's kitchen says "You can't wait to tell the folks at home about this!", which the walkthrough reads.
-GAMES = (SimpleGame(seed=7), SimpleGame(seed=11), CustomGame(seed=1))
+# Seed 7's kitchen says "You can't wait to tell the folks at home about this!", which the walkthrough reads; the
+# other game is the one every TextWorld test shares.
+GAMES = (SimpleGame(seed=7), SimpleGame(seed=2))
 JUNK = ("xyzzy", "go up", "take the moon", "sing", "", "open sesame", "go west", "eat the door", "look", "inventory")
 
 

@@ -188,7 +188,8 @@ def test_end_to_end(benchmark, found, files, monkeypatch) -> None:
 
     sides = {"floor: json.loads every line + write the table": (floor, 1)}
     for kind in ("jsonl", "parquet", "arrow"):
-        sides[f"eval {kind} -> parquet"] = (lambda kind=kind: evaluate_file(RUBRIC, files[kind], out), 1)
+        sides[f"eval {kind} -> parquet"] = (
+            lambda kind=kind: evaluate_file(RubricScorer.from_file(RUBRIC), files[kind], out), 1)
     benchmark.group = "tracec eval, 1e5 steps, in-process"
     best = best_times(benchmark, sides, rounds=3)
     found.update({("e2e", side): seconds for side, seconds in best.items()})

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tracec.compiler.backends import Kernel, compile_kernel
+from tracec.compiler.backends import Backend, Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache, default_cache_path
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
@@ -89,7 +89,7 @@ class RubricScorer:
 
     @classmethod
     def from_source(
-        cls, text: str, path: str = "<string>", rubric: str | None = None, backend: str = "numba",
+        cls, text: str, path: str = "<string>", rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None,
     ) -> RubricScorer:
         compiled = load_rubric(text, path, rubric)
@@ -97,7 +97,7 @@ class RubricScorer:
 
     @classmethod
     def from_file(
-        cls, path: str | os.PathLike[str], rubric: str | None = None, backend: str = "numba",
+        cls, path: str | os.PathLike[str], rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None,
     ) -> RubricScorer:
         return cls.from_source(Path(path).read_text(encoding="utf-8"), str(path), rubric, backend, cache)
@@ -131,13 +131,12 @@ class RubricScorer:
         return Evaluation(batch, self.operator_names, fired, keys, rewards, block)
 
 
-def evaluate_file(rubric_file: str | os.PathLike[str], trajectories: str | os.PathLike[str],
-                  output: str | os.PathLike[str] | None, rubric: str | None = None, backend: str = "numba") -> str:
+def evaluate_file(scorer: RubricScorer, trajectories: str | os.PathLike[str],
+                  output: str | os.PathLike[str] | None) -> str:
     """`tracec eval`: score a trajectory file and write every step to `output` (by suffix) or, if None, as JSONL
     to stdout; returns a one-line summary. The collector is paused throughout: nothing here makes cycles."""
     from tracec.runtime.output import write_evaluation, write_evaluation_lines
 
-    scorer = RubricScorer.from_file(rubric_file, rubric, backend)
     with gc_paused():
         result = scorer.evaluate(trajectories)
         if output is None:

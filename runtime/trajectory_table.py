@@ -56,10 +56,10 @@ class TableRows:
     def __init__(self, table: pa.Table, path: str, plan: FactPlan):
         self.path = path
         table = table.combine_chunks()
-        self.names: list[str] = []
+        self.names: Sequence[str] = []
         self.names = self._episode_ids(table)
-        self.tasks = self._optional_strings(table, "task", self.names)
-        self.instructions = self._optional_strings(table, "instruction", [""] * len(self.names))
+        self.tasks: Sequence[str] = self._optional_strings(table, "task", list(self.names))
+        self.instructions: Sequence[str] = self._optional_strings(table, "instruction", [""] * len(self.names))
         self.env_reward = self._env_reward(table)
         self.success = self._success(table)
         self._lists = {source: self._lists_of(table, name) for source, name in _SOURCES.items()}

@@ -244,4 +244,4 @@ def test_convert_cli_by_suffix(tmp_path: Path, capsys: pytest.CaptureFixture[str
         "episode": "a", "task": "a", "instruction": "", "states": [{"place": "日本"}, {}], "actions": [{}],
         "env_reward": 0.0}
     assert main(["convert", str(jsonl), "-o", str(tmp_path / "t.csv")]) == 2
-    assert "a trajectory file ends in .jsonl, .parquet, .arrow" in capsys.readouterr().err
+    assert "must end in .jsonl or .parquet or .arrow" in capsys.readouterr().err

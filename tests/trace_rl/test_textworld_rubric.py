@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-
+from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import TextWorldEnv
+from tracec.trace_rl.envs.textworld_env import Observation, SimpleGame, TextWorldEnv, make_game
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 
@@ -67,3 +69,67 @@ def _kernel(scorer, backend):
     from tracec.compiler.backends import compile_kernel
 
     return compile_kernel(scorer.compiled.program, backend, None)
+
+
+# Seed 7's kitchen says "You can't wait to tell the folks at home about this!", which the walkthrough reads; the
+# other game is the one every TextWorld test shares.
+GAMES = (SimpleGame(seed=7), SimpleGame(seed=2))
+JUNK = ("xyzzy", "go up", "take the moon", "sing", "", "open sesame", "go west", "eat the door", "look", "inventory")
+
+
+class FlailingAgent:
+    """Random play as a weak model plays: mostly admissible commands, some junk the game refuses or cannot parse."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._rng = random.Random(seed)
+
+    def start(self, observation: Observation) -> None:
+        self._rng = random.Random(self._seed)
+
+    def act(self, observation: Observation) -> str:
+        if self._rng.random() < 0.3 or not observation.admissible_commands:
+            return self._rng.choice(JUNK)
+        return self._rng.choice(observation.admissible_commands)
+
+
+class CarelessAgent:
+    """Follows the walkthrough, but drops each thing once, right after it first takes it."""
+
+    def start(self, observation: Observation) -> None:
+        self._dropping: str | None = None
+        self._dropped: set[str] = set()
+
+    def act(self, observation: Observation) -> str:
+        if self._dropping is not None:
+            command, self._dropping = f"drop {self._dropping}", None
+            return command
+        command = observation.policy_commands[0] if observation.policy_commands else "look"
+        taken = re.fullmatch(r"take (.+?)(?: from .+)?", command)
+        if taken and taken.group(1) not in self._dropped:
+            self._dropping = taken.group(1)
+            self._dropped.add(self._dropping)
+        return command
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory):
+    shared = tmp_path_factory.getbasetemp().parent / "tw-cache"
+    episodes, gold = [], []
+    for game in GAMES:
+        name = f"{game.challenge}{game.seed}"
+        with TextWorldEnv(make_game(game, shared)) as env:
+            gold.append(play_episode(env, WalkthroughAgent(), episode=f"{name}-walkthrough", max_steps=60))
+            episodes.append(play_episode(env, CarelessAgent(), episode=f"{name}-careless", max_steps=40))
+            episodes += [play_episode(env, FlailingAgent(s), episode=f"{name}-random{s}", max_steps=30) for s in range(3)]
+    path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
+    write_records(gold + episodes, path)
+    scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
+    return scorer, scorer.evaluate(path), [e["episode"] for e in gold], [e["episode"] for e in episodes]
+
+
+def test_walkthroughs_are_never_punished_and_random_play_is(played):
+    scorer, result, gold, others = played
+    assert all(result.batch.env_reward[result.batch.episodes.index(name)] == 1.0 for name in gold)
+    fired = assert_invalidity_profile(scorer, result, gold, others)
+    assert any(name.endswith("-careless") for name in fired["drops_target"])

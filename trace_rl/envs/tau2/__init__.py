@@ -5,7 +5,7 @@ data folder (`find_data_dir`: an explicit path, $TRACEC_TAU2_DATA, or `shared/da
 nothing of it is copied here. Modules: `db` (copy-on-write database, stable hash), `toolkit` (typed tool
 specs), `airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `user` (LLM and scripted
 users), `gold` (gold replay and the gold agent), `episode` (the conversation loop), `scoring`, `facts`
-(trajectory JSONL), `replay` (the `tracec tau2 replay` command).
+(trajectory JSONL), `replay` (gold replay and the database dump, behind `tracec tau2 replay`).
 
 Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL assertions.
 """
@@ -14,7 +14,7 @@ from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome, find_dat
 from tracec.trace_rl.envs.tau2.episode import Episode, EpisodeConfig, run_episode
 from tracec.trace_rl.envs.tau2.facts import episode_record
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
-from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay, tau2_command
+from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task, load_split, load_tasks
 from tracec.runtime.chat import ChatBackend
@@ -44,5 +44,4 @@ __all__ = [
     "replay_gold",
     "run_episode",
     "score",
-    "tau2_command",
 ]

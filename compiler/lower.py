@@ -110,6 +110,9 @@ class Lowerer:
             return const(expr.value, type_)
         if isinstance(expr, ast.Name):
             return Node("instruction", (), T.TEXT)
+        if isinstance(expr, ast.Unary):  # `-` and a number literal: the checker allows no other
+            assert isinstance(expr.operand, ast.Literal) and not isinstance(expr.operand.value, (bool, str))
+            return const(-expr.operand.value, type_)
         assert isinstance(expr, ast.Call), "the checker allows only literals, instruction, match and lower here"
         if expr.func == "lower":
             return Node("lower", (self.bind_expr(expr.args[0]),), type_)

@@ -187,7 +187,11 @@ class _Checker(Reporter):
                     continue
                 scope = ExprChecker(self.error, schema, bind_types, typing, mode="bind")
                 declared = self.type_ref(item.type)
-                got = scope.expr(item.value)
+                odd = _unbindable(item.value)
+                if odd is not None:
+                    self.error(odd.loc, "a binding's value is a literal, `instruction`, `match(instruction, /re/, "
+                               "group)` or `lower(...)` of one of those; compute with the binding in the operators")
+                got = scope.expr(item.value) if odd is None else None
                 if declared is not None:
                     if declared.kind not in BIND_TYPES:
                         self.error(item.type.loc, f"a binding is one of {', '.join(BIND_TYPES)}, not `{declared}`")
@@ -258,6 +262,20 @@ def _quiet_schema(decl: ast.Schema) -> CheckedSchema:
     schema = checker.schema(decl)
     assert not checker.errors, checker.errors
     return schema
+
+
+def _unbindable(expr: ast.Expr) -> ast.Expr | None:
+    """The part of a binding's value that is none of its forms (a literal, `-` and a number, a name, `match(...)`,
+    `lower(...)`), or None; the forms' arguments are the expression checker's to judge, and so are facts (which it
+    rejects with a message of its own)."""
+    if isinstance(expr, (ast.Literal, ast.Name, ast.Regex, ast.Fact)):
+        return None
+    if isinstance(expr, ast.Unary) and expr.op == "-" and isinstance(expr.operand, ast.Literal) \
+            and isinstance(expr.operand.value, (int, float)) and not isinstance(expr.operand.value, bool):
+        return None
+    if isinstance(expr, ast.Call) and expr.func in ("match", "lower") and expr.args:
+        return _unbindable(expr.args[0])
+    return expr
 
 
 def _bindable(got: Type, declared: Type) -> bool:

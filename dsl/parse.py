@@ -23,6 +23,7 @@ def parse(text: str, path: str = "<string>") -> ast.Module:
     tree = parse_tree(text, "start", source)
     builder = _Builder(source)
     decls = builder.transform(tree)
+    builder.finish()
     if builder.errors:
         raise ParseError(builder.errors)
     return ast.Module(tuple(decls), path=path, source=text)
@@ -33,6 +34,7 @@ def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
     source = Source(path, text)
     builder = _Builder(source)
     expr = builder.transform(parse_tree(text, "expr", source))
+    builder.finish()
     if builder.errors:
         raise ParseError(builder.errors)
     return expr
@@ -65,6 +67,14 @@ class _Builder(Transformer):
         super().__init__(visit_tokens=False)
         self.source = source
         self.errors: list = []
+        # 2^63 literals, kept whole only so that `-9223372036854775808` can be the int64 minimum; by id.
+        self.unsigned_min: dict[int, ast.Literal] = {}
+
+    def finish(self) -> None:
+        """Report the 2^63 literals that no unary minus took."""
+        for literal in self.unsigned_min.values():
+            self.errors.append(self.source.diagnostic(literal.loc, "integer `9223372036854775808` does not fit in 64 bits"))
+        self.unsigned_min.clear()
 
     # ------------------------------------------------------------------ strings
     def _string(self, token: Token) -> str:
@@ -311,7 +321,10 @@ class _Builder(Transformer):
         return ast.Binary(str(op.children[0]), left, right, loc=_loc(meta))
 
     def neg(self, meta, children):
-        return ast.Unary("-", children[0], loc=_loc(meta))
+        operand = children[0]
+        if self.unsigned_min.pop(id(operand), None) is not None:
+            return ast.Literal(-(2**63), loc=_loc(meta))  # the one int64 that is written as a negation
+        return ast.Unary("-", operand, loc=_loc(meta))
 
     def attr(self, meta, children):
         return ast.Attr(children[0], str(children[1]), loc=_loc(meta))
@@ -347,7 +360,12 @@ class _Builder(Transformer):
         return ast.Regex(body, ignore_case, loc=_loc(token))
 
     def int_(self, meta, children):
-        return ast.Literal(self._int(children[0]), loc=_loc(children[0]))
+        token = children[0]
+        if token.value.lstrip("0") == str(2**63):
+            literal = ast.Literal(2**63, loc=_loc(token))
+            self.unsigned_min[id(literal)] = literal
+            return literal
+        return ast.Literal(self._int(token), loc=_loc(token))
 
     def float_(self, meta, children):
         return ast.Literal(self._float(children[0]), loc=_loc(children[0]))

@@ -20,7 +20,9 @@ import numpy as np
 from numba import njit
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
+from tracec.compiler.context import ContextKeys
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
+from tracec.runtime.context_groups import exact_context_keys
 from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
@@ -223,12 +225,14 @@ def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offse
 
 
 def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
-                     context_key: np.ndarray | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
+                     context_key: np.ndarray | ContextKeys | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
                      config: RewardConfig, threads: int | None = None, out: np.ndarray | None = None) -> StepRewards:
     """All of TRCA for one batch: step rewards, returns, and A = A_E (broadcast to the steps) + A_S.
 
-    `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` `(n_steps,)` int64 (hashes
-    of the rubric's context tuple) or None when the rubric declares no context. Episodes, then task groups, are
+    `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` is what a compiled
+    rubric's kernel returns (`ContextKeys`: hashes of the context tuple, checked against the tuples so that a step
+    group holds equal tuples only), or `(n_steps,)` int64 keys taken as they are (equal keys, one step group), or
+    None when the rubric declares no context. Episodes, then task groups, are
     shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
     The seven outputs are the first n_steps columns of the rows of `out`, a float64 `(7, m >= n_steps)` block with
     contiguous rows (reusing a block saves the page faults of fresh memory), or of a new block.
@@ -238,7 +242,11 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     env_reward = finite_values("env_reward", _check_env_reward(env_reward, offsets.size - 1))
     task_keys = int_keys("task_group", task_group, offsets.size - 1)
-    context_keys = None if context_key is None else int_keys("context_key", context_key, O.shape[0])
+    threads = threads or default_threads()
+    if isinstance(context_key, ContextKeys):  # hashes: made exact inside every task group
+        context_keys = exact_context_keys(context_key, offsets, task_keys, threads)
+    else:
+        context_keys = None if context_key is None else int_keys("context_key", context_key, O.shape[0])
     # One block for all seven outputs: fresh memory costs a page fault per page, and one block aligns to huge pages
     # where seven arrays each start and end in small ones (measured: 16 ms -> 9 ms to fill them at 10^6 steps).
     block = output_rows("out", np.empty((7, O.shape[0])) if out is None else out, 7, O.shape[0])
@@ -248,7 +256,6 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
         _step_rewards(O, offsets[lo:hi + 1], tables, config.lam, env_reward[lo:hi], config.gamma, r_f, r_b, r_trca,
                       returns)
 
-    threads = threads or default_threads()
     run_parts(rewards_part, balanced_cuts(offsets, threads, MIN_STEPS_PER_PART), threads)
     # The returns come from checked, finite inputs: the advantages take them as they are.
     fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:])

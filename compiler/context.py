@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-
 from tracec.compiler.ir import KernelProgram
 
 ComponentKind = Literal["word", "bool", "float", "set"]

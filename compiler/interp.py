@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
-
 from tracec.compiler import values as V
 from tracec.compiler.context import ContextKeys, context_keys, context_layout
 from tracec.compiler.ir import CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram, Node, mix, to_signed

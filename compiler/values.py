@@ -81,12 +81,12 @@ def divide(a: Number, b: Number) -> float | None:
 
 
 def minimum(a: Number, b: Number) -> Number:
-    chosen = b if b < a else a  # Python compares int with float exactly
+    chosen = min(a, b)  # Python compares int with float exactly
     return float(chosen) if not (_is_int(a) and _is_int(b)) else chosen
 
 
 def maximum(a: Number, b: Number) -> Number:
-    chosen = b if b > a else a
+    chosen = max(a, b)
     return float(chosen) if not (_is_int(a) and _is_int(b)) else chosen
 
 

@@ -179,6 +179,7 @@ class _Checker(Reporter):
         settings: dict[str, float] = {}
         contexts: list[ast.Context] = []
         names: dict[str, Loc] = {}
+        budget_loc: Loc | None = None
         for item in decl.items:
             if isinstance(item, ast.Bind):
                 self.name_ok(item.name, item.loc, "binding")
@@ -210,6 +211,7 @@ class _Checker(Reporter):
                     self.error(item.expr.loc, f"operator `{item.name}` must be a bool expression, not `{got}`")
                 operators.append(item)
             elif isinstance(item, ast.Budget):
+                budget_loc = budget_loc or item.loc
                 for entry in item.entries:
                     if entry.category in budgets:
                         self.error(entry.loc, f"budget for {entry.category} is given twice")
@@ -235,6 +237,8 @@ class _Checker(Reporter):
                         self.error(expr.loc, "a context key cannot be `text` (only contains() and matches() read text)")
         if not operators:
             self.error(decl.loc, f"rubric `{decl.name}` has no operators")
+        if budget_loc is not None and not math.isfinite(sum(abs(v) for v in budgets.values())):
+            self.error(budget_loc, "the budgets add up to more than the largest float; a step's reward is their sum")
         return CheckedRubric(
             decl=decl,
             schema=schema,

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
-from tracec.runtime.advantages import MIN_STEPS_PER_PART, _GOLDEN, _group_by_key, _table_bits
+from tracec.runtime.advantages import _GOLDEN, MIN_STEPS_PER_PART, _group_by_key, _table_bits
 
 
 @njit(cache=True, nogil=True)

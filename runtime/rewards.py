@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
-from tracec.compiler.context import ContextKeys
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
 from tracec.runtime.context_groups import exact_context_keys
 from tracec.runtime.row_mask import row_mask
@@ -53,6 +53,8 @@ class RewardConfig:
                 raise ValueError(f"RewardConfig.{name} must lie in [0, 1], got {getattr(self, name)!r}")
         if self.eps < 0:
             raise ValueError(f"RewardConfig.eps must be >= 0, got {self.eps!r}")
+        if not math.isfinite(self.budget_evidence + self.budget_execution + abs(self.budget_invalidity)):
+            raise ValueError("RewardConfig budgets must add up to a finite number (a step's reward is their sum)")
 
 
 def operator_weights(categories: Sequence[str], config: RewardConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -196,6 +198,21 @@ def _check_operators(O: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(O)
 
 
+def _check_returns_fit(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
+                       coverage_weight: np.ndarray) -> None:
+    """Every return is finite: |R_t| <= |env_reward| + steps * (the largest |r_TRCA|), with room for rounding. An
+    episode whose bound leaves the float range is refused by index rather than given an infinite return."""
+    per_step = float(np.abs(fire_weight).sum() + np.abs(coverage_weight).sum())
+    lengths = np.diff(offsets)
+    with np.errstate(over="ignore"):
+        bound = (np.abs(env_reward) + lengths * per_step) * (1.0 + 4.0 * lengths * 2.0**-53)
+    bad = np.flatnonzero(~(bound <= np.finfo(np.float64).max))
+    if bad.size:
+        e = int(bad[0])
+        raise ValueError(f"episode {e}: env_reward {float(env_reward[e])!r} and {int(lengths[e])} steps of rewards up to "
+                         f"{per_step!r} each could overflow its return (the largest float is about 1.8e308)")
+
+
 def _check_env_reward(env_reward: np.ndarray, n_episodes: int) -> np.ndarray:
     env_reward = np.ascontiguousarray(env_reward, dtype=np.float64)
     if env_reward.shape != (n_episodes,):
@@ -241,6 +258,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     offsets = check_offsets(episode_offsets, O.shape[0])
     tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     env_reward = finite_values("env_reward", _check_env_reward(env_reward, offsets.size - 1))
+    _check_returns_fit(env_reward, offsets, fire_weight, coverage_weight)
     task_keys = int_keys("task_group", task_group, offsets.size - 1)
     threads = threads or default_threads()
     if isinstance(context_key, ContextKeys):  # hashes: made exact inside every task group
@@ -257,7 +275,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
                       returns)
 
     run_parts(rewards_part, balanced_cuts(offsets, threads, MIN_STEPS_PER_PART), threads)
-    # The returns come from checked, finite inputs: the advantages take them as they are.
+    # The returns come from checked inputs and are finite: the advantages take them as they are.
     fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:])
     a_e, a_s, a = block[4:]
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

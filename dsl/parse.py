@@ -10,11 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import lark
 from lark import Token, Transformer, v_args
 from tracec.dsl import ast
-from tracec.dsl.errors import Loc, ParseError, Source
-from tracec.dsl.syntax import describe, lark_parser, parse_tree
+from tracec.dsl.errors import Diagnostic, Loc, ParseError, Source, printable
+from tracec.dsl.syntax import parse_tree
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:
@@ -41,8 +40,29 @@ def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
 
 
 def parse_file(path: str) -> ast.Module:
-    with open(path, encoding="utf-8") as handle:
-        return parse(handle.read(), path)
+    """Parse a `.rubric` file (see `read_source` for how its bytes become text)."""
+    return parse(read_source(path), path)
+
+
+def read_source(path: str) -> str:
+    """The text of a `.rubric` file: UTF-8, a leading byte-order mark dropped. Bytes that are not UTF-8 are a
+    ParseError at their line and column; a file that cannot be read raises OSError."""
+    with open(path, "rb") as handle:
+        return decode_source(handle.read(), path)
+
+
+def decode_source(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        start = error.start
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
+        line = data[line_start:None if line_end < 0 else line_end].decode("utf-8", errors="replace")
+        column = len(data[line_start:start].decode("utf-8", errors="replace")) + 1
+        loc = Loc.point(data.count(b"\n", 0, start) + 1, column)
+        message = f"the file is not UTF-8 text: byte 0x{data[start]:02x} here {error.reason}"
+        raise ParseError([Diagnostic(path, loc, message, printable(line))]) from None
 
 
 def _position(token: Token) -> tuple[int, int]:
@@ -140,9 +160,9 @@ class _Builder(Transformer):
         # Padding puts the fragment where it stands in the file, so its locations need no shifting.
         padded = "\n" * (line - 1) + " " * (column - 1) + text
         try:
-            tree = lark_parser().parse(padded, start="expr")
-        except lark.exceptions.UnexpectedInput as error:
-            self.errors.append(self.source.diagnostic(*describe(error, padded)))
+            tree = parse_tree(padded, "expr", Source(self.source.path, padded))
+        except ParseError as error:
+            self.errors.extend(self.source.diagnostic(d.loc, d.message) for d in error.diagnostics)
             return ast.Literal("", loc=Loc.point(line, column))
         return self.transform(tree)
 

@@ -7,7 +7,10 @@ escape is reported where it is written.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -19,13 +22,29 @@ from tracec.dsl.syntax import parse_tree
 def parse(text: str, path: str = "<string>") -> ast.Module:
     """Parse a whole `.rubric` file."""
     source = Source(path, text)
-    tree = parse_tree(text, "start", source)
-    builder = _Builder(source)
-    decls = builder.transform(tree)
-    builder.finish()
+    with _collector_paused():
+        tree = parse_tree(text, "start", source)
+        builder = _Builder(source)
+        decls = builder.transform(tree)
+        builder.finish()
     if builder.errors:
         raise ParseError(builder.errors)
     return ast.Module(tuple(decls), path=path, source=text)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector held off while a file is parsed: the parse makes tens of thousands of short-lived,
+    acyclic objects, enough to set off a full collection, which in a process that has imported Numba walks some
+    100,000 long-lived objects (~80 ms, twice the parse; bench/RESULTS.md, "startup"). Nothing is lost: what the
+    parse drops is freed by reference counting, and the collector resumes as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_expr(text: str, path: str = "<string>") -> ast.Expr:

@@ -7,13 +7,21 @@ unterminated string or regex, `&` for `and`. `tracec.dsl.parse` builds the synta
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import os
 import re
+import sys
 from importlib import resources
+from pathlib import Path
 
 import lark
 from lark import Token
 from tracec.dsl.errors import Loc, ParseError, Source
+
+from tracec.atomic import atomic_open
+from tracec.cache_dir import cache_root
 
 # Readable names for the grammar's terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -27,17 +35,33 @@ _TERMINAL_NAMES = {
 }
 
 
+_OPTIONS = {"parser": "lalr", "strict": True, "propagate_positions": True, "maybe_placeholders": True,
+            "start": ["start", "expr"]}
+
+
 @functools.cache
 def lark_parser() -> lark.Lark:
-    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text()
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        strict=True,
-        propagate_positions=True,
-        maybe_placeholders=True,
-        start=["start", "expr"],
-    )
+    """The grammar's parser, built once per process; its tables are cached on disk (`cached_parser`) in the
+    `parser` folder of tracec's cache ($TRACEC_CACHE_DIR, else ~/.cache/tracec)."""
+    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text(encoding="utf-8")
+    return cached_parser(grammar, cache_root(os.environ) / "parser")
+
+
+def cached_parser(grammar: str, folder: Path) -> lark.Lark:
+    """Lark's parser of `grammar`, loaded from `folder` when a build of this grammar by this Lark and Python is
+    there (building costs a few hundred ms, loading a few), else built and saved there, atomically. A folder that
+    cannot be read or written, or a damaged file, only costs the build."""
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, repr(sorted(_OPTIONS.items()))])
+                         .encode("utf-8")).hexdigest()[:32]
+    path = folder / f"rubric-{key}.lark.pickle"
+    with contextlib.suppress(Exception):  # absent, unreadable, truncated or foreign: build it instead
+        with open(path, "rb") as handle:
+            return lark.Lark.load(handle)
+    parser = lark.Lark(grammar, **_OPTIONS)
+    with contextlib.suppress(OSError):  # a read-only home or cache folder: the parser is only built again next time
+        with atomic_open(path, "wb") as handle:
+            parser.save(handle)
+    return parser
 
 
 # Every pass walks expressions recursively, a few Python frames a level: past this depth it would run out of stack.

@@ -54,13 +54,13 @@ def cached_parser(grammar: str, folder: Path) -> lark.Lark:
     key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, repr(sorted(_OPTIONS.items()))])
                          .encode("utf-8")).hexdigest()[:32]
     path = folder / f"rubric-{key}.lark.pickle"
-    with contextlib.suppress(Exception):  # absent, unreadable, truncated or foreign: build it instead
-        with open(path, "rb") as handle:
-            return lark.Lark.load(handle)
+    # Absent, unreadable, truncated or foreign: build it instead.
+    with contextlib.suppress(Exception), open(path, "rb") as handle:
+        return lark.Lark.load(handle)
     parser = lark.Lark(grammar, **_OPTIONS)
-    with contextlib.suppress(OSError):  # a read-only home or cache folder: the parser is only built again next time
-        with atomic_open(path, "wb") as handle:
-            parser.save(handle)
+    # A read-only home or cache folder: the parser is only built again next time.
+    with contextlib.suppress(OSError), atomic_open(path, "wb") as handle:
+        parser.save(handle)
     return parser
 
 

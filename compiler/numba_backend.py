@@ -97,7 +97,7 @@ def generate_source(program: KernelProgram) -> str:
         "",
         f"def kernel({params}):",
         "    for r in range(start, stop):",
-        *("        " + line for line in body),
+        *("        " + line for line in body or ["pass"]),  # a capability may have no aggregates
         "",
     ])
 

@@ -38,7 +38,7 @@ from tracec.dsl.errors import NOWHERE, Loc
 from tracec.dsl.types import Type
 
 KERNEL_OPS = frozenset(
-    "const load load_set not and or neg abs add sub mul div min max eq ne lt le gt ge has count".split()
+    ["const", "load", "load_set", "not", "and", "or", "neg", "abs", "add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "has", "count"]
 )
 
 MASK64 = (1 << 64) - 1
@@ -50,7 +50,7 @@ MISSING_TAG = 0x9E3779B97F4A7C15  # mixed in for a missing context value, so "mi
 @dataclass(frozen=True)
 class Node:
     op: str
-    args: tuple["Node", ...]
+    args: tuple[Node, ...]
     type: Type
     value: Any = None
     loc: Loc = field(default=NOWHERE, compare=False, repr=False)
@@ -142,7 +142,18 @@ class LiftSource:
 
 
 @dataclass(frozen=True)
+class SchemaField:
+    """A field the schema declares, in `state` or `action`: every value of it is checked against its type, read or
+    not (a wrongly typed field is an error even where no operator reads it)."""
+
+    part: str  # "state" | "action"
+    field: str
+    type: Type
+
+
+@dataclass(frozen=True)
 class FactPlan:
     fields: tuple[FieldSource, ...]
     binds: tuple[BindSource, ...]
     lifts: tuple[LiftSource, ...]
+    declared: tuple[SchemaField, ...] = ()  # every field of the schema

@@ -9,6 +9,7 @@ for the fact builder to name (`tracec.runtime.facts`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any
@@ -58,6 +59,8 @@ def _expected(value: Any, type_: Type) -> str | None:
                 float(value)
             except OverflowError:
                 return "a number"
+        if type(value) is float and not math.isfinite(value):
+            return "a finite number"  # NaN and infinities are no values of the language
         return None if type(value) in (int, float) else "a number"
     if kind == "enum":
         return None if type(value) is str and value in type_.members else f"a member of {type_}"
@@ -90,7 +93,10 @@ def encode(raw: list[Any], type_: Type, interned: dict[str, int]) -> Column:
             return Column(np.zeros(0, dtype=np.uint8), known)  # checked only: text is read by lifts
         if kind in ("int", "float"):
             filled = raw if known.all() else [0 if v is None else v for v in raw]
-            return Column(np.array(filled, dtype=np.int64 if kind == "int" else np.float64), known)
+            values = np.array(filled, dtype=np.int64 if kind == "int" else np.float64)
+            if kind == "float" and not np.isfinite(values).all():
+                raise ValueError  # the per-value check below names the first NaN or infinity
+            return Column(values, known)
         if kind == "bool":
             table: dict[Any, int] = {True: 1, False: 0}
         elif kind == "enum":

@@ -118,6 +118,8 @@ def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan) -> FactBatch:
     for episode in episodes:
         check_shape(episode)
     reader = _Reader(episodes)
+    for declared in plan.declared:  # a wrongly typed field is an error whether or not a kernel reads it
+        reader.encoded(declared.part, declared.field, declared.type)
     columns: dict[str, Column] = {}
     for source in plan.fields:
         if source.type.kind != "text":

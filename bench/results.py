@@ -21,7 +21,7 @@ def record(section: str, body: str, command: str) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
     text = RESULTS.read_text() if RESULTS.exists() else HEADER
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
     with os.fdopen(fd, "w") as handle:

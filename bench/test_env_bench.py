@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.chat import says_yes
 from tracec.runtime.env import Environment, load_environment
+from tracec.runtime.chat import says_yes
 from tracec.runtime.env.episode import appears
 from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
 from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result

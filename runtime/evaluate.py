@@ -23,6 +23,7 @@ import numpy as np
 
 from tracec.compiler.backends import Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache, default_cache_path
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import CheckError, Diagnostic, NOWHERE
@@ -39,7 +40,7 @@ class Evaluation:
     batch: FactBatch
     operator_names: tuple[str, ...]
     fired: np.ndarray  # (n_steps, n_operators) uint8: O
-    context_key: np.ndarray | None  # (n_steps,) int64
+    context_key: ContextKeys | None  # per step: the context hash (as an array) and the tuple it hashed
     rewards: StepRewards
 
     def records(self) -> Iterator[dict[str, Any]]:

@@ -198,19 +198,32 @@ def _check_operators(O: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(O)
 
 
+@njit(cache=True)
+def _first_overflowing_return(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
+                              coverage_weight: np.ndarray) -> int:
+    """The first episode whose return bound |env_reward| + steps * (sum |fire| + sum |coverage|), with room for the
+    rounding of that many additions, leaves the float range, or -1; in one call, so that small batches do not pay
+    numpy's cost per call."""
+    per_step = np.abs(fire_weight).sum() + np.abs(coverage_weight).sum()
+    for e in range(env_reward.shape[0]):
+        length = offsets[e + 1] - offsets[e]
+        bound = (abs(env_reward[e]) + length * per_step) * (1.0 + 4.0 * length * 2.0**-53)
+        if not bound <= 1.7976931348623157e308:
+            return e
+    return -1
+
+
 def _check_returns_fit(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
                        coverage_weight: np.ndarray) -> None:
-    """Every return is finite: |R_t| <= |env_reward| + steps * (the largest |r_TRCA|), with room for rounding. An
-    episode whose bound leaves the float range is refused by index rather than given an infinite return."""
-    per_step = float(np.abs(fire_weight).sum() + np.abs(coverage_weight).sum())
-    lengths = np.diff(offsets)
-    with np.errstate(over="ignore"):
-        bound = (np.abs(env_reward) + lengths * per_step) * (1.0 + 4.0 * lengths * 2.0**-53)
-    bad = np.flatnonzero(~(bound <= np.finfo(np.float64).max))
-    if bad.size:
-        e = int(bad[0])
-        raise ValueError(f"episode {e}: env_reward {float(env_reward[e])!r} and {int(lengths[e])} steps of rewards up to "
-                         f"{per_step!r} each could overflow its return (the largest float is about 1.8e308)")
+    """Every return is finite: |R_t| <= |env_reward| + steps * (the largest |r_TRCA|). An episode whose bound leaves
+    the float range is refused by index rather than given an infinite return."""
+    fire, coverage = np.asarray(fire_weight, dtype=np.float64), np.asarray(coverage_weight, dtype=np.float64)
+    e = _first_overflowing_return(env_reward, offsets, fire, coverage)
+    if e >= 0:
+        per_step = float(np.abs(fire).sum() + np.abs(coverage).sum())
+        raise ValueError(f"episode {e}: env_reward {float(env_reward[e])!r} and {int(offsets[e + 1] - offsets[e])} "
+                         f"steps of rewards up to {per_step!r} each could overflow its return (the largest float is "
+                         "about 1.8e308)")
 
 
 def _check_env_reward(env_reward: np.ndarray, n_episodes: int) -> np.ndarray:

@@ -129,3 +129,44 @@ def test_fields_outside_the_schema_are_still_ignored(tmp_path):
     odd = episode("e0", state={"g": 1, "unknown": [1, {"deep": None}]})
     batch = build_fact_batch(read_trajectories(write(tmp_path, [odd])), compiled.plan)
     assert set(batch.columns) == {"act.a"}
+
+
+# --- three-valued logic: one definition, every evaluator -------------------------------------------------------
+
+LOGIC = SCHEMA.replace("action { a: bool", "action { a: bool  b: bool") + """rubric r for s {
+  evidence and_t "": act.a and act.b
+  evidence and_f "": not (act.a and act.b)
+  evidence or_t "": act.a or act.b
+  evidence or_f "": not (act.a or act.b)
+  evidence not_t "": not act.a
+  evidence not_f "": not (not act.a)
+}
+"""
+TRUTHS = [True, False, None]
+
+
+def test_kleene_logic_has_one_definition_that_every_evaluator_follows():
+    """`compiler/values.py` defines and / or / not over true, false and unknown; the interpreter, the generated
+    kernels (two flags per bool) and the environment evaluator give its table on all nine pairs."""
+    from tracec.compiler import values as V
+    from tracec.dsl.parse import parse_expr
+    from tracec.runtime.env.expr import Names, compile_expr
+    from tracec.runtime.facts import Column
+
+    pairs = [(a, b) for a in TRUTHS for b in TRUTHS]
+    program = load_rubric(LOGIC, "logic.rubric").program
+    columns = {name: Column(np.array([bool(p[i]) for p in pairs], np.uint8),
+                            np.array([p[i] is not None for p in pairs], np.uint8))
+               for i, name in ((0, "act.a"), (1, "act.b"))}
+    definition = [(V.kleene_and(a, b), V.kleene_or(a, b), V.kleene_not(a)) for a, b in pairs]
+    expected = [[int(x is True), int(x is False)] for row in definition for x in row]
+    expected = np.array(expected, dtype=np.uint8).reshape(len(pairs), 6)
+    for backend in ("interp", "numba", "c"):
+        fired, _ = compile_kernel(program, backend, None).run(columns, len(pairs))
+        np.testing.assert_array_equal(fired, expected, err_msg=backend)
+    np.testing.assert_array_equal(numba_backend.run_unjitted(program, columns, len(pairs))[0], expected)
+    names = Names(columns=frozenset({"a", "b"}))
+    for (a, b), (conj, disj, neg) in zip(pairs, definition):
+        row = {"a": a, "b": b}
+        got = [compile_expr(parse_expr(text), names)(row, None) for text in ("a and b", "a or b", "not a")]
+        assert got == [conj, disj, neg], (a, b)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from tracec.compiler.backends import Backend, Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache, default_cache_path
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
@@ -42,7 +43,7 @@ class Evaluation:
     batch: FactBatch
     operator_names: tuple[str, ...]
     fired: np.ndarray  # (n_steps, n_operators) uint8: O
-    context_key: np.ndarray | None  # (n_steps,) int64
+    context_key: ContextKeys | None  # per step: the context hash (as an array) and the tuple it hashed
     rewards: StepRewards
     memory: np.ndarray | None = field(default=None, repr=False)  # (7, m >= n_steps): the block `rewards` lives in
 

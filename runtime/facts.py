@@ -299,7 +299,8 @@ def _needles(rows: RowSource, needle: Needle, bound: Mapping[str, list[Any]]) ->
 
 
 def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
-    """The fields the plan reads and their types, by source ("state", "action"): fields, lifted texts, needles."""
+    """The fields the plan reads and their types, by source ("state", "action"): fields, lifted texts, needles,
+    and every other field the schema declares (checked, never read)."""
     needed: dict[str, dict[str, Type]] = {"state": {}, "action": {}}
     for source in plan.fields:
         needed[SIDES[source.side]][source.field] = source.type
@@ -309,6 +310,8 @@ def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
         if fact != "instruction":
             side, field = fact.split(".", 1)
             needed[SIDES[side]].setdefault(field, type_)
+    for declared in plan.declared:  # a wrongly typed field is an error whether or not a kernel reads it
+        needed[declared.part].setdefault(declared.field, declared.type)
     return needed
 
 

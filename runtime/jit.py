@@ -47,26 +47,27 @@ def fixed_kernel(**options: Any) -> Callable[[F], F]:
 def warm() -> float:
     """Compile (or load) every fixed kernel for the types the package calls it with; returns the seconds taken."""
     import numpy as np
-    from tracec.runtime.advantages import episode_advantage, grpo_advantage, step_advantage
+    from tracec.compiler.context import Component, ContextKeys
     from tracec.runtime.rewards import RewardConfig, discounted_returns, evaluate_rewards, trca_rewards
 
     started = time.perf_counter()
     offsets = np.array([0, 2, 3], dtype=np.int64)
     env_reward, groups = np.array([1.0, 0.0]), np.array([0, 0], dtype=np.int64)
-    keys = np.array([5, 5, 7], dtype=np.int64)
+    hashes = np.array([5, 5, 7], dtype=np.int64)
+    word = Component(kind="word", values=np.array([1, 1, 2], dtype=np.int64), known=np.ones(3, dtype=np.uint8))
+    a_set = Component(kind="set", values=np.array([3, 4], dtype=np.int64), known=np.ones(3, dtype=np.uint8),
+                      offsets=np.array([0, 1, 1, 2], dtype=np.int64))
+    # Exact step groups compile once per (scalar, set) tuple arity, rounded up to a power of two (context_groups).
+    contexts = [hashes, None] + [ContextKeys(hash=hashes, components=(word,) * words + (a_set,) * sets)
+                                 for words in (1, 2, 4) for sets in (0, 2)]
     for n_ops in (3, 70):  # up to 64 operators in one pass, more in several
         O = (np.arange(3 * n_ops).reshape(3, n_ops) % 3 == 0).astype(np.uint8)
         weights = np.linspace(-1.0, 1.0, n_ops)
-        for context in (keys, None):
+        for context in contexts:
             evaluate_rewards(O, offsets, env_reward, groups, context, weights, np.abs(weights), RewardConfig(),
                              threads=1)
         r_trca = trca_rewards(O, offsets, weights, np.abs(weights), 0.8)[2]
-    returns = discounted_returns(r_trca, env_reward, offsets, 0.95)
-    episode_advantage(env_reward, groups, 1e-6)
-    for context in (keys, None):
-        step_advantage(returns, np.array([0, 0, 0], dtype=np.int64), context, 1e-6)
-    for scale in ("std", "none"):
-        grpo_advantage(env_reward, groups, scale, 1e-6)  # type: ignore[arg-type]
+    discounted_returns(r_trca, env_reward, offsets, 0.95)
     return time.perf_counter() - started
 
 

@@ -188,7 +188,7 @@ INPUT_CASES = [
          lambda d: _eval(d, trajectories=[json.dumps(door_episode("a", "t", ["go"], 0))] * 2), (0, 1), r"t\.jsonl:2"),
     Case("a source whose \\v and \\f are not line breaks quotes the line it names",
          lambda d: ["check", _rubric(d, FORM_FEEDS)], 1,
-         rf"door\.rubric:{FORM_FEEDS.split(chr(10)).index(TYPO_LINE) + 1}:\d+: error: .*\n    {re.escape(TYPO_LINE.strip())}"),
+         rf"door\.rubric:{FORM_FEEDS.split(chr(10)).index(TYPO_LINE) + 1}:\d+: error: .*\n +{re.escape(TYPO_LINE.strip())}"),
 ]
 
 

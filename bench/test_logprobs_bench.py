@@ -5,7 +5,7 @@ frozen fp32 LM head (LoRA's case) and a gradient for the hidden states. Each var
 process (`bench/logprobs_peak.py`, whose docstring says how peak memory is read); rounds interleave the variants
 case by case, and each figure is the best time over the rounds with the spread (min-max) beside it. Every variant's
 log-probs and gradient are checked against the naive ones. The floor is what any implementation must hold: h, W,
-the gradient of h and the log-probs. Writes bench/RESULTS.md, section "logprobs".
+the gradient of h and the log-probs. Writes bench/RESULTS.md, sections "logprobs d=576" and "logprobs d=512".
 """
 
 from __future__ import annotations
@@ -43,8 +43,9 @@ def floor_bytes(case: Case) -> int:
     return 4 * (tokens * width + vocab * width + tokens * width + tokens)  # h, W, grad h, log-probs (fp32)
 
 
-def test_logprobs(benchmark: Any) -> None:
-    cases = [(width, tokens, vocab) for width in WIDTHS for tokens, vocab in CASES]
+@pytest.mark.parametrize("width", WIDTHS)
+def test_logprobs(benchmark: Any, width: int) -> None:
+    cases = [(width, tokens, vocab) for tokens, vocab in CASES]
     runs: dict[tuple[Case, str], list[dict[str, Any]]] = defaultdict(list)
     unavailable: dict[str, str] = {}
 
@@ -65,7 +66,7 @@ def test_logprobs(benchmark: Any) -> None:
         for result in results:  # the same work: equal log-probs and gradients
             for key in ("logprob_sum", "grad_norm"):
                 assert result[key] == pytest.approx(naive[key], rel=1e-4), (case, variant, key)
-    record("logprobs", report(cases, runs, unavailable), COMMAND)
+    record(f"logprobs d={width}", report(cases, runs, unavailable), f"{COMMAND} -k {width}")
 
 
 def report(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]],

@@ -86,7 +86,24 @@ def report(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]]
                          f"{peak / naive_peak:.1%}", f"{peak / floor_bytes(case):.2f}"])
     table = markdown_table(["d", "T", "V", "variant", "fwd+bwd s, best (spread)", "time / naive",
                             "peak MB (spread)", "peak / naive", "peak / floor"], rows)
-    notes = "\n".join(f"- `{variant}` did not run here: {error}" for variant, error in sorted(unavailable.items()))
+    notes = "\n".join([*targets(cases, runs),
+                       *(f"- `{variant}` did not run here: {error}" for variant, error in sorted(unavailable.items()))])
     return (f"Frozen fp32 LM head, gradient for h; {ROUNDS} interleaved rounds, one fresh process per variant, case "
             f"and round. Peak: input bytes + growth of the resident set's high-water mark during the first "
             f"forward+backward (see bench/logprobs_peak.py). Floor: h, W, grad h, log-probs.\n\n{table}\n\n{notes}")
+
+
+def targets(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]]) -> list[str]:
+    """The issue's targets for ours at the largest case of each vocabulary, each read from the figures above."""
+    lines = []
+    for vocab in sorted({case[2] for case in cases}):
+        case = max((c for c in cases if c[2] == vocab), key=lambda c: c[1])
+        ours, naive = runs[case, "ours"], runs[case, "naive"]
+        peak, naive_peak = max(r["peak_bytes"] for r in ours), max(r["peak_bytes"] for r in naive)
+        time = min(min(r["times"]) for r in ours) / min(min(r["times"]) for r in naive)
+        checks = [(f"peak {peak / naive_peak:.1%} of naive", peak <= 0.15 * naive_peak),
+                  (f"{peak / floor_bytes(case):.2f}x the floor", peak <= 1.5 * floor_bytes(case)),
+                  (f"time {time:.2f}x naive", time <= 0.8)]
+        lines.append(f"- Targets at T={case[1]}, V={vocab} (peak <= 15% of naive, <= 1.5x floor, time <= 0.8x): "
+                     + ", ".join(f"{text} ({'met' if ok else 'missed'})" for text, ok in checks))
+    return lines

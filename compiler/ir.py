@@ -38,7 +38,7 @@ from tracec.dsl.errors import NOWHERE, Loc
 from tracec.dsl.types import Type
 
 KERNEL_OPS = frozenset(
-    "const load load_set not and or neg abs add sub mul div min max eq ne lt le gt ge has count".split()
+    ["const", "load", "load_set", "not", "and", "or", "neg", "abs", "add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "has", "count"]
 )
 
 MASK64 = (1 << 64) - 1
@@ -50,7 +50,7 @@ MISSING_TAG = 0x9E3779B97F4A7C15  # mixed in for a missing context value, so "mi
 @dataclass(frozen=True)
 class Node:
     op: str
-    args: tuple["Node", ...]
+    args: tuple[Node, ...]
     type: Type
     value: Any = None
     loc: Loc = field(default=NOWHERE, compare=False, repr=False)

@@ -7,7 +7,7 @@ Declarations keep their items in source order; the type checker, not the tree, d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal as OneOf, Union
+from typing import Literal as OneOf
 
 from tracec.dsl.errors import NOWHERE, Loc
 
@@ -137,7 +137,7 @@ class Template:
     loc: Loc = _loc()
 
 
-Expr = Union[Literal, Regex, Name, Param, Fact, Attr, Index, Unary, Binary, Call, SetLiteral, Score]
+Expr = Literal | Regex | Name | Param | Fact | Attr | Index | Unary | Binary | Call | SetLiteral | Score
 
 # ---------------------------------------------------------------------------------------------- schema
 
@@ -208,7 +208,7 @@ class Context:
     loc: Loc = _loc()
 
 
-RubricItem = Union[Bind, Operator, Budget, Setting, Context]
+RubricItem = Bind | Operator | Budget | Setting | Context
 
 
 @dataclass(frozen=True)
@@ -367,7 +367,7 @@ class Reward:
     loc: Loc = _loc()
 
 
-EnvItem = Union[EnvCapability, Table, Let, Task, Tool, Solution, Report, Reward]
+EnvItem = EnvCapability | Table | Let | Task | Tool | Solution | Report | Reward
 
 
 @dataclass(frozen=True)
@@ -380,7 +380,7 @@ class Environment:
 
 # ---------------------------------------------------------------------------------------------- file
 
-Decl = Union[Schema, Rubric, Capability, Environment]
+Decl = Schema | Rubric | Capability | Environment
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
+from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
 from tracec.dsl.parse import parse
 from tracec.dsl.reporter import Reporter
-from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.types import Type
 
 BIND_TYPES = ("entity", "int", "float", "bool", "enum")

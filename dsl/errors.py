@@ -21,7 +21,7 @@ class Loc:
     end_column: int
 
     @staticmethod
-    def point(line: int, column: int) -> "Loc":
+    def point(line: int, column: int) -> Loc:
         return Loc(line, column, line, column + 1)
 
 

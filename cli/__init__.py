@@ -43,6 +43,7 @@ COMMANDS = (
     Command("compile", "compile a rubric and warm the kernel cache", "tracec.cli.compile"),
     Command("explain", "print the operator table and the lowered IR", "tracec.cli.explain"),
     Command("eval", "operators, rewards, returns and advantages per step", "tracec.cli.eval"),
+    Command("convert", "trajectories between JSONL, Parquet and Arrow IPC, by suffix", "tracec.cli.convert"),
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
     Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),

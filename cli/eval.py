@@ -1,13 +1,14 @@
-"""`tracec eval FILE --trajectories T.jsonl [-o OUT.jsonl|OUT.parquet]`: operators, rewards and advantages per step.
+"""`tracec eval FILE --trajectories T.jsonl|T.parquet|T.arrow [-o OUT.jsonl|OUT.parquet]`: operators, rewards and
+advantages per step.
 
 Without `-o` the records go to stdout as JSONL; with it, the file's ending says the format (any other ending is a
-usage error, never a silent JSONL), and the file is written whole or not at all.
+usage error, never a silent JSONL), and the file is written whole or not at all. Reading, scoring and writing are
+`tracec.runtime.evaluate.evaluate_file`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -20,15 +21,15 @@ OUTPUT_SUFFIXES = (".jsonl", ".parquet")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rubric_arguments(parser)
-    parser.add_argument("--trajectories", type=Path, required=True, metavar="T.jsonl")
+    parser.add_argument("--trajectories", type=Path, required=True, metavar="T",
+                        help=".jsonl, .parquet or .arrow (docs/trajectories.md)")
     parser.add_argument("-o", "--output", type=Path, metavar="OUT", help=".jsonl or .parquet (default: JSONL on stdout)")
     parser.add_argument("--backend", choices=BACKENDS, default="numba")
 
 
 def run(args: argparse.Namespace) -> int:
     from tracec.compiler.backends import compile_kernel
-    from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.output import write_records
+    from tracec.runtime.evaluate import RubricScorer, evaluate_file
 
     if args.output is not None:
         output_file(args.output, OUTPUT_SUFFIXES)
@@ -36,14 +37,12 @@ def run(args: argparse.Namespace) -> int:
     compiled = load(args)
     cache = kernel_cache() if args.backend != "interp" else None
     scorer = RubricScorer(compiled, compile_kernel(compiled.program, args.backend, cache))
-    result = scorer.evaluate(args.trajectories)
-    if args.output is None:
-        for record in result.records():
-            print(json.dumps(record))
-        return EXIT_OK
     try:
-        write_records(result.records(), args.output)
+        summary = evaluate_file(scorer, args.trajectories, args.output)
     except OSError as error:
+        if args.output is None or isinstance(error, BrokenPipeError):
+            raise
         raise UserError.from_os_error(error, args.output) from None
-    print(f"{args.output}: {result.batch.n_transitions} steps of {len(result.batch.episodes)} episodes", file=sys.stderr)
+    if args.output is not None:
+        print(summary, file=sys.stderr)
     return EXIT_OK

@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from numba import njit
 from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
 from tracec.runtime.batch_checks import finite_values, int_keys
+from tracec.runtime.jit import fixed_kernel
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 # The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.
@@ -29,7 +29,7 @@ MIN_STEPS_PER_PART = 1 << 16
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / phi: Fibonacci hashing spreads sequential keys too
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _table_bits(n_keys: int) -> int:
     bits = 4
     while (1 << bits) < 2 * n_keys:  # load under 1/2: probes stay short
@@ -37,7 +37,7 @@ def _table_bits(n_keys: int) -> int:
     return bits
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _dense_ids(keys: np.ndarray, items: np.ndarray, bits: int, stamp: int, slot_key: np.ndarray,
                slot_stamp: np.ndarray, slot_id: np.ndarray, ids: np.ndarray) -> int:
     """Number the distinct keys[items] 0, 1, ... by first appearance into ids[:len(items)]; return how many.
@@ -66,7 +66,7 @@ def _dense_ids(keys: np.ndarray, items: np.ndarray, bits: int, stamp: int, slot_
     return n_ids
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _bucket(ids: np.ndarray, n_ids: int, items: np.ndarray, members: np.ndarray, starts: np.ndarray) -> None:
     """Counting sort: the items with id g go to members[starts[g]:starts[g+1]], in their order."""
     starts[:n_ids + 1] = 0
@@ -82,7 +82,7 @@ def _bucket(ids: np.ndarray, n_ids: int, items: np.ndarray, members: np.ndarray,
     starts[0] = 0
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _segment_less(a: int, b: int, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray) -> bool:
     """Lexicographic order on (length, then (value, minor key) step by step); a tie means identical contents."""
     length = offsets[a + 1] - offsets[a]
@@ -100,7 +100,7 @@ def _segment_less(a: int, b: int, values: np.ndarray, offsets: np.ndarray, minor
 SORT_RUN = 16  # sort_segments insertion-sorts runs this long before merging: a task group is a handful of episodes
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _sort_segments(order: np.ndarray, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray,
                    buffer: np.ndarray) -> None:
     """Sort the segment indices `order` in place by `_segment_less`: insertion sort of short runs, then bottom-up
@@ -134,7 +134,7 @@ def _sort_segments(order: np.ndarray, values: np.ndarray, offsets: np.ndarray, m
         order[:] = src
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _standardize_group(values: np.ndarray, members: np.ndarray, eps: float, divide: bool, out: np.ndarray) -> None:
     """Standardize the values at indices `members` among themselves, into `out`; flat or singleton groups stay 0."""
     size = members.shape[0]
@@ -155,7 +155,7 @@ def _standardize_group(values: np.ndarray, members: np.ndarray, eps: float, divi
         out[i] = (values[i] - mean) / scale
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, starts): indices of `keys` regrouped so that those of the g-th distinct key are order[starts[g]:...]."""
     n = keys.shape[0]
@@ -173,7 +173,7 @@ def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, starts
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _standardize_segments(values: np.ndarray, offsets: np.ndarray, major: np.ndarray, minor: np.ndarray,
                           by_minor: bool, eps: float, divide: bool, out: np.ndarray) -> None:
     """Group-standardized `values` `(n,)` into `out` (zeros, allocated by numpy: huge pages, fewer page faults).
@@ -213,7 +213,7 @@ def _standardize_segments(values: np.ndarray, offsets: np.ndarray, major: np.nda
             _standardize_group(values, runs[run_starts[r]:run_starts[r + 1]], eps, divide, out)
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndarray,
                         eps: float) -> tuple[float, float]:
     """(mean, scale) of values[members] summed in ascending order (the canonical order of `_standardize_group` for
@@ -237,7 +237,7 @@ def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndar
     return mean, (std + eps if size >= 2 and std > ZERO_VARIANCE else 0.0)
 
 
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, episodes: np.ndarray,
                            group_starts: np.ndarray, context: np.ndarray, by_context: bool, eps: float,
                            a_e: np.ndarray, a_s: np.ndarray, a: np.ndarray) -> None:

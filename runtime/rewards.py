@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
+from tracec.runtime.jit import fixed_kernel
 from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
@@ -93,7 +93,7 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _chunk_table(weights: np.ndarray) -> np.ndarray:
     """(n_chunks, 256): for each block of 8 operators, the summed weight of every pattern of them firing."""
     n_chunks = (weights.shape[0] + 7) // 8
@@ -106,7 +106,7 @@ def _chunk_table(weights: np.ndarray) -> np.ndarray:
     return table
 
 
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
                      returns: np.ndarray) -> None:
     if stop == start:
@@ -120,7 +120,7 @@ def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: floa
 
 # The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
 # a kernel the page faults cost more than the arithmetic.
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cover_table: np.ndarray,
                  accumulate: bool, lam: float, env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray,
                  r_trca: np.ndarray, returns: np.ndarray) -> None:
@@ -162,7 +162,7 @@ def _step_rewards(O: np.ndarray, offsets: np.ndarray, tables: tuple[np.ndarray, 
                      gamma, r_f, r_b, r_trca if last else r_trca[:0], returns if last else returns[:0])
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndarray, gamma: float,
                     returns: np.ndarray) -> None:
     for e in range(offsets.shape[0] - 1):

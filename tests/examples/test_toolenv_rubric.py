@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from rubric_checks import assert_invalidity_profile
+from tracec.runtime.agent import Agent, Message, run_episode
 from tracec.runtime.env import load_environment
 from tracec.runtime.env.episode import Environment
 from tracec.runtime.env.validate import GoldAgent, RandomAgent
@@ -25,17 +26,15 @@ class SloppyAgent:
     def __init__(self, random_agent: RandomAgent, rng: random.Random):
         self.random_agent, self.rng = random_agent, rng
 
-    def act(self, observation: str) -> str:
+    def act(self, messages: list[Message]) -> str:
         if self.rng.random() < 0.2:
             return self.rng.choice(MALFORMED)
-        return self.random_agent.act(observation)
+        return self.random_agent.act(messages)
 
 
-def _play(env: Environment, seed: int, make) -> None:
-    observation = env.reset(seed)
-    agent, done = make(env.scenario), False
-    while not done:
-        observation, done = env.step(agent.act(observation))
+def _play(env: Environment, seed: int, agent: Agent) -> None:
+    run_episode(env, agent, seed, env.max_steps)
+    assert env.done
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +44,13 @@ def played(tmp_path_factory: pytest.TempPathFactory):
         program = load_environment(str(path))
         for seed in SEEDS:
             env = Environment(program)
-            _play(env, seed, GoldAgent)
+            _play(env, seed, GoldAgent(env))
             assert env.scores().reward == 1.0
             records.append(env.trajectory(f"gold-{program.name}-{seed}"))
             gold.append(records[-1]["episode"])
             rng = random.Random(f"{program.name}/{seed}")
             env = Environment(program)
-            _play(env, seed, lambda scenario, program=program, rng=rng: SloppyAgent(RandomAgent(program, scenario, rng), rng))
+            _play(env, seed, SloppyAgent(RandomAgent(env), rng))
             records.append(env.trajectory(f"random-{program.name}-{seed}"))
             others.append(records[-1]["episode"])
     out = tmp_path_factory.mktemp("toolenv") / "episodes.jsonl"

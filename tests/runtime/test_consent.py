@@ -10,8 +10,8 @@ from tracec.runtime.chat import says_yes as says_yes_from_chat
 from tracec.runtime.consent import says_yes
 from tracec.runtime.env import load_environment
 from tracec.runtime.env.episode import Environment
-from tracec.runtime.env.users import ScriptedUser
 from tracec.runtime.toolcall import format_tool_call
+from tracec.runtime.users import ScriptedUser
 
 CONSENT = [
     "Yes",
@@ -125,7 +125,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(("reply", "confirmed"), [("No, I do not confirm.", False), ("Yes, I confirm.", True)])
 def test_the_environments_confirmed_fact_follows_the_reply(reply: str, confirmed: bool) -> None:
     program = load_environment(str(REPO / "examples" / "envs" / "structured_data_reasoning.rubric"))
-    env = Environment(program, user=ScriptedUser(reply=reply))
+    env = Environment(program, user=ScriptedUser(then=reply))
     env.reset(0)
     env.step("Shall I cancel the trip?")
     call = env.scenario.gold_calls[-1]

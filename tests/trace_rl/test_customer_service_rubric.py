@@ -3,7 +3,7 @@ never punished, random ones are, and its capabilities tell them apart.
 
 The rubric's `service` schema is tau-bench's retail seen by a support desk; `service_record` turns a tau2 episode
 into it (identity verified by a user lookup, orders checked by `get_order_details`, cancellations and returns
-accepted so far). Its instructions read "You are NAME (EMAIL). Cancel order #W...", so each task's instruction is
+accepted so far), from what the environment's steps gave (the toolenv facts and the tool results). Its instructions read "You are NAME (EMAIL). Cancel order #W...", so each task's instruction is
 written from its one cancel, return or exchange.
 """
 
@@ -22,16 +22,17 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.capabilities import Label, label_episodes
+from tracec.runtime.environment import Observation, StepResult
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
 from tracec.runtime.output import write_records
-from tracec.runtime.toolcall import argument_leaves, format_tool_call
+from tracec.runtime.toolcall import ToolCall, format_tool_call, parse_tool_call
 from tracec.runtime.trajectories import read_trajectories
-from tracec.trace_rl.envs.tau2.episode import Episode, EpisodeConfig, run_episode
-from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, replay_gold
+from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
+from tracec.trace_rl.envs.tau2.gold import OPENING, gold_script, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction, Task
-from tracec.trace_rl.envs.tau2.user import ScriptedUser
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "customer_service.rubric"
 WANTS = {"cancel_pending_order": "Cancel", "return_delivered_order_items": "Return",
@@ -39,39 +40,63 @@ WANTS = {"cancel_pending_order": "Cancel", "return_delivered_order_items": "Retu
 IDENTIFY = {"find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details"}
 
 
-def service_record(episode: Episode, episode_id: str, instruction: str) -> dict[str, Any]:
+class Steps:
+    """The tau2 environment, keeping what each step gave: its facts and the tool's result."""
+
+    def __init__(self, env: Tau2Environment) -> None:
+        self.env, self.results = env, []  # type: ignore[var-annotated]
+
+    @property
+    def system_prompt(self) -> str:
+        return self.env.system_prompt
+
+    def reset(self, seed: int) -> Observation:
+        self.results = []
+        return self.env.reset(seed)
+
+    def step(self, action: str) -> StepResult:
+        self.results.append(self.env.step(action))
+        return self.results[-1]
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        return self.env.trajectory(episode)
+
+
+def service_record(played: Steps, episode_id: str, instruction: str) -> dict[str, Any]:
     verified, checked, cancelled, returned = False, set(), set(), set()
     states: list[dict[str, Any]] = [{"verified": False, "checked": [], "cancelled": [], "returned": [], "error": ""}]
     actions = []
-    for step in episode.steps:
-        outcome = step.outcome
-        if outcome is None:
+    for result in played.results:
+        facts, error = result.action, result.state.get("last_error", "")
+        if facts["kind"] == "message":
             action = {"tool": "respond", "kind": "respond", "args": [], "args_ok": True, "accepted": True,
-                      "n_rows": 0, "message": step.text}
+                      "n_rows": 0, "message": facts["text"]}
         else:
-            arguments = outcome.arguments
-            error = outcome.error or ""
-            kind = "transfer" if outcome.tool == "transfer_to_human_agents" else outcome.kind
-            action = {"args": sorted(set(argument_leaves(arguments))), "accepted": outcome.accepted,
+            call = parse_tool_call(facts["text"])
+            arguments = call.arguments if isinstance(call, ToolCall) else {}
+            tool, accepted = facts.get("tool"), facts["accepted"]
+            kind = "transfer" if tool == "transfer_to_human_agents" else facts["kind"]
+            action = {"args": facts["args"], "accepted": accepted,
                       "args_ok": kind != "invalid" and not re.search(r"\bargument", error),
-                      "n_rows": _rows(outcome.content) if outcome.accepted and kind == "query" else 0}
+                      "n_rows": _rows(result.observation.text) if accepted and kind == "query" else 0}
             if kind != "invalid":
                 action["kind"] = kind
-            if outcome.tool is not None:
-                action["tool"] = outcome.tool
+            if tool is not None:
+                action["tool"] = tool
             if isinstance(arguments.get("order_id"), str):
                 action["order"] = arguments["order_id"]
-            if outcome.accepted:
-                verified |= outcome.tool in IDENTIFY
+            if accepted:
+                verified |= tool in IDENTIFY
                 order = arguments.get("order_id")
-                checked |= {order} if outcome.tool == "get_order_details" else set()
-                cancelled |= {order} if outcome.tool == "cancel_pending_order" else set()
-                returned |= {order} if outcome.tool == "return_delivered_order_items" else set()
+                checked |= {order} if tool == "get_order_details" else set()
+                cancelled |= {order} if tool == "cancel_pending_order" else set()
+                returned |= {order} if tool == "return_delivered_order_items" else set()
         actions.append(action)
         states.append({"verified": verified, "checked": sorted(checked), "cancelled": sorted(cancelled),
-                       "returned": sorted(returned), "error": "" if outcome is None else outcome.error or ""})
-    return {"episode": episode_id, "task": episode.task.key, "instruction": instruction, "states": states,
-            "actions": actions, "env_reward": episode.score.reward, "success": episode.score.reward == 1.0}
+                       "returned": sorted(returned), "error": error})
+    reward = played.env.score().reward
+    return {"episode": episode_id, "task": played.env.task.key, "instruction": instruction, "states": states,
+            "actions": actions, "env_reward": reward, "success": reward == 1.0}
 
 
 def _rows(content: str) -> int:
@@ -106,6 +131,16 @@ def _careful(task: Task, email: str) -> Task:
     return dataclasses.replace(task, actions=(*first, *task.actions))
 
 
+class Script:
+    """Says `turns` in order, the last one again once they run out."""
+
+    def __init__(self, turns: tuple[str, ...]) -> None:
+        self.turns = turns
+
+    def act(self, messages: list[Message]) -> str:
+        return self.turns[min(turns_taken(messages), len(self.turns) - 1)]
+
+
 class RandomAgent:
     """Random retail calls (ids of this and other orders, made-up values, wrong types), transfers and messages."""
 
@@ -113,7 +148,7 @@ class RandomAgent:
         self.rng, self.values = random.Random(seed), values
         self.tools = sorted(domain.toolkit.tools.values(), key=lambda tool: tool.name)
 
-    def generate(self, messages):
+    def act(self, messages):
         if self.rng.random() < 0.2:
             return self.rng.choice(["Let me look into that.", "<action>transfer_to_human_agents(summary=\"help\")</action>"])
         tool = self.rng.choice(self.tools)
@@ -127,18 +162,23 @@ def played(domains, tmp_path_factory):
     tasks = _one_order_tasks(domain)
     orders = sorted({a.arguments["order_id"] for task, _ in tasks for a in task.actions if "order_id" in a.arguments})
     records, gold, others = [], [], []
+    ids = [task.id for task, _ in tasks]
+    random_play = Steps(Tau2Environment(domain, user=scripted_user([OPENING, *["Yes, go ahead."] * 20]), task_ids=ids,
+                                        max_steps=12))
     for n, (task, instruction) in enumerate(tasks):
         email = re.search(r"\((\S+@\S+)\)", instruction).group(1)
-        agent = GoldAgent(domain, _careful(task, email))
-        episode = run_episode(domain, task, agent, ScriptedUser([OPENING, *["Yes, I confirm."] * agent.confirmations]))
-        assert episode.score.reward == 1.0, task.key
-        records.append(service_record(episode, f"gold-{task.id}", instruction))
+        script = gold_script(domain, _careful(task, email))
+        confirmations = sum(turn.endswith("Do you want me to proceed?") for turn in script)
+        gold_play = Steps(Tau2Environment(domain, user=scripted_user([OPENING, *["Yes, I confirm."] * confirmations]),
+                                          task_ids=ids))
+        run_episode(gold_play, Script(script), n, gold_play.env.max_steps)
+        assert gold_play.env.score().reward == 1.0, task.key
+        records.append(service_record(gold_play, f"gold-{task.id}", instruction))
         gold.append(f"gold-{task.id}")
         values = [email, *orders[:6], "#W0000000", 3, ["x"], *[v for a in task.actions for v in a.arguments.values()]]
         for k in range(2):
-            episode = run_episode(domain, task, RandomAgent(domain, values, seed=10 * n + k),
-                                  ScriptedUser([OPENING, *["Yes, go ahead."] * 20]), config=EpisodeConfig(max_steps=12))
-            records.append(service_record(episode, f"random{k}-{task.id}", instruction))
+            run_episode(random_play, RandomAgent(domain, values, seed=10 * n + k), n, 12)
+            records.append(service_record(random_play, f"random{k}-{task.id}", instruction))
             others.append(f"random{k}-{task.id}")
     path = tmp_path_factory.mktemp("service") / "episodes.jsonl"
     write_records(records, path)

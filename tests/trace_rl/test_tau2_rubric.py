@@ -13,17 +13,16 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
 from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
-from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
-from tracec.trace_rl.envs.tau2.facts import TARGET_KEYS, episode_record
-from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, gold_user, replay_gold
+from tracec.trace_rl.envs.tau2.environment import TARGET_KEYS, Tau2Environment, scripted_user
+from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, gold_script, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction
-from tracec.trace_rl.envs.tau2.user import ScriptedUser
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "tau2.rubric"
 
@@ -34,23 +33,31 @@ class Careless:
     def __init__(self, calls: list[str]):
         self.script = [*calls, "Done."]
 
-    def generate(self, messages):
+    def act(self, messages):
         return self.script.pop(0) if len(self.script) > 1 else self.script[0]
+
+
+class Script:
+    """Says `turns` in order, the last one again once they run out."""
+
+    def __init__(self, turns: tuple[str, ...]):
+        self.turns = turns
+
+    def act(self, messages: list[Message]) -> str:
+        return self.turns[min(turns_taken(messages), len(self.turns) - 1)]
 
 
 @pytest.fixture(scope="module")
 def trajectories(domains, tmp_path_factory):
     domain = domains["retail"]
     task = next(t for t in domain.tasks.values() if any(a.name.startswith(("cancel", "exchange", "return")) for a in t.actions))
-    gold_agent = GoldAgent(domain, task)
-    gold = run_episode(domain, task, gold_agent, gold_user(gold_agent))
-    careless = run_episode(
-        domain, task, Careless([format_tool_call(a.name, a.arguments) for a in task.actions]),
-        ScriptedUser(["Hi, I need some help with my account.", "ok"]),
-    )
+    env = Tau2Environment(domain, user=gold_user(), task_ids=[task.id])
+    gold = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold")
+    env = Tau2Environment(domain, user=scripted_user(["Hi, I need some help with my account.", "ok"]), task_ids=[task.id])
+    careless = Careless([format_tool_call(a.name, a.arguments) for a in task.actions])
     path = tmp_path_factory.mktemp("tau2") / "episodes.jsonl"
-    write_records([episode_record(gold, episode_id="gold"), episode_record(careless, episode_id="careless")], path)
-    assert gold.score.reward == 1.0
+    write_records([gold, run_episode(env, careless, 0, env.max_steps, episode="careless")], path)
+    assert gold["env_reward"] == 1.0
     return path
 
 
@@ -79,7 +86,7 @@ def test_capability_labels_follow_the_episodes(trajectories):
     assert all(len(r["states"]) == len(r["actions"]) + 1 for r in records)
 
 
-# The tool that reads the record a mutation names (its `target`, `tau2.facts.TARGET_KEYS`), per id argument.
+# The tool that reads the record a mutation names (its `target`, `tau2.environment.TARGET_KEYS`), per id argument.
 LOOKUPS = {"reservation_id": "get_reservation_details", "order_id": "get_order_details", "user_id": "get_user_details"}
 
 
@@ -107,7 +114,7 @@ class RandomAgent:
         self.tools = sorted(domain.toolkit.tools.values(), key=lambda tool: tool.name)
         self.values = sorted({str(v) for a in task.actions for v in a.arguments.values() if isinstance(v, str)}) or ["x"]
 
-    def generate(self, messages):
+    def act(self, messages):
         roll = self.rng.random()
         if roll < 0.15:
             return self.rng.choice(['<action>cancel_everything(now=true)</action>', '<action>get_user_details(</action>'])
@@ -124,20 +131,22 @@ def played(domains, tmp_path_factory):
     records, gold, others = [], [], []
     for name, domain in sorted(domains.items()):
         tasks = [t for t in domain.tasks.values() if all(o.accepted for o in replay_gold(domain, t)[1])]
-        for task in tasks:
-            agent = GoldAgent(domain, _reading_first(domain, task))
-            episode = run_episode(domain, task, agent, gold_user(agent))
-            assert episode.score.reward == 1.0, task.key
-            records.append(episode_record(episode, episode_id=f"gold-{task.key}"))
-            gold.append(f"gold-{task.key}")
-        for task in tasks[:12]:
-            user = ScriptedUser(["Hi, I need help with a booking.", "ok", "No, I do not confirm.", "Sure."] * 5)
-            played = run_episode(domain, task, RandomAgent(domain, task, seed=len(others)), user,
-                                 config=EpisodeConfig(max_steps=25))
-            careless = run_episode(domain, task, Careless([format_tool_call(a.name, a.arguments) for a in task.actions]),
-                                   ScriptedUser(["Hi, I need some help with my account.", "ok"]))
-            for kind, episode in (("random", played), ("careless", careless)):
-                records.append(episode_record(episode, episode_id=f"{kind}-{task.key}"))
+        env = Tau2Environment(domain, user=gold_user(), task_ids=[t.id for t in tasks])
+        for seed, task in enumerate(tasks):
+            record = run_episode(env, Script(gold_script(domain, _reading_first(domain, task))), seed, env.max_steps,
+                                 episode=f"gold-{task.key}")
+            assert record["env_reward"] == 1.0, task.key
+            records.append(record)
+            gold.append(record["episode"])
+        user = scripted_user(["Hi, I need help with a booking.", "ok", "No, I do not confirm.", "Sure."] * 5)
+        random_env = Tau2Environment(domain, user=user, task_ids=[t.id for t in tasks], max_steps=25)
+        careless_env = Tau2Environment(domain, user=scripted_user(["Hi, I need some help with my account.", "ok"]),
+                                       task_ids=[t.id for t in tasks])
+        for seed, task in enumerate(tasks[:12]):
+            careless = Careless([format_tool_call(a.name, a.arguments) for a in task.actions])
+            for kind, env_, agent in (("random", random_env, RandomAgent(domain, task, seed=len(others))),
+                                      ("careless", careless_env, careless)):
+                records.append(run_episode(env_, agent, seed, env_.max_steps, episode=f"{kind}-{task.key}"))
                 others.append(f"{kind}-{task.key}")
     path = tmp_path_factory.mktemp("tau2-played") / "episodes.jsonl"
     write_records(records, path)
@@ -154,9 +163,10 @@ def test_gold_play_is_never_punished_and_random_play_is(played):
 def test_a_user_who_refuses_makes_every_change_unconsented(domains, tmp_path):
     domain = domains["retail"]
     task = next(t for t in domain.tasks.values() if any(a.name.startswith("cancel") for a in t.actions))
-    agent = GoldAgent(domain, task)  # it asks, hears no, and changes the order anyway
-    refusing = ScriptedUser([OPENING, *["No, I do not confirm."] * agent.confirmations])
-    record = episode_record(run_episode(domain, task, agent, refusing), episode_id="refused")
+    confirmations = sum(turn.endswith("Do you want me to proceed?") for turn in gold_script(domain, task))
+    refusing = scripted_user([OPENING, *["No, I do not confirm."] * confirmations])
+    env = Tau2Environment(domain, user=refusing, task_ids=[task.id])
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="refused")  # it asks, hears no, acts anyway
     mutations = [action for action in record["actions"] if action["kind"] == "mutate"]
     assert mutations and not any(action["confirmed"] for action in mutations)
     write_records([record], tmp_path / "e.jsonl")

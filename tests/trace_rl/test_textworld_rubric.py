@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rubric_checks import assert_invalidity_profile
+from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import Observation, SimpleGame, TextWorldEnv, make_game
+from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 
@@ -21,9 +22,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def scored(textworld_game: Path, tmp_path_factory: pytest.TempPathFactory):
-    with TextWorldEnv(textworld_game) as env:
-        episodes = [play_episode(env, WalkthroughAgent(), episode="walkthrough", max_steps=40)]
-        episodes += [play_episode(env, RandomAgent(seed=s), episode=f"random{s}", max_steps=25) for s in range(2)]
+    with TextWorldEnvironment(textworld_game) as env:
+        episodes = [run_episode(env, WalkthroughAgent(env), 0, 40, episode="walkthrough")]
+        episodes += [run_episode(env, RandomAgent(env, seed=s), 0, 25, episode=f"random{s}") for s in range(2)]
     path = tmp_path_factory.mktemp("tw-scored") / "episodes.jsonl"
     write_records(episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
@@ -71,40 +72,43 @@ def _kernel(scorer, backend):
     return compile_kernel(scorer.compiled.program, backend, None)
 
 
-# Seed 7's kitchen says "You can't wait to tell the folks at home about this!", which the walkthrough reads; the
-# other game is the one every TextWorld test shares.
-GAMES = (SimpleGame(seed=7), SimpleGame(seed=2))
+# Seeds of the tw-simple family. Seed 7's kitchen says "You can't wait to tell the folks at home about this!",
+# which the walkthrough reads; the other game is the one every TextWorld test shares.
+SEEDS = (7, 2)
 JUNK = ("xyzzy", "go up", "take the moon", "sing", "", "open sesame", "go west", "eat the door", "look", "inventory")
 
 
 class FlailingAgent:
     """Random play as a weak model plays: mostly admissible commands, some junk the game refuses or cannot parse."""
 
-    def __init__(self, seed: int) -> None:
-        self._seed = seed
+    def __init__(self, env: TextWorldEnvironment, seed: int) -> None:
+        self._env, self._seed = env, seed
         self._rng = random.Random(seed)
 
-    def start(self, observation: Observation) -> None:
-        self._rng = random.Random(self._seed)
-
-    def act(self, observation: Observation) -> str:
-        if self._rng.random() < 0.3 or not observation.admissible_commands:
+    def act(self, messages: list[Message]) -> str:
+        if turns_taken(messages) == 0:
+            self._rng = random.Random(self._seed)
+        commands = self._env.admissible_commands
+        if self._rng.random() < 0.3 or not commands:
             return self._rng.choice(JUNK)
-        return self._rng.choice(observation.admissible_commands)
+        return self._rng.choice(commands)
 
 
 class CarelessAgent:
     """Follows the walkthrough, but drops each thing once, right after it first takes it."""
 
-    def start(self, observation: Observation) -> None:
-        self._dropping: str | None = None
-        self._dropped: set[str] = set()
+    def __init__(self, env: TextWorldEnvironment) -> None:
+        self._env = env
 
-    def act(self, observation: Observation) -> str:
+    def act(self, messages: list[Message]) -> str:
+        if turns_taken(messages) == 0:
+            self._dropping: str | None = None
+            self._dropped: set[str] = set()
         if self._dropping is not None:
             command, self._dropping = f"drop {self._dropping}", None
             return command
-        command = observation.policy_commands[0] if observation.policy_commands else "look"
+        plan = self._env.policy_commands
+        command = plan[0] if plan else "look"
         taken = re.fullmatch(r"take (.+?)(?: from .+)?", command)
         if taken and taken.group(1) not in self._dropped:
             self._dropping = taken.group(1)
@@ -116,12 +120,12 @@ class CarelessAgent:
 def played(tmp_path_factory: pytest.TempPathFactory):
     shared = tmp_path_factory.getbasetemp().parent / "tw-cache"
     episodes, gold = [], []
-    for game in GAMES:
-        name = f"{game.challenge}{game.seed}"
-        with TextWorldEnv(make_game(game, shared)) as env:
-            gold.append(play_episode(env, WalkthroughAgent(), episode=f"{name}-walkthrough", max_steps=60))
-            episodes.append(play_episode(env, CarelessAgent(), episode=f"{name}-careless", max_steps=40))
-            episodes += [play_episode(env, FlailingAgent(s), episode=f"{name}-random{s}", max_steps=30) for s in range(3)]
+    with TextWorldEnvironment(SimpleGame(), cache_dir=shared) as env:
+        for seed in SEEDS:
+            name = f"tw-simple{seed}"
+            gold.append(run_episode(env, WalkthroughAgent(env), seed, 60, episode=f"{name}-walkthrough"))
+            episodes.append(run_episode(env, CarelessAgent(env), seed, 40, episode=f"{name}-careless"))
+            episodes += [run_episode(env, FlailingAgent(env, s), seed, 30, episode=f"{name}-random{s}") for s in range(3)]
     path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
     write_records(gold + episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)

@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list the models tracec can load; `install` converts SmolLM2 once")
     models.add_argument("action", nargs="?", choices=("list", "install"), default="list")
 
+    from tracec.trace_rl.analysis.cli import add_analyze_arguments
+
+    add_analyze_arguments(commands.add_parser("analyze", help="TRACE: discover, label and select capabilities"))
+
     demo = commands.add_parser("demo", help="the end-to-end demo on the shipped examples")
     demo.add_argument("--workdir", type=Path, default=Path("out/demo"))
     return parser
@@ -191,6 +195,12 @@ def _models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _analyze(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.analysis.cli import analyze_command
+
+    return analyze_command(args)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tracec.trace_rl.demo import run_demo
 
@@ -205,5 +215,6 @@ _COMMANDS = {
     "env": _env,
     "tau2": _tau2,
     "models": _models,
+    "analyze": _analyze,
     "demo": _demo,
 }

@@ -99,7 +99,7 @@ class ChatServer:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 return None
 
-            def do_POST(self) -> None:  # noqa: N802 (the http.server hook's name)
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
                 body["_path"], body["_auth"] = self.path, self.headers.get("Authorization")

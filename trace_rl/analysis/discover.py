@@ -5,8 +5,8 @@ lacks, as a validated dictionary `{"candidates": [{"name", "description", "examp
 Each of the n runs is independent: its own sample of the trajectories (failures and successes balanced, drawn by
 the run's seed) and its own sampling seed, so the runs see different evidence and the merge measures agreement.
 A reply is accepted when it matches the schema, its names are distinct snake_case, and every example id is one the
-prompt showed; otherwise the problem goes back (`llm.repair`). Candidates merge by name (case and separators
-folded): the first run's description wins, examples are pooled, and `proposed_in` counts the runs that named
+prompt showed; otherwise the problem goes back (`llm.repair`). Candidates merge by name (the schema holds names
+to snake_case, so `Multi-Step` and `multi_step` cannot both occur): the first run's description wins, examples are pooled, and `proposed_in` counts the runs that named
 it. The merged dictionary is ordered by that count, then by first appearance, and cut to `max_candidates`.
 Left out: merging near-synonyms with different names (the labeling phase would disagree on them; review the
 dictionary, as TRACE advises, before labeling).
@@ -15,7 +15,6 @@ dictionary, as TRACE advises, before labeling).
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -39,7 +38,7 @@ class DiscoverSettings:
     cases_per_run: int = 16
     case_chars: int = 1500
     tries: int = 3
-    seed: int = 0  # run r samples its trajectories and its replies under seed * 1000 + r
+    seed: int = 0  # run r samples its trajectories and its replies under seed * 10^6 + r * 1000 (+ attempt)
     sampling: Sampling = SAMPLING
 
     def __post_init__(self) -> None:
@@ -100,8 +99,8 @@ def discover(backend: SamplingBackend, cases: Sequence[Case], settings: Discover
     for run in range(1, settings.runs + 1):
         key = f"run {run}"
         if key not in progress.done:
-            shown = sample_cases(cases, settings.cases_per_run, settings.seed * 1000 + run)
-            sampling = replace(settings.sampling, seed=settings.seed * 1000 + run)
+            shown = sample_cases(cases, settings.cases_per_run, run_seed(settings.seed, run))
+            sampling = replace(settings.sampling, seed=run_seed(settings.seed, run))
             accepted = ask_json(backend, discovery_prompt(shown, settings), schema(settings.max_candidates),
                                 log=log, purpose=f"discover run {run}", tries=settings.tries, sampling=sampling,
                                 check=partial(_check_candidates, ids={c.id for c in shown}))
@@ -112,11 +111,11 @@ def discover(backend: SamplingBackend, cases: Sequence[Case], settings: Discover
 
 
 def merge(per_run: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Candidates of several runs merged by folded name; most-proposed first, then first seen."""
+    """Candidates of several runs merged by name; most-proposed first, then first seen."""
     merged: dict[str, dict[str, Any]] = {}
     for run in per_run:
         for candidate in run:
-            name = fold_name(candidate["name"])
+            name = candidate["name"]
             entry = merged.setdefault(name, {"name": name, "description": candidate["description"],
                                              "example_trajectories": [], "proposed_in": 0})
             entry["proposed_in"] += 1
@@ -129,12 +128,13 @@ def merge(per_run: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
     return sorted(merged.values(), key=lambda e: (-e["proposed_in"], order[e["name"]]))
 
 
-def fold_name(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+def run_seed(seed: int, run: int) -> int:
+    """Run `run`'s seed: runs lie 1000 apart, so the repair loop's attempts (seed + k) never reach the next run."""
+    return seed * 1_000_000 + run * 1000
 
 
 def _check_candidates(value: dict[str, Any], ids: set[str]) -> dict[str, Any]:
-    names = [fold_name(c["name"]) for c in value["candidates"]]
+    names = [c["name"] for c in value["candidates"]]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ReplyProblem(f"capability names must be distinct; repeated: {', '.join(repeated)}")

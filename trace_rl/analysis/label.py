@@ -22,6 +22,7 @@ from typing import Any
 from tracec.runtime.chat import Sampling, SamplingBackend
 from tracec.trace_rl.analysis.cases import Case, CaseError
 from tracec.trace_rl.analysis.dictionary import Capability
+from tracec.trace_rl.analysis.discover import run_seed
 from tracec.trace_rl.analysis.progress import Progress
 from tracec.trace_rl.analysis.runs import write_run
 from tracec.trace_rl.llm.calls import CallLog
@@ -38,7 +39,7 @@ class LabelSettings:
     first_run: int = 1
     case_chars: int = 4000
     tries: int = 3
-    seed: int = 0  # run r samples under seed * 1000 + r
+    seed: int = 0  # run r samples under seed * 10^6 + r * 1000 (+ attempt), as discovery's runs
     skip_failed: bool = False
     sampling: Sampling = SAMPLING
 
@@ -81,7 +82,7 @@ def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities
     schema = labeling_schema(capabilities)
     written = []
     for run in range(settings.first_run, settings.first_run + settings.runs):
-        sampling = replace(settings.sampling, seed=settings.seed * 1000 + run)
+        sampling = replace(settings.sampling, seed=run_seed(settings.seed, run))
         labels: dict[str, Labels] = {}
         failures: dict[str, str] = {}
         for case in cases:

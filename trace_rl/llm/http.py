@@ -56,7 +56,8 @@ class OpenAIChatBackend:
 
     @property
     def name(self) -> str:
-        return f"{self.config.model} @ {self.config.base_url}"
+        """The served model's name: what a resumed run compares, whichever server or port now serves it."""
+        return self.config.model
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         return self.sample(messages, self.default)[0]

@@ -4,7 +4,7 @@ Models wrap JSON in chatter ("Sure! Here is the result: ...") and in Markdown fe
 whole reply fails on both. `find_json` tries, in order, the contents of each fenced block, then every `{` or `[`
 in the text as the start of a JSON value (`raw_decode`), and returns the first candidate that parses and, given a
 schema, validates (Draft 2020-12, by `jsonschema`). When none does, `ReplyProblem` says what went wrong with the
-most promising candidate (a located JSON syntax error, or the schema errors with their JSON paths), in words that
+first candidate (a located JSON syntax error, or the schema errors with their JSON paths), in words that
 can go straight back to the model. Nothing is "fixed up": trailing commas or single quotes are reported, not
 guessed at, so an accepted reply is exactly what the model wrote.
 """
@@ -43,7 +43,7 @@ def find_json(text: str, schema: dict[str, Any] | None = None) -> Any:
         errors = schema_errors(value, schema) if schema is not None else []
         if not errors:
             return value
-        if invalid is None or len(errors) < len(invalid):  # the candidate closest to valid explains best
+        if invalid is None:  # the first candidate is the one the model meant
             invalid = errors
     if invalid is not None:
         shown = "; ".join(invalid[:_SHOWN_ERRORS])
@@ -73,19 +73,24 @@ class _Decoded:
 
 
 def _candidates(text: str) -> list[str | _Decoded]:
+    """Fenced blocks, then each top-level JSON value in the running text (values nested in one are not tried
+    again), then the first `{` that starts no value, so that a broken object can explain itself."""
     found: list[str | _Decoded] = [body for _, body in fenced_blocks(text)]
     decoder = json.JSONDecoder()
-    first_error: str | None = None
+    broken: str | None = None
+    end = 0
     for match in re.finditer(r"[\[{]", text):
+        if match.start() < end:
+            continue
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
-            if first_error is None and match.group() == "{":
-                first_error = text[match.start():]  # kept so that a broken object explains itself
+            if broken is None and match.group() == "{":
+                broken = text[match.start():]
             continue
         found.append(_Decoded(value))
-    if first_error is not None:
-        found.append(first_error)
+    if broken is not None:
+        found.append(broken)
     return found
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_llm import ChatServer, Reply, ScriptedLLM, Status
+from scripted_llm import ChatServer, ScriptedLLM, Status
 from tracec.cli import main
 from tracec.runtime.env import load_environment
 from tracec.trace_rl.analysis.cases import read_cases

@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     from tracec.trace_rl.analysis.cli import add_analyze_arguments
 
     add_analyze_arguments(commands.add_parser("analyze", help="TRACE: discover, label and select capabilities"))
+    from tracec.trace_rl.synth.cli import add_synth_arguments
+
+    add_synth_arguments(commands.add_parser("synth", help="LLM-written environments and rubrics, checked and validated"))
 
     demo = commands.add_parser("demo", help="the end-to-end demo on the shipped examples")
     demo.add_argument("--workdir", type=Path, default=Path("out/demo"))
@@ -201,6 +204,12 @@ def _analyze(args: argparse.Namespace) -> int:
     return analyze_command(args)
 
 
+def _synth(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.synth.cli import synth_command
+
+    return synth_command(args)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from tracec.trace_rl.demo import run_demo
 
@@ -216,5 +225,6 @@ _COMMANDS = {
     "tau2": _tau2,
     "models": _models,
     "analyze": _analyze,
+    "synth": _synth,
     "demo": _demo,
 }

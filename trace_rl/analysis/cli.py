@@ -69,7 +69,7 @@ def analyze_command(args: argparse.Namespace) -> int:
     return guarded(f"tracec analyze {args.step}", run, args)
 
 
-def guarded(name: str, run: Any, args: argparse.Namespace) -> int:
+def guarded(name: str, run: Any, args: argparse.Namespace, user_errors: tuple[type[Exception], ...] = ()) -> int:
     """Run a step; a user's mistake becomes its message and exit 1, a usage mistake exit 2, never a traceback."""
     from tracec.dsl.errors import RubricError
     from tracec.trace_rl.analysis.commands import USER_ERRORS, UsageProblem
@@ -83,7 +83,7 @@ def guarded(name: str, run: Any, args: argparse.Namespace) -> int:
     except (BackendChoiceError, UsageProblem) as error:
         print(f"{name}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except USER_ERRORS as error:
+    except (*USER_ERRORS, *user_errors) as error:
         print(f"{name}: {error}", file=sys.stderr)
         return EXIT_USER
     except OSError as error:

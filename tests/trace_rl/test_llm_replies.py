@@ -93,3 +93,9 @@ def test_a_model_that_never_answers_right_fails_after_the_bound(tmp_path: Path) 
 def test_call_logs_sit_beside_their_outputs(tmp_path: Path) -> None:
     assert log_path_beside(tmp_path / "candidates.json") == tmp_path / "candidates.llm_calls.jsonl"
     assert log_path_beside(tmp_path / "runs") == tmp_path / "runs" / "llm_calls.jsonl"
+
+
+def test_a_reply_cut_short_in_a_code_fence_names_the_broken_object() -> None:
+    reply = '```python\ndef get_order(order):\n    return {\n        "labels": {\n            "a": "NA",\n            "'
+    with pytest.raises(ReplyProblem, match="the JSON does not parse: Unterminated string"):
+        find_json(reply, SCHEMA)

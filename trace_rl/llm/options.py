@@ -65,9 +65,10 @@ def open_backend(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
         return OpenAIChatBackend(config)
     model_name = args.model or DEFAULT_LOCAL_MODEL
     if kind == "vllm":
-        from tracec.trace_rl.llm.vllm_backend import VLLMBackend
+        from tracec.trace_rl.llm.vllm_backend import VLLMBackend, import_vllm
         from tracec.trace_rl.models import resolve_model
 
+        import_vllm()  # the install hint before any model lookup
         return VLLMBackend(resolve_model(model_name, environ), seed=args.seed)
     return local_backend(model_name, device=args.device, seed=args.seed, environ=environ)
 

@@ -75,7 +75,8 @@ class _Decoded:
 def _candidates(text: str) -> list[str | _Decoded]:
     """Fenced blocks, then each top-level JSON value in the running text (values nested in one are not tried
     again), then the first `{` that starts no value, so that a broken object can explain itself."""
-    found: list[str | _Decoded] = [body for _, body in fenced_blocks(text)]
+    # A fence holding code (```python def f(): ...) is no JSON candidate; its braces are tried below like any.
+    found: list[str | _Decoded] = [body for _, body in fenced_blocks(text) if body.lstrip()[:1] in ("{", "[")]
     decoder = json.JSONDecoder()
     broken: str | None = None
     end = 0

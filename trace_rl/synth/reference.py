@@ -2,7 +2,7 @@
 
 The guide is the project's `docs/language.md`; the examples are the shipped `examples/envs/*.rubric` and
 `examples/*.rubric`. Both live in the repository beside the package (tracec installs editable, as `make` does);
-`--reference FILE` and `--library DIR` point elsewhere, and a missing file is an error that says so.
+`--library DIR` points elsewhere for the environments, and a missing file is an error that says so.
 A prompt carries only the sections its task needs (an environment writer reads types, environments and errors,
 not the reward math), which keeps it within a small model's context.
 """
@@ -28,7 +28,8 @@ def guide_sections(numbers: tuple[int, ...], path: Path | None = None) -> str:
     try:
         text = source.read_text(encoding="utf-8")
     except OSError:
-        raise MissingReference(f"{source}: the language guide is not there; pass --reference FILE") from None
+        raise MissingReference(f"{source}: the language guide is not there (synthesis reads docs/language.md of "
+                               "the tracec checkout it is installed from)") from None
     parts = re.split(r"(?m)^(?=## \d+\.)", text)
     chosen = [p for p in parts if (m := re.match(r"## (\d+)\.", p)) and int(m.group(1)) in numbers]
     return "".join(chosen).strip() if chosen else text.strip()

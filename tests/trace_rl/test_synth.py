@@ -96,6 +96,8 @@ def test_a_library_environment_is_calibrated_with_a_base_policy(tmp_path: Path) 
     assert result.calibration.metrics["constant_group_rate"] == sum(len(set(g)) == 1 for g in groups) / 6
     assert [row.rewards for row in result.calibration.seeds] == [tuple(g) for g in groups]
     assert 0 < sum(policy.plans) < 24  # the per-rollout seeds differ, so the plans do
+    rollouts = (tmp_path / "attempts" / "attempt_1.rollouts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["env_reward"] for line in rollouts] == expected
 
 
 def test_rollout_seeds_differ_per_sample_and_replay_per_seed() -> None:

@@ -10,7 +10,7 @@ For a capability (name, description, excerpts of trajectories that failed for la
    - validate (`runtime.env.validate`): the gold solution scores 1, doing nothing scores below 1, random calls
      do not hit the task, distinct seeds give distinct tasks;
    - calibrate (`calibration.py`, when a policy is given): the base policy's rewards fall inside the bands.
-Each attempt's source, and its calibration when it got that far, is kept under `attempts/`; the call log under
+Each attempt's source, and its calibration and rollouts when it got that far, is kept under `attempts/`; the call log under
 `llm_calls.jsonl`. An environment the library supplies is not rewritten when calibration fails: the failure says
 why, and `--no-library` asks the LLM instead. The environment runs sandboxed by construction: the language has no
 I/O, and the interpreter enforces its limits (`dsl.env_model.Limits`).
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.runtime.chat import Sampling, SamplingBackend
+from tracec.runtime.output import write_records
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.repair import RepairFailed, ask
 from tracec.trace_rl.llm.replies import ReplyProblem
@@ -151,8 +152,10 @@ class Checks:
                                    sampling=settings.sampling, max_steps=settings.max_steps, report=self.report)
         result = calibrate(rollouts, settings.bands)
         self.last_calibration = result
-        name = self.attempts_dir / f"attempt_{self.count}.calibration.json"
-        write_atomic(name, [json.dumps(result.to_json(), indent=2)])
+        stem = self.attempts_dir / f"attempt_{self.count}"
+        write_atomic(stem.with_suffix(".calibration.json"), [json.dumps(result.to_json(), indent=2)])
+        # The rollouts themselves, to read as TRACE advises: do successes exercise the capability, or a shortcut?
+        write_records((r.record for r in rollouts), stem.with_suffix(".rollouts.jsonl"))
         return result
 
 

@@ -4,7 +4,9 @@ The environment is examples/envs/structured_data_reasoning.rubric (cancel_trip).
 from the same seeds, answers every turn with the same observation and records the same `toolenv` facts (checked
 before timing), so both sides do the same work; only the interpreter reads it from the `.rubric`.
 Timed: `reset` (tables, picks, task, gold replay) and `step` over a fixed turn sequence per episode (three gold
-calls, a refused cancel, an unknown tool, the final message). Writes bench/RESULTS.md, section "environments".
+calls, a refused cancel, an unknown tool, the final message), through the environment protocol: each step gives a
+`StepResult`, and the last one the episode's reward (the tables' digest against the gold one), on both sides.
+Writes bench/RESULTS.md, section "environments".
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.chat import says_yes
+from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.env.episode import appears
 from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
+from tracec.runtime.environment import Observation, StepResult
 from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
 
 from bench.results import markdown_table, record
@@ -57,7 +60,7 @@ class HandTrips:
         keys = ("id", "user", "origin", "dest", "day", "status", "price")
         return users, [dict(zip(keys, row)) for row in zip(*columns)]
 
-    def reset(self, seed: int) -> str:
+    def reset(self, seed: int) -> Observation:
         for draw in range(32):
             users, trips = self._tables(seed, draw)
             rng = rng_for(seed, f"{draw}/picks")
@@ -80,9 +83,9 @@ class HandTrips:
         self.states: list[dict[str, Any]] = [{"revealed": [], "checked": False, "user_msg": self.task,
                                               "db_changed": False, "n_errors": 0, "done": False}]
         self.actions: list[dict[str, Any]] = []
-        return self.task
+        return Observation(text=self.task, role="user")
 
-    def step(self, text: str) -> tuple[str, bool]:
+    def step(self, text: str) -> StepResult:
         self.steps += 1
         user_msg = self.states[-1]["user_msg"]
         confirmed = says_yes(user_msg)
@@ -94,7 +97,7 @@ class HandTrips:
             self.actions.append({"kind": "message", "accepted": True, "args": [], "confirmed": confirmed, "text": text})
             self.states.append({"revealed": self.revealed_list, "checked": False, "user_msg": reply,
                                 "db_changed": False, "n_errors": self.errors, "done": self.done})
-            return reply, self.done
+            return self._result(reply, "user")
         action: dict[str, Any] = {"kind": "invalid", "accepted": False, "args": [], "confirmed": confirmed, "text": text}
         state: dict[str, Any] = {"checked": False, "db_changed": False}
         if isinstance(call, ToolCallError):
@@ -108,7 +111,11 @@ class HandTrips:
         self.actions.append(action)
         state.update(revealed=self.revealed_list, user_msg=user_msg, n_errors=self.errors, done=self.done)
         self.states.append(state)
-        return (render_result({"error": error}) if error is not None else state.pop("observation")), self.done
+        return self._result(render_result({"error": error}) if error is not None else state.pop("observation"), "tool")
+
+    def _result(self, text: str, role: Any) -> StepResult:
+        return StepResult(observation=Observation(text=text, role=role), done=self.done,
+                          reward=self.reward() if self.done else 0.0, state=self.states[-1], action=self.actions[-1])
 
     def call(self, call: ToolCall, action: dict[str, Any], state: dict[str, Any]) -> str | None:
         args = call.arguments
@@ -194,8 +201,8 @@ def timings():  # type: ignore[no-untyped-def]
     rows.append(["interpreter / hand-written (target >= 0.5x)", f"{reset_ratio:.2f}x", f"{step_ratio:.2f}x", ""])
     record("environments", markdown_table(["side", "resets/s", "steps/s (target >= 20,000)", "us/step"], rows)
            + f"\n\ncancel_trip, {N_EPISODES} seeds; best of 10 rounds. A step is one agent turn: parse the call, run "
-           "the tool, render the JSON result, record the toolenv facts. Both sides give the same observations and "
-           "facts (checked before timing).", COMMAND)
+           "the tool, render the JSON result, record the toolenv facts; an episode's last step also scores it (its "
+           "reward). Both sides give the same observations, rewards and facts (checked before timing).", COMMAND)
 
 
 @pytest.mark.parametrize("side", ["hand-written", "interpreter"])

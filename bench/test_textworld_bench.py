@@ -1,5 +1,6 @@
-"""Steps per second of a TextWorld game played through `TextWorldEnv` (canonical facts per step) against
-TextWorld alone, with the same commands and the same requested infos; target: at least 0.7x.
+"""Steps per second of a TextWorld game played through `TextWorldEnvironment` (the one environment protocol:
+canonical facts and the agent's observation text per step) against TextWorld alone, with the same commands and
+the same requested infos; target: at least 0.7x.
 
 One `tw-simple` game is made (about 10 s), a seeded random agent picks the command list once, then both sides
 replay it from a reset of their own environment, in alternating rounds so that machine noise hits both alike. Reset and game loading are
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import textworld
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import REQUESTED_INFOS, SimpleGame, TextWorldEnv, make_game
+from tracec.runtime.agent import run_episode
+from tracec.trace_rl.envs.textworld_agents import RandomAgent
+from tracec.trace_rl.envs.textworld_env import REQUESTED_INFOS, SimpleGame, TextWorldEnvironment, make_game
 from tracec.trace_rl.envs.textworld_facts import action_facts, state_facts
 
 from bench.results import markdown_table, record
@@ -40,17 +42,17 @@ def _textworld_alone(env: textworld.core.Environment, commands: list[str]) -> fl
     return len(commands) / (time.perf_counter() - start)
 
 
-def _with_facts(env: TextWorldEnv, commands: list[str]) -> float:
-    env.reset()
+def _with_facts(env: TextWorldEnvironment, commands: list[str]) -> float:
+    env.reset(0)
     start = time.perf_counter()
     for command in commands:
         env.step(command)
     return len(commands) / (time.perf_counter() - start)
 
 
-def _facts_only_us(env: TextWorldEnv, commands: list[str]) -> float:
+def _facts_only_us(env: TextWorldEnvironment, commands: list[str]) -> float:
     """Microseconds a step of fact extraction alone, on the game states of one replay."""
-    env.reset()
+    env.reset(0)
     states = [env.game_state]
     for command in commands:
         env.step(command)
@@ -72,8 +74,8 @@ def _facts_only_us(env: TextWorldEnv, commands: list[str]) -> float:
 def test_textworld_steps_per_second(benchmark, tmp_path_factory: pytest.TempPathFactory) -> None:
     game = make_game(SimpleGame(seed=2), tmp_path_factory.mktemp("tw-bench"))
     raw = _start_textworld(game)
-    with TextWorldEnv(game) as env:
-        episode = play_episode(env, RandomAgent(seed=0), episode="bench", max_steps=STEPS)
+    with TextWorldEnvironment(game) as env:
+        episode = run_episode(env, RandomAgent(env, seed=0), 0, STEPS, episode="bench")
         commands = [action["text"] for action in episode["actions"]]
         alone, ours = [], []
         for round_ in range(ROUNDS):  # alternate which side goes first

@@ -9,6 +9,7 @@ after the action and the action's facts, in the environment's schema). `trajecto
 record of trajectory JSONL (`docs/` describes the format), which a rubric scores.
 
 The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
+Agents and the one episode loop (`run_episode`) are in `runtime.agent`; users, in `runtime.users`.
 Left out: batched environments (the trainer steps K instances side by side) and asynchronous stepping.
 """
 

@@ -13,14 +13,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from tracec.compiler.explain import explain
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import Agent, ChatAgent, run_episode
 from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
 from tracec.runtime.output import write_records
 
 RANDOM_AGENTS = 3
+GAME_SEED = 7
 MAX_STEPS = 40
 LLM_STEPS = 8  # the tiny model's random text is mostly invalid; a few steps show that the rubric says so
 
@@ -63,32 +64,31 @@ def _section(title: str) -> None:
 
 
 def _play_textworld(workdir: Path) -> Path:
-    from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
-    from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnv, make_game
+    from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
+    from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
 
-    game = make_game(SimpleGame(seed=7), workdir / "games")
-    agents = [("walkthrough", WalkthroughAgent())] + [(f"random{i}", RandomAgent(seed=i)) for i in range(RANDOM_AGENTS)]
-    episodes = []
-    with TextWorldEnv(game) as env:
-        for name, agent in agents:
-            episodes.append(play_episode(env, agent, episode=name, max_steps=MAX_STEPS))
-        episodes.append(play_episode(env, _tiny_llm_agent(), episode="tiny-llm", max_steps=LLM_STEPS))
+    # The family of tw-simple games; its seed 7 is the one played (made by tw-make on first use, then cached).
+    with TextWorldEnvironment(SimpleGame(), cache_dir=workdir / "games") as env:
+        agents: list[tuple[str, Agent, int]] = [("walkthrough", WalkthroughAgent(env), MAX_STEPS)]
+        agents += [(f"random{i}", RandomAgent(env, seed=i), MAX_STEPS) for i in range(RANDOM_AGENTS)]
+        agents.append(("tiny-llm", _tiny_llm_agent(), LLM_STEPS))
+        episodes = [run_episode(env, agent, GAME_SEED, turns, episode=name) for name, agent, turns in agents]
+        game = env.game_file(GAME_SEED)
     path = workdir / "textworld_trajectories.jsonl"
     write_records(episodes, path)
     print(f"  game {game}; {len(episodes)} episodes -> {path}")
     return path
 
 
-def _tiny_llm_agent():
+def _tiny_llm_agent() -> Agent:
     import torch
-
-    from tracec.trace_rl.envs.textworld_agents import LLMAgent
     from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
     from tracec.trace_rl.tiny_model import build_tiny_model
 
     torch.set_num_threads(1)  # a 100k-parameter model runs far slower when two threads contend for 2 cores
     model, tokenizer = build_tiny_model(seed=0)
-    return LLMAgent(TransformersBackend(model, tokenizer, config=SamplingConfig(max_new_tokens=24, seed=0)))
+    backend = TransformersBackend(model, tokenizer, config=SamplingConfig(max_new_tokens=24, seed=0))
+    return ChatAgent(backend, history_turns=8)
 
 
 def _summarize(result: Evaluation, categories: dict[str, str]) -> None:
@@ -106,8 +106,7 @@ def _summarize(result: Evaluation, categories: dict[str, str]) -> None:
 
 def _tau2(workdir: Path, examples: Path) -> None:
     from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
-    from tracec.trace_rl.envs.tau2.episode import run_episode
-    from tracec.trace_rl.envs.tau2.facts import episode_record
+    from tracec.trace_rl.envs.tau2.environment import Tau2Environment
     from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
 
     try:
@@ -115,13 +114,11 @@ def _tau2(workdir: Path, examples: Path) -> None:
     except FileNotFoundError as error:
         print(f"  skipped: {error}")
         return
-    domain = load_domain("retail", data_dir)
-    task = domain.task("0")
-    agent = GoldAgent(domain, task)
-    episode = run_episode(domain, task, agent, gold_user(agent))
+    env = Tau2Environment(load_domain("retail", data_dir), user=gold_user(), task_ids=["0"])
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold-retail-0")
     path = workdir / "tau2_trajectories.jsonl"
-    write_records([episode_record(episode, episode_id="gold-retail-0")], path)
+    write_records([record], path)
     result = RubricScorer.from_file(examples / "tau2.rubric").evaluate(path)
     fired = [n for n, c in zip(result.operator_names, result.fired.sum(axis=0)) if c]
-    print(f"  retail task 0: benchmark reward {episode.score.reward:.1f}, {len(episode.steps)} turns, "
+    print(f"  retail task 0: benchmark reward {record['env_reward']:.1f}, {len(record['actions'])} turns, "
           f"TRCA return {result.episode_returns()[0]:.3f}; fired: {' '.join(fired)}", file=sys.stdout)

@@ -32,8 +32,8 @@ def describe(program: Program, seed: int) -> str:
 def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: int | None = None) -> Scores:
     """An interactive episode; returns its scores (also when the input ends before the episode does)."""
     env = Environment(program, max_steps=max_steps)
-    task = env.reset(seed)
-    out.write(f"{env.instructions}\n\nuser: {task}\n")
+    opening = env.reset(seed)
+    out.write(f"{env.system_prompt}\n\n{opening.role}: {opening.text}\n")
     done = False
     while not done:
         out.write("agent> ")
@@ -45,8 +45,9 @@ def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: 
         text = line.rstrip("\n")
         if not text.strip():
             continue
-        observation, done = env.step(text)
-        out.write(f"{observation}\n")
+        result = env.step(text)
+        out.write(f"{result.observation.text}\n")
+        done = result.done
     scores = env.scores()
     out.write(f"steps {env.steps}  state {scores.state:.0f}  report {scores.report:.0f}  reward {scores.reward:.3f}\n")
     return scores

@@ -9,13 +9,12 @@ Left out: whether the task is solvable from what the agent sees; the gold agent 
 
 from __future__ import annotations
 
-import functools
-import random
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from tracec.dsl.errors import EnvError
+from tracec.runtime.agent import Agent, Message, run_episode, turns_taken
 from tracec.runtime.env.episode import Environment, Scores
 from tracec.runtime.env.expr import show
 from tracec.runtime.env.generate import rng_for
@@ -26,40 +25,54 @@ _EPS = 1e-9
 _DONE = "I am done."
 
 
-class Agent(Protocol):
-    def act(self, observation: str) -> str: ...
+def _scenario(env: Environment) -> Scenario:
+    if env.scenario is None:
+        raise RuntimeError("the agent acts before the environment was reset")
+    return env.scenario
 
 
 class GoldAgent:
-    def __init__(self, scenario: Scenario):
-        values = ", ".join(show(v) for v in scenario.report)
-        final = f"All done. {values}".strip() if values else "All done."
-        self.turns = [format_tool_call(c.name, c.arguments) for c in scenario.gold_calls] + [final]
+    """Plays the seed's `solution` as tool calls, then tells the user every reported value."""
 
-    def act(self, observation: str) -> str:
-        return self.turns.pop(0) if self.turns else _DONE
+    def __init__(self, env: Environment):
+        self.env = env
+
+    def act(self, messages: Sequence[Message]) -> str:
+        scenario, turn = _scenario(self.env), turns_taken(messages)
+        if turn < len(scenario.gold_calls):
+            call = scenario.gold_calls[turn]
+            return format_tool_call(call.name, call.arguments)
+        if turn == len(scenario.gold_calls):
+            values = ", ".join(show(v) for v in scenario.report)
+            return f"All done. {values}".strip() if values else "All done."
+        return _DONE
 
 
 class NullAgent:
-    def act(self, observation: str) -> str:
+    def act(self, messages: Sequence[Message]) -> str:
         return _DONE
 
 
 class RandomAgent:
-    """Calls random tools with values drawn from the tables (so keys are real keys), then says it is done."""
+    """Calls random tools with values drawn from the tables (so keys are real keys), then says it is done; the
+    draws follow the episode's seed."""
 
-    def __init__(self, program: Program, scenario: Scenario, rng: random.Random):
-        self.program, self.rng = program, rng
-        values = [v for rows in scenario.db.rows.values() for row in rows for v in row.values()]
-        self.pool = {kind: [v for v in values if type(v) is t] or [fallback]
-                     for kind, t, fallback in (("str", str, "x"), ("int", int, 1), ("float", float, 1.0))}
-        self.calls_left = rng.randint(1, 8)
+    def __init__(self, env: Environment):
+        self.env = env
 
-    def act(self, observation: str) -> str:
-        if self.calls_left == 0 or not self.program.tools:
+    def act(self, messages: Sequence[Message]) -> str:
+        if turns_taken(messages) == 0:  # a new episode: draw from its seed and its tables
+            scenario = _scenario(self.env)
+            self.rng = rng_for(scenario.seed, "validate/random-agent")
+            values = [v for rows in scenario.db.rows.values() for row in rows for v in row.values()]
+            self.pool = {kind: [v for v in values if type(v) is t] or [fallback]
+                         for kind, t, fallback in (("str", str, "x"), ("int", int, 1), ("float", float, 1.0))}
+            self.calls_left = self.rng.randint(1, 8)
+        tools = self.env.program.tools
+        if self.calls_left == 0 or not tools:
             return _DONE
         self.calls_left -= 1
-        tool = self.rng.choice(list(self.program.tools.values()))
+        tool = self.rng.choice(list(tools.values()))
         return format_tool_call(tool.name, {p.name: self.value(p.type.kind, p.type.members) for p in tool.info.params})
 
     def value(self, kind: str, members: tuple[str, ...]) -> Any:
@@ -70,14 +83,10 @@ class RandomAgent:
         return self.rng.choice(self.pool.get(kind if kind in ("int", "float") else "str", self.pool["str"]))
 
 
-def run_episode(program: Program, seed: int, agent: Callable[[Scenario], Agent]) -> tuple[Scores, Scenario]:
-    env = Environment(program)
-    observation = env.reset(seed)
-    assert env.scenario is not None
-    actor, done = agent(env.scenario), False
-    while not done:
-        observation, done = env.step(actor.act(observation))
-    return env.scores(), env.scenario
+def play(env: Environment, agent: Agent, seed: int) -> tuple[Scores, Scenario]:
+    """One episode to its end (the environment's step limit bounds it); its scores and scenario."""
+    run_episode(env, agent, seed, env.max_steps)
+    return env.scores(), _scenario(env)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,12 +124,13 @@ def validate(program: Program, *, seeds: int = 100, first_seed: int = 0, min_dis
     failures: list[str] = []
     gold, null, rand = [], [], []
     tasks: set[str] = set()
+    env = Environment(program)
+    gold_agent, null_agent, random_agent = GoldAgent(env), NullAgent(), RandomAgent(env)
     for seed in range(first_seed, first_seed + seeds):
         try:
-            gold_scores, scenario = run_episode(program, seed, GoldAgent)
-            null_scores, again = run_episode(program, seed, lambda s: NullAgent())
-            rng = rng_for(seed, "validate/random-agent")
-            rand_scores, _ = run_episode(program, seed, functools.partial(RandomAgent, program, rng=rng))
+            gold_scores, scenario = play(env, gold_agent, seed)
+            null_scores, again = play(env, null_agent, seed)
+            rand_scores, _ = play(env, random_agent, seed)
         except EnvError as error:
             failures.append(f"seed {seed}: {error.diagnostics[0].format().splitlines()[0]}")
             gold.append(0.0)

@@ -3,12 +3,12 @@ declared type, and the facts say what happened (the capability example of LANGUA
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
 from tracec.dsl import ast
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import run_episode
 from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.env.validate import GoldAgent, RandomAgent
 
@@ -33,14 +33,9 @@ def fits(value: object, type_: ast.TypeRef) -> bool:
 
 
 def episode(path: Path, seed: int, agent: str) -> Environment:
-    program = load_environment(str(path))
-    env = Environment(program)
-    observation = env.reset(seed)
-    assert env.scenario is not None
-    actor = GoldAgent(env.scenario) if agent == "gold" else RandomAgent(program, env.scenario, random.Random(seed))
-    done = False
-    while not done:
-        observation, done = env.step(actor.act(observation))
+    env = Environment(load_environment(str(path)))
+    run_episode(env, GoldAgent(env) if agent == "gold" else RandomAgent(env), seed, env.max_steps)
+    assert env.done
     return env
 
 

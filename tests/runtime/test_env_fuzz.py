@@ -43,9 +43,10 @@ def test_garbage_turns_never_raise(index: int, seed: int, turns: list[str]) -> N
     env = Environment(PROGRAMS[index], max_steps=6)
     env.reset(seed)
     for turn in turns:
-        observation, done = env.step(turn)
-        assert isinstance(observation, str) and isinstance(done, bool)
-        if done:
+        result = env.step(turn)
+        assert isinstance(result.observation.text, str) and result.observation.role in ("user", "tool")
+        assert isinstance(result.done, bool) and 0.0 <= result.reward <= 1.0
+        if result.done:
             break
     scores = env.scores()
     assert 0.0 <= scores.reward <= 1.0

@@ -11,9 +11,10 @@ import pytest
 from tracec.dsl.errors import EnvError
 from tracec.runtime.env import Environment, Limits, compile_environment, load_environment
 from tracec.runtime.env.episode import appears
-from tracec.runtime.env.users import LLMUser
+from tracec.runtime.environment import Observation
 from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
+from tracec.runtime.users import LLMUser
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"
@@ -24,6 +25,15 @@ def program():  # type: ignore[no-untyped-def]
     return load_environment(str(TRIPS))
 
 
+def step(env: Environment, text: str) -> tuple[str, bool]:
+    """A step as (observation text, done), after checking the rest of what the protocol's step gives."""
+    result = env.step(text)
+    assert result.state is env.states[-1] and result.action is env.actions[-1]
+    assert result.observation.role == ("user" if env.actions[-1]["kind"] == "message" else "tool")
+    assert result.reward == (env.scores().reward if result.done else 0.0)
+    return result.observation.text, result.done
+
+
 def gold_turns(env: Environment) -> list[str]:
     assert env.scenario is not None
     return [format_tool_call(c.name, c.arguments) for c in env.scenario.gold_calls]
@@ -31,7 +41,7 @@ def gold_turns(env: Environment) -> list[str]:
 
 def test_reset_is_a_pure_function_of_the_seed(program) -> None:  # type: ignore[no-untyped-def]
     first, second = Environment(program), Environment(program)
-    assert first.reset(7) == second.reset(7)
+    assert first.reset(7) == second.reset(7) == Observation(text=first.scenario.task, role="user")  # type: ignore[union-attr]
     a, b = first.scenario, second.scenario
     assert a is not None and b is not None
     assert (a.db.digest(), a.gold_digest, a.gold_calls, a.report) == (b.db.digest(), b.gold_digest, b.gold_calls, b.report)
@@ -52,10 +62,10 @@ def test_reset_is_the_same_in_another_process(program) -> None:  # type: ignore[
 def test_gold_turns_score_one_and_the_trip_is_cancelled(program) -> None:  # type: ignore[no-untyped-def]
     env = Environment(program)
     env.reset(3)
-    observations = [env.step(turn) for turn in gold_turns(env)]
+    observations = [step(env, turn) for turn in gold_turns(env)]
     assert all(not done for _, done in observations)
     assert json.loads(observations[-1][0])["updated"][0]["status"] == "cancelled"
-    assert env.step(f"Done: your refund is {env.scenario.report[0]}.") == ("Thank you, bye.", True)  # type: ignore[union-attr]
+    assert step(env, f"Done: your refund is {env.scenario.report[0]}.") == ("Thank you, bye.", True)  # type: ignore[union-attr]
     assert env.scores().reward == 1.0
 
 
@@ -63,11 +73,11 @@ def test_partial_work_scores_by_the_reward_formula(program) -> None:  # type: ig
     env = Environment(program)
     env.reset(3)
     for turn in gold_turns(env):
-        env.step(turn)
-    env.step("Done, I cancelled it.")
+        step(env, turn)
+    step(env, "Done, I cancelled it.")
     assert (env.scores().state, env.scores().report, env.scores().reward) == (1.0, 0.0, 0.6)
     env.reset(3)
-    env.step(f"I am done, the refund is {env.scenario.report[0]}")  # type: ignore[union-attr]
+    step(env, f"I am done, the refund is {env.scenario.report[0]}")  # type: ignore[union-attr]
     assert (env.scores().state, env.scores().report) == (0.0, 1.0)
     assert env.scores().reward == pytest.approx(0.4)
 
@@ -76,9 +86,9 @@ def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  #
     env = Environment(program)
     env.reset(3)
     target = env.scenario.lets["target"]["id"]  # type: ignore[union-attr]
-    env.step(f"<action>cancel(trip={target})</action>")
+    step(env, f"<action>cancel(trip={target})</action>")
     before = env.db.digest()
-    observation, done = env.step(f'<action>cancel(trip="{target}")</action>')
+    observation, done = step(env, f'<action>cancel(trip="{target}")</action>')
     assert json.loads(observation) == {"error": f"trip {target} is not active"}
     assert env.db.digest() == before and not done
     assert env.actions[-1] == {"kind": "mutate", "accepted": False, "args": [target], "confirmed": False,
@@ -105,7 +115,7 @@ def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  #
 def test_bad_calls_are_observations_not_exceptions(program, turn: str, error: str) -> None:  # type: ignore[no-untyped-def]
     env = Environment(program)
     env.reset(0)
-    observation, done = env.step(turn)
+    observation, done = step(env, turn)
     assert json.loads(observation) == {"error": error}
     assert not done and env.states[-1]["last_error"] == error
 
@@ -114,12 +124,12 @@ def test_json_function_call_form_and_numbers_for_keys(program) -> None:  # type:
     env = Environment(program)
     env.reset(5)
     me = env.scenario.lets["me"]  # type: ignore[union-attr]
-    observation, _ = env.step(json.dumps({"name": "list_trips", "arguments": {"user": me["id"]}}))
+    observation, _ = step(env, json.dumps({"name": "list_trips", "arguments": {"user": me["id"]}}))
     rows = json.loads(observation)
     assert rows and all(row["user"] == me["id"] for row in rows)
     assert env.actions[-1]["kind"] == "query" and env.states[-1]["rows"] == len(rows)
     assert set(env.states[-1]["revealed"]) == {me["id"]} | {row["id"] for row in rows}
-    observation, _ = env.step("<action>list_trips(user=4821)</action>")  # a number reads as the key "4821"
+    observation, _ = step(env, "<action>list_trips(user=4821)</action>")  # a number reads as the key "4821"
     assert observation == "[]"
 
 
@@ -127,25 +137,25 @@ def test_messages_go_to_the_user_until_the_agent_is_done(program) -> None:  # ty
     env = Environment(program)
     env.reset(1)
     target = env.scenario.lets["target"]["id"]  # type: ignore[union-attr]
-    env.step(f"<action>list_trips(user={target})</action>")
+    step(env, f"<action>list_trips(user={target})</action>")
     assert env.actions[-1]["confirmed"] is False  # the user has only stated the task
     reply = "Yes, please go ahead with my request, and tell me when you are done."
-    assert env.step("Which trip do you mean?") == (reply, False)
+    assert step(env, "Which trip do you mean?") == (reply, False)
     assert env.states[-1]["user_msg"] == reply
-    env.step(f"<action>cancel(trip={target})</action>")
+    step(env, f"<action>cancel(trip={target})</action>")
     assert env.actions[-1]["confirmed"] is True  # the user's latest message says yes
     assert env.states[-1]["checked"] is False
-    assert env.step("All finished!") == ("Thank you, bye.", True)
+    assert step(env, "All finished!") == ("Thank you, bye.", True)
     assert env.states[-1]["done"] is True and env.actions[-1]["kind"] == "message"
     with pytest.raises(RuntimeError, match="episode is over"):
-        env.step("hello?")
+        step(env, "hello?")
 
 
 def test_step_limit_ends_the_episode(program) -> None:  # type: ignore[no-untyped-def]
     env = Environment(program, max_steps=2)
     env.reset(1)
-    assert env.step("<action>list_trips(user=U1)</action>")[1] is False
-    assert env.step("<action>list_trips(user=U1)</action>")[1] is True
+    assert step(env, "<action>list_trips(user=U1)</action>")[1] is False
+    assert step(env, "<action>list_trips(user=U1)</action>")[1] is True
     with pytest.raises(ValueError, match="max_steps must be between 1 and 1000"):
         Environment(program, max_steps=0)
 
@@ -153,7 +163,7 @@ def test_step_limit_ends_the_episode(program) -> None:  # type: ignore[no-untype
 def test_too_long_turn_is_an_invalid_action(program) -> None:  # type: ignore[no-untyped-def]
     env = Environment(program)
     env.reset(1)
-    observation, done = env.step("a" * 20000)
+    observation, done = step(env, "a" * 20000)
     assert json.loads(observation) == {"error": "a turn holds at most 16384 characters, this one has 20000"}
     assert env.actions[-1]["kind"] == "invalid" and len(env.actions[-1]["text"]) == 16384 and not done
 
@@ -169,10 +179,10 @@ def test_llm_user_sees_only_messages_and_stops_the_episode(program) -> None:  # 
 
     backend = FakeBackend()
     env = Environment(program, user=LLMUser(backend))
-    task = env.reset(2)
-    assert env.step("<action>list_trips(user=U1)</action>")[1] is False
-    assert env.step("Is it the trip on Monday?") == ("Yes, that one.", False)
-    assert env.step("Cancelled.") == ("Thank you, bye.", True)
+    task = env.reset(2).text
+    assert step(env, "<action>list_trips(user=U1)</action>")[1] is False
+    assert step(env, "Is it the trip on Monday?") == ("Yes, that one.", False)
+    assert step(env, "Cancelled.") == ("Thank you, bye.", True)
     first = backend.calls[0]
     assert first[0]["role"] == "system" and task in first[0]["content"]
     assert [(m["role"], m["content"]) for m in first[1:]] == [("assistant", task), ("user", "Is it the trip on Monday?")]
@@ -201,10 +211,10 @@ def test_assignments_read_the_state_before_the_call_and_picks_redraw() -> None:
     env = Environment(program)
     env.reset(4)
     one, two = env.scenario.lets["one"], env.scenario.lets["two"]  # type: ignore[union-attr]
-    observation, _ = env.step(f"<action>swap(x={one['id']}, y={two['id']})</action>")
+    observation, _ = step(env, f"<action>swap(x={one['id']}, y={two['id']})</action>")
     values = {row["id"]: row["v"] for row in json.loads(observation)["updated"]}
     assert values == {one["id"]: two["v"], two["id"]: one["v"]}
-    assert json.loads(env.step(f"<action>swap(x={one['id']}, y=Q1)</action>")[0]) == {
+    assert json.loads(step(env, f"<action>swap(x={one['id']}, y=Q1)</action>")[0]) == {
         "error": "no row of `things` has the key `Q1`"}
 
 
@@ -240,8 +250,8 @@ def test_trajectories_are_written_as_jsonl(tmp_path: Path, program) -> None:  # 
     env = Environment(program)
     env.reset(3)
     for turn in gold_turns(env):
-        env.step(turn)
-    env.step(f"Done, refund {env.scenario.report[0]}")  # type: ignore[union-attr]
+        step(env, turn)
+    step(env, f"Done, refund {env.scenario.report[0]}")  # type: ignore[union-attr]
     path = tmp_path / "out.jsonl"
     write_records([env.trajectory("e0"), env.trajectory("e1")], path)
     lines = [json.loads(line) for line in path.read_text().splitlines()]

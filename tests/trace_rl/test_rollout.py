@@ -10,13 +10,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tracec.runtime.agent import ChatAgent, run_episode
 from tracec.runtime.env import Environment, load_environment
-from tracec.runtime.env.users import LLMUser
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
-from tracec.trace_rl.envs.textworld_agents import LLMAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import TextWorldEnv
+from tracec.runtime.users import LLMUser
+from tracec.trace_rl.envs.textworld_env import TextWorldEnvironment
 from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend, render_fallback
 from tracec.trace_rl.tiny_model import CHARACTERS, build_tiny_model, build_tokenizer
 
@@ -227,15 +227,15 @@ class Recorder:
 @pytest.mark.slow
 def test_llm_agent_plays_textworld_and_random_text_scores_as_invalid(textworld_game: Path, tmp_path: Path) -> None:
     recorder = Recorder(tiny_backend(seed=3, max_positions=1024))
-    with TextWorldEnv(textworld_game) as env:
-        trajectory = play_episode(env, LLMAgent(recorder, history_turns=2), episode="tiny", max_steps=6)
+    with TextWorldEnvironment(textworld_game) as env:
+        trajectory = run_episode(env, ChatAgent(recorder, history_turns=2), 0, 6, episode="tiny")
     actions = trajectory["actions"]
     assert len(actions) == len(recorder.calls) == 6 and trajectory["success"] is False
     assert [a["text"] for a in actions] == [reply for _, reply in recorder.calls]
     assert all(set(a["text"]) <= set(CHARACTERS) for a in actions)
     for messages, _ in recorder.calls:
         assert recorder.backend.render(messages).startswith("<|system|>\nYou are playing a text adventure game.")
-        assert trajectory["instruction"] in messages[0]["content"]
+        assert trajectory["instruction"] in messages[1]["content"]  # the first observation states the objective
 
     scorer = RubricScorer.from_file(REPO / "examples" / "textworld.rubric", backend="interp", cache=None)
     write_records([trajectory], tmp_path / "tiny.jsonl")
@@ -251,15 +251,17 @@ def test_llm_user_answers_a_capability_environment_episode() -> None:
     program = load_environment(str(REPO / "examples" / "envs" / "structured_data_reasoning.rubric"))
     user = LLMUser(tiny_backend(seed=11))
     env = Environment(program, user=user, max_steps=5)
-    task = env.reset(4)
+    task = env.reset(4).text
     assert env.scenario is not None
     turns = ["Which trip do you mean?"]
     turns += [format_tool_call(c.name, c.arguments) for c in env.scenario.gold_calls]
     turns.append(f"Your trip is cancelled; the refund is {env.scenario.report[0]}.")
-    replies = [env.step(turn) for turn in turns]
+    results = [env.step(turn) for turn in turns]
+    replies = [(r.observation.text, r.done) for r in results]
 
     assert replies[-1][1] is True and env.done  # the step limit ends it: random text never writes ###STOP###
-    assert env.scores().reward == 1.0  # a rambling user does not stop the gold agent
+    assert env.scores().reward == 1.0 == results[-1].reward  # a rambling user does not stop the gold agent
+    assert [r.observation.role for r in results] == ["user", "tool", "tool", "tool", "user"]
     said = [m["content"] for m in user.messages if m["role"] == "assistant"]
     assert said[0] == task and len(said) == 3
     assert [r for r, _ in (replies[0], replies[-1])] == [s.strip() or "Thank you, bye." for s in said[1:]]

@@ -1,14 +1,19 @@
-"""The conversation loop, the LLM user simulator's prompt, and the trajectory facts of tau2 episodes."""
+"""The tau2 environment's conversation, the LLM user simulator's prompt, and the trajectory facts of tau2 episodes."""
 
 import json
 
 import pytest
-from tracec.trace_rl.envs.tau2.episode import EpisodeConfig, run_episode
+from tracec.runtime.agent import run_episode
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.tau2.facts import episode_record
-from tracec.trace_rl.envs.tau2.gold import CONSENT, GoldAgent, gold_user, replay_gold
+from tracec.trace_rl.envs.tau2.environment import (
+    GREETING,
+    Tau2Environment,
+    load_guidelines,
+    scripted_user,
+    tau2_user,
+)
+from tracec.trace_rl.envs.tau2.gold import CONSENT, GoldAgent, gold_user
 from tracec.trace_rl.envs.tau2.tasks import load_split
-from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guidelines
 
 ACTION_FACTS = {"tool", "kind", "accepted", "args", "target", "confirmed", "text"}
 STATE_FACTS = {"revealed", "checked", "last_error", "user_msg", "db_changed", "n_errors"}
@@ -19,7 +24,7 @@ class Script:
         self.turns = list(turns)
         self.seen = []
 
-    def generate(self, messages):
+    def act(self, messages):
         self.seen.append(messages)
         return self.turns.pop(0) if self.turns else "Goodbye."
 
@@ -39,21 +44,23 @@ class FakeModel:
 def test_the_gold_agent_scores_one_on_every_task(domains):
     scored = 0
     for domain in domains.values():
-        for task in domain.tasks.values():
-            agent = GoldAgent(domain, task)
-            gold, _ = replay_gold(domain, task)  # shared by all rollouts of a task in training
-            episode = run_episode(domain, task, agent, gold_user(agent), gold=gold.db)
-            assert episode.score.reward == 1.0, (task.key, episode.score)
-            assert episode.end == "stop"
+        env = Tau2Environment(domain, user=gold_user())
+        agent = GoldAgent(env)
+        for seed, task in enumerate(domain.tasks.values()):
+            record = run_episode(env, agent, seed, env.max_steps)
+            assert record["task"] == task.key and env.task is task
+            assert record["env_reward"] == 1.0 and record["success"], (task.key, env.score())
+            assert record["end"] == "stop"
             scored += bool(task.actions or task.communicate_info)
+        assert set(env.gold) == set(domain.tasks)  # each task's gold replayed once, for all its episodes
     assert scored == 43 + 113
 
 
 def test_gold_trajectory_facts(domains):
     domain = domains["retail"]
     task = domain.task("2")  # two product lookups fail, then a return to the original method
-    agent = GoldAgent(domain, task)
-    record = episode_record(run_episode(domain, task, agent, gold_user(agent)), episode_id="retail-2-gold")
+    env = Tau2Environment(domain, user=gold_user(), task_ids=["2"])
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="retail-2-gold")
     states, actions = record["states"], record["actions"]
     assert len(states) == len(actions) + 1 and record["task"] == "retail/2" and record["success"] is True
     assert all(set(a) <= ACTION_FACTS for a in actions) and all(set(s) <= STATE_FACTS for s in states)
@@ -85,7 +92,6 @@ def test_gold_trajectory_facts(domains):
 
 def test_malformed_and_unknown_calls_are_invalid_steps(domains):
     domain = domains["airline"]
-    task = domain.task("0")
     agent = Script(
         "<action>get_user_details(user_id=</action>",
         "<action>fly_me(to=moon)</action>",
@@ -93,8 +99,8 @@ def test_malformed_and_unknown_calls_are_invalid_steps(domains):
         '{"name": "get_user_details", "arguments": {"user_id": ' + "[" * 500 + "]" * 500 + "}}",
         "Bye!",
     )
-    episode = run_episode(domain, task, agent, ScriptedUser(["Hi, I am emma_kim_9957."]))
-    record = episode_record(episode, episode_id="e1")
+    env = Tau2Environment(domain, user=scripted_user(["Hi, I am emma_kim_9957."]), task_ids=["0"])
+    record = run_episode(env, agent, 0, env.max_steps, episode="e1")
     kinds = [a["kind"] for a in record["actions"]]
     assert kinds == ["invalid", "invalid", "query", "query", "message"]
     assert not record["actions"][3]["accepted"] and record["actions"][3]["args"] == []
@@ -106,46 +112,47 @@ def test_malformed_and_unknown_calls_are_invalid_steps(domains):
     assert tool_messages[0]["content"].startswith("Error: could not read the tool call")
     assert agent.seen[0][0]["role"] == "system" and "## Tools" in agent.seen[0][0]["content"]
     assert "get_user_details(user_id: str)" in agent.seen[0][0]["content"]
+    assert agent.seen[0][1] == {"role": "user", "content": "Hi, I am emma_kim_9957."}  # the greeting is the user's
+    assert record["end"] == "stop" and record["states"][-1]["user_msg"] == "###STOP###"
 
 
 def test_llm_user_sees_the_scenario_and_flipped_roles(domains, data_dir):
     domain = domains["retail"]
-    task = domain.task("0")
     model = FakeModel("Hi, I want to exchange a keyboard.", "Yes, go ahead.", "Thanks! ###TRANSFER###")
-    user = LLMUser(model, guidelines=load_guidelines(data_dir), task=task)
+    user = tau2_user(model, guidelines=load_guidelines(data_dir))
+    env = Tau2Environment(domain, user=user, task_ids=["0"])
     agent = Script(
         "Sure, what is your zip?", "<action>get_order_details(order_id=#W2378156)</action>", "Done."
     )
-    episode = run_episode(domain, task, agent, user)
-    assert episode.end == "transfer" and len(model.calls) == 3
+    record = run_episode(env, agent, 0, env.max_steps)
+    assert record["end"] == "transfer" and len(model.calls) == 3
+    assert record["states"][-1]["user_msg"] == "Thanks! ###TRANSFER###"  # as the benchmark records it
     system = model.calls[0][0]
     assert (
         system["role"] == "system" and "###STOP###" in system["content"] and "#W2378156" in system["content"]
     )
     last = model.calls[-1][1:]
     assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
-    assert last[0]["content"] == EpisodeConfig().greeting and last[-1]["content"] == "Done."
+    assert last[0]["content"] == GREETING and last[-1]["content"] == "Done."
     assert all("<action>" not in m["content"] for m in last), "the user never sees tool calls"
 
 
 def test_max_steps_ends_an_agent_that_never_stops(domains):
     domain = domains["airline"]
     busy = Script(*["<action>list_all_airports()</action>"] * 10)
-    episode = run_episode(
-        domain, domain.task("0"), busy, ScriptedUser(["Hi."]), config=EpisodeConfig(max_steps=4)
-    )
-    assert episode.end == "max_steps" and len(episode.steps) == 4
+    env = Tau2Environment(domain, user=scripted_user(["Hi."]), task_ids=["0"], max_steps=4)
+    record = run_episode(env, busy, 0, 10)
+    assert record["end"] == "max_steps" and len(record["actions"]) == 4 and env.done
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step("<action>list_all_airports()</action>")
     with pytest.raises(ValueError, match="max_steps"):
-        EpisodeConfig(max_steps=0)
+        Tau2Environment(domain, user=scripted_user([]), max_steps=0)
 
 
 def test_trajectories_are_written_as_jsonl(domains, tmp_path):
     domain = domains["airline"]
-    records = []
-    for task_id in ("1", "2"):
-        task = domain.task(task_id)
-        agent = GoldAgent(domain, task)
-        records.append(episode_record(run_episode(domain, task, agent, gold_user(agent)), episode_id=task_id))
+    env = Tau2Environment(domain, user=gold_user(), task_ids=["1", "2"])
+    records = [run_episode(env, GoldAgent(env), seed, env.max_steps, episode=str(seed + 1)) for seed in (0, 1)]
     path = tmp_path / "tau2.jsonl"
     write_records(records, path)
     lines = path.read_text().splitlines()

@@ -6,7 +6,7 @@ import json
 import pytest
 from tracec.runtime.toolcall import ToolCall
 from tracec.trace_rl.envs.tau2.db import OPTIONAL_FIELDS
-from tracec.trace_rl.envs.tau2.env import Tau2Env
+from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.replay import tau2_command
 from tracec.trace_rl.envs.tau2.toolkit import STR, Param, Tool, ToolError, Toolkit
@@ -39,7 +39,7 @@ def test_gold_actions_behave_as_in_the_benchmark(domains):
                 assert not outcome.changed and outcome.content == f"Error: {outcome.error}"
                 refused[outcome.error] = refused.get(outcome.error, 0) + 1
             if failed:  # the refused actions changed nothing: replaying only the others ends the same
-                kept = Tau2Env(domain)
+                kept = Tau2Tools(domain)
                 for action, outcome in zip(task.actions, outcomes):
                     if outcome.accepted:
                         assert kept.execute(ToolCall(name=action.name, arguments=action.arguments)).accepted

@@ -6,21 +6,19 @@ import json
 from pathlib import Path
 
 import pytest
-
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.runtime.agent import run_episode
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
+from tracec.runtime.output import write_records
 from tracec.runtime.toolcall import format_tool_call
 from tracec.runtime.trajectories import read_trajectories
-from tracec.trace_rl.envs.tau2.episode import run_episode
-from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.tau2.facts import episode_record
+from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
-from tracec.trace_rl.envs.tau2.user import ScriptedUser
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "tau2.rubric"
 
@@ -31,7 +29,7 @@ class Careless:
     def __init__(self, calls: list[str]):
         self.script = [*calls, "Done."]
 
-    def generate(self, messages):
+    def act(self, messages):
         return self.script.pop(0) if len(self.script) > 1 else self.script[0]
 
 
@@ -39,15 +37,13 @@ class Careless:
 def trajectories(domains, tmp_path_factory):
     domain = domains["retail"]
     task = next(t for t in domain.tasks.values() if any(a.name.startswith(("cancel", "exchange", "return")) for a in t.actions))
-    gold_agent = GoldAgent(domain, task)
-    gold = run_episode(domain, task, gold_agent, gold_user(gold_agent))
-    careless = run_episode(
-        domain, task, Careless([format_tool_call(a.name, a.arguments) for a in task.actions]),
-        ScriptedUser(["Hi, I need some help with my account.", "ok"]),
-    )
+    env = Tau2Environment(domain, user=gold_user(), task_ids=[task.id])
+    gold = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold")
+    env = Tau2Environment(domain, user=scripted_user(["Hi, I need some help with my account.", "ok"]), task_ids=[task.id])
+    careless = Careless([format_tool_call(a.name, a.arguments) for a in task.actions])
     path = tmp_path_factory.mktemp("tau2") / "episodes.jsonl"
-    write_records([episode_record(gold, episode_id="gold"), episode_record(careless, episode_id="careless")], path)
-    assert gold.score.reward == 1.0
+    write_records([gold, run_episode(env, careless, 0, env.max_steps, episode="careless")], path)
+    assert gold["env_reward"] == 1.0
     return path
 
 

@@ -1,11 +1,11 @@
 """The benchmark's score: DB hash against the gold replay, times every communicate_info string said."""
 
+from tracec.runtime.agent import run_episode
 from tracec.runtime.toolcall import ToolCall, format_tool_call
-from tracec.trace_rl.envs.tau2.env import Tau2Env
-from tracec.trace_rl.envs.tau2.episode import run_episode
+from tracec.trace_rl.envs.tau2.env import Tau2Tools
+from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, communicated, score
-from tracec.trace_rl.envs.tau2.user import ScriptedUser
 
 
 class Script:
@@ -14,8 +14,15 @@ class Script:
     def __init__(self, *turns):
         self.turns = list(turns)
 
-    def generate(self, messages):
+    def act(self, messages):
         return self.turns.pop(0) if self.turns else "Goodbye."
+
+
+def play(domain, task, agent, lines):
+    """One episode of `task` with a scripted user saying `lines`; the environment after it."""
+    env = Tau2Environment(domain, user=scripted_user(lines), task_ids=[task.id])
+    run_episode(env, agent, 0, env.max_steps)
+    return env
 
 
 def test_communicated_ignores_case_and_commas():
@@ -37,7 +44,7 @@ def test_score_compares_the_final_database_with_the_gold_replay(domains):
     domain = domains["retail"]
     task = domain.task("16")
     gold, _ = replay_gold(domain, task)
-    fresh = Tau2Env(domain).db
+    fresh = Tau2Tools(domain).db
     assert score(task, fresh, ["8276.23"], gold=gold.db) == Score(db_match=False, communicated=(True,))
     assert fresh.stable_hash() != gold.db.stable_hash()
     done, _ = replay_gold(domain, task)
@@ -63,22 +70,19 @@ def test_a_wrong_action_changes_the_hash_and_scores_zero(domains):
     )
     for arguments in (wrong, wrong_item):
         agent = Script(format_tool_call(exchange.name, arguments), "Done.")
-        episode = run_episode(domain, task, agent, ScriptedUser(["Please exchange my items."]))
-        assert episode.steps[0].outcome.accepted, episode.steps[0].outcome.error
-        assert episode.score.reward == 0.0 and not episode.score.db_match
+        env = play(domain, task, agent, ["Please exchange my items."])
+        assert env.actions[0]["accepted"], env.states[1].get("last_error")
+        assert env.score().reward == 0.0 and not env.score().db_match
         gold, _ = replay_gold(domain, task)
         assert _final_hash(domain, task, arguments) != gold.db.stable_hash()
-    right = run_episode(
-        domain,
-        task,
-        Script(format_tool_call(exchange.name, exchange.arguments), "Done."),
-        ScriptedUser(["Please exchange my items."]),
+    right = play(
+        domain, task, Script(format_tool_call(exchange.name, exchange.arguments), "Done."), ["Please exchange my items."]
     )
-    assert right.score.reward == 1.0
+    assert right.score().reward == 1.0
 
 
 def _final_hash(domain, task, arguments):
-    env = Tau2Env(domain)
+    env = Tau2Tools(domain)
     for action in task.actions[:-1]:
         env.execute(ToolCall(name=action.name, arguments=action.arguments))
     env.execute(ToolCall(name=task.actions[-1].name, arguments=arguments))
@@ -89,27 +93,24 @@ def test_the_right_actions_without_the_information_score_zero(domains):
     domain = domains["retail"]
     task = domain.task("16")
     calls = [format_tool_call(action.name, action.arguments) for action in task.actions]
-    silent = run_episode(domain, task, Script(*calls, "All done."), ScriptedUser(["Hi."]))
-    assert silent.score == Score(db_match=True, communicated=(False,))
-    told = run_episode(domain, task, Script(*calls, "Total refund: $8,276.23"), ScriptedUser(["Hi."]))
-    assert told.score.reward == 1.0
+    silent = play(domain, task, Script(*calls, "All done."), ["Hi."])
+    assert silent.score() == Score(db_match=True, communicated=(False,))
+    told = play(domain, task, Script(*calls, "Total refund: $8,276.23"), ["Hi."])
+    assert told.score().reward == 1.0
 
 
 def test_doing_nothing_scores_by_the_task(domains):
     idle = Script("I cannot help with that.")
     refuse_only = domains["airline"].task("0")  # the agent should refuse: no action, nothing to say
     assert not refuse_only.actions and not refuse_only.communicate_info
-    assert (
-        run_episode(domains["airline"], refuse_only, idle, ScriptedUser(["Cancel EHGLP3."])).score.reward
-        == 1.0
-    )
+    assert play(domains["airline"], refuse_only, idle, ["Cancel EHGLP3."]).score().reward == 1.0
     cancel = domains["airline"].task("23")
-    assert run_episode(domains["airline"], cancel, Script("No."), ScriptedUser(["Hi."])).score.reward == 0.0
+    assert play(domains["airline"], cancel, Script("No."), ["Hi."]).score().reward == 0.0
 
 
 def test_gold_agent_scores_one_with_the_gold_user(domains):
     domain = domains["airline"]
     task = domain.task("14")  # communicates three amounts
-    agent = GoldAgent(domain, task)
-    episode = run_episode(domain, task, agent, gold_user(agent))
-    assert task.communicate_info and episode.score.reward == 1.0 and episode.end == "stop"
+    env = Tau2Environment(domain, user=gold_user(), task_ids=["14"])
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps)
+    assert task.communicate_info and record["env_reward"] == 1.0 and record["end"] == "stop"

@@ -6,7 +6,7 @@ import pytest
 from tracec.runtime.toolcall import ToolCall, ToolCallError
 from tracec.trace_rl.envs.tau2.airline import airline_toolkit
 from tracec.trace_rl.envs.tau2.calculator import calculate
-from tracec.trace_rl.envs.tau2.env import Tau2Env
+from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.toolkit import ToolError, check_arguments
 
 
@@ -36,7 +36,7 @@ BOOKING = {
 
 
 def test_book_reservation_charges_books_seats_and_spends_the_certificate(domains):
-    env = Tau2Env(domains["airline"])
+    env = Tau2Tools(domains["airline"])
     outcome = _call(env, "book_reservation", **BOOKING)
     assert outcome.accepted and outcome.kind == "mutate" and outcome.changed
     reservation = env.db.row("reservations", "HATHAT")
@@ -88,7 +88,7 @@ def test_book_reservation_charges_books_seats_and_spends_the_certificate(domains
     ],
 )
 def test_book_reservation_refusals_change_nothing(domains, change, error):
-    env = Tau2Env(domains["airline"])
+    env = Tau2Tools(domains["airline"])
     before = env.db.stable_hash()
     outcome = _call(env, "book_reservation", **{**BOOKING, **change})
     assert not outcome.accepted and error in outcome.error
@@ -97,7 +97,7 @@ def test_book_reservation_refusals_change_nothing(domains, change, error):
 
 
 def test_baggage_and_flight_updates(domains):
-    env = Tau2Env(domains["airline"])
+    env = Tau2Tools(domains["airline"])
     refused = _call(
         env,
         "update_reservation_baggages",
@@ -148,7 +148,7 @@ def test_baggage_and_flight_updates(domains):
 
 
 def test_cancel_certificate_and_passenger_rules(domains):
-    env = Tau2Env(domains["airline"])
+    env = Tau2Tools(domains["airline"])
     assert _call(env, "cancel_reservation", reservation_id="NO6JO3").accepted
     reservation = env.db.row("reservations", "NO6JO3")
     assert reservation["status"] == "cancelled"
@@ -172,7 +172,7 @@ def test_cancel_certificate_and_passenger_rules(domains):
 
 
 def test_airline_queries(domains):
-    env = Tau2Env(domains["airline"])
+    env = Tau2Tools(domains["airline"])
     direct = _call(env, "search_direct_flight", origin="JFK", destination="ATL", date="2024-05-20")
     assert direct.kind == "query" and '"flight_number":"HAT136"' in direct.content
     onestop = _call(env, "search_onestop_flight", origin="JFK", destination="SEA", date="2024-05-20")
@@ -182,7 +182,7 @@ def test_airline_queries(domains):
 
 
 def test_retail_cancel_refunds_a_gift_card_at_once(domains):
-    env = Tau2Env(domains["retail"])
+    env = Tau2Tools(domains["retail"])
     outcome = _call(env, "cancel_pending_order", order_id="#W6779827", reason="no longer needed")
     order = env.db.row("orders", "#W6779827")
     assert (
@@ -202,7 +202,7 @@ def test_retail_cancel_refunds_a_gift_card_at_once(domains):
 
 
 def test_retail_modify_items_applies_the_benchmarks_last_variant_rule(domains):
-    env = Tau2Env(domains["retail"])
+    env = Tau2Tools(domains["retail"])
     keyboard = _other_variant(env, "1656367028", "6342039236")
     clock = _other_variant(env, "2344688344", "9850781806")
     outcome = _call(
@@ -242,7 +242,7 @@ def _other_variant(env, product_id, item_id):
 
 
 def test_retail_refusals_from_the_gold_tasks(domains):
-    env = Tau2Env(domains["retail"])
+    env = Tau2Tools(domains["retail"])
     assert (
         _call(
             env,
@@ -268,7 +268,7 @@ def test_retail_refusals_from_the_gold_tasks(domains):
 
 
 def test_retail_lookups(domains):
-    env = Tau2Env(domains["retail"])
+    env = Tau2Tools(domains["retail"])
     found = _call(env, "find_user_id_by_email", email="Noah.Brown7922@example.com")
     assert found.content == '"noah_brown_6181"' and found.revealed == {"noah_brown_6181"}
     assert _call(env, "find_user_id_by_name_zip", first_name="Yusuf", last_name="Rossi", zip="19122").accepted
@@ -277,7 +277,7 @@ def test_retail_lookups(domains):
 
 
 def test_argument_checking_and_unknown_tools(domains):
-    env = Tau2Env(domains["retail"])
+    env = Tau2Tools(domains["retail"])
     assert _call(env, "get_order_details").error == "get_order_details() is missing argument(s) order_id"
     assert "unexpected argument(s) id" in _call(env, "get_order_details", order_id="#W1", id=1).error
     assert (

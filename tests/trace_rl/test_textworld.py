@@ -19,19 +19,15 @@ from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
 from tracec.dsl import ast
 from tracec.dsl.check import check_source
+from tracec.runtime.agent import ChatAgent, run_episode
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.textworld_agents import (
-    LLMAgent,
-    RandomAgent,
-    WalkthroughAgent,
-    play_episode,
-)
+from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld_env import (
     CookingGame,
     CustomGame,
     GameMakeError,
     SimpleGame,
-    TextWorldEnv,
+    TextWorldEnvironment,
     make_game,
 )
 from tracec.trace_rl.envs.textworld_facts import (
@@ -53,7 +49,7 @@ def game(textworld_game: Path) -> Path:
 
 @pytest.fixture
 def env(game: Path):
-    with TextWorldEnv(game) as opened:
+    with TextWorldEnvironment(game) as opened:
         yield opened
 
 
@@ -137,12 +133,12 @@ def test_extracted_commands_never_carry_what_crashes_the_game(reply: str) -> Non
 
 
 @pytest.mark.slow
-def test_hostile_commands_are_played_safely(env: TextWorldEnv) -> None:
-    env.reset()
+def test_hostile_commands_are_played_safely(env: TextWorldEnvironment) -> None:
+    env.reset(0)
     for reply in ("x\\D", "<action>look\x00</action>", "\\quit", "a" * 5000):
-        _, _, action = env.step(reply)
-        assert action["parsed"] in (True, False)
-    assert env.step("look")[2]["verb"] == "look"
+        result = env.step(reply)
+        assert result.action["parsed"] in (True, False) and not result.done
+    assert env.step("look").action["verb"] == "look"
 
 
 def test_clean_feedback_drops_prompt_and_status_line() -> None:
@@ -248,8 +244,8 @@ def test_tw_make_game_is_cached(game: Path) -> None:
 
 
 @pytest.mark.slow
-def test_walkthrough_wins_and_facts_match_textworld(env: TextWorldEnv) -> None:
-    trajectory = play_episode(env, WalkthroughAgent(), episode="w0", max_steps=50)
+def test_walkthrough_wins_and_facts_match_textworld(env: TextWorldEnvironment) -> None:
+    trajectory = run_episode(env, WalkthroughAgent(env), 0, 50, episode="w0")
     assert trajectory["success"] is True and trajectory["env_reward"] == 1.0
     assert trajectory["states"][-1]["won"] is True
     assert all(action["admissible"] and action["parsed"] for action in trajectory["actions"])
@@ -259,19 +255,22 @@ def test_walkthrough_wins_and_facts_match_textworld(env: TextWorldEnv) -> None:
         > 0
     )
     # Replay and compare every state with TextWorld's own text: the room header, the inventory, the description.
-    observation, state = env.reset()
+    env.reset(0)
+    state = env.states[0]
     for action in [None, *trajectory["actions"]]:
         if action is not None:
-            observation, state, _ = env.step(action["text"])
-        room = re.match(r"-= (.+?) =-", observation.description)
+            state = env.step(action["text"]).state
+        description, inventory = env.game_state["description"], env.game_state["inventory"]
+        room = re.match(r"-= (.+?) =-", description)
         assert room is not None and state["location"] == room.group(1).lower()
-        assert set(state["holding"]) == _carried(observation.inventory)
-        assert all(name in observation.description.lower() for name in state["visible"])
+        assert set(state["holding"]) == _carried(inventory)
+        assert all(name in description.lower() for name in state["visible"])
 
 
 @pytest.mark.slow
-def test_closed_containers_hide_their_contents(env: TextWorldEnv) -> None:
-    _, state = env.reset()
+def test_closed_containers_hide_their_contents(env: TextWorldEnvironment) -> None:
+    env.reset(0)
+    state = env.states[0]
     hidden = [
         fact.arguments[0].name.lower()
         for fact in env.game_state["facts"]
@@ -281,18 +280,21 @@ def test_closed_containers_hide_their_contents(env: TextWorldEnv) -> None:
 
 
 @pytest.mark.slow
-def test_random_agent_is_seeded_and_hits_invalidity_like_steps(env: TextWorldEnv) -> None:
-    first = play_episode(env, RandomAgent(seed=7), episode="r0", max_steps=25)
-    again = play_episode(env, RandomAgent(seed=7), episode="r0", max_steps=25)
+def test_random_agent_is_seeded_and_hits_invalidity_like_steps(env: TextWorldEnvironment) -> None:
+    agent = RandomAgent(env, seed=7)
+    first = run_episode(env, agent, 0, 25, episode="r0")
+    again = run_episode(env, agent, 0, 25, episode="r0")
     assert first == again
+    assert run_episode(env, RandomAgent(env, seed=8), 0, 25, episode="r0") != first
     assert all(action["admissible"] for action in first["actions"])
     assert any(action["score_delta"] == 0 for action in first["actions"])
     assert first["success"] is (first["env_reward"] == 1.0)
-    env.reset()
-    _, state, action = env.step("take unicorn")
+    env.reset(0)
+    result = env.step("take unicorn")
+    state, action = result.state, result.action
     assert action["parsed"] and not action["admissible"] and action["score_delta"] == 0
-    assert "can't see any such" in state["feedback"]
-    _, _, action = env.step("<action>dance wildly</action>")
+    assert "can't see any such" in state["feedback"] and "can't see any such" in result.observation.text
+    action = env.step("<action>dance wildly</action>").action
     assert (action["verb"], action["parsed"], action["admissible"]) == ("other", False, False)
 
 
@@ -307,24 +309,29 @@ class _ScriptedBackend:
 
 
 @pytest.mark.slow
-def test_llm_agent_plays_from_action_tags(env: TextWorldEnv) -> None:
-    observation, _ = env.reset()
-    backend = _ScriptedBackend(list(observation.policy_commands))
-    trajectory = play_episode(env, LLMAgent(backend, history_turns=2), episode="l0", max_steps=50)
-    assert trajectory["success"] is True
+def test_llm_agent_plays_from_action_tags(env: TextWorldEnvironment) -> None:
+    first = env.reset(0).text
+    plan, objective = env.policy_commands, env.objective
+    backend = _ScriptedBackend(list(plan))
+    trajectory = run_episode(env, ChatAgent(backend, history_turns=2), 0, 50, episode="l0")
+    assert trajectory["success"] is True and len(backend.calls) == len(plan) > 3
     assert trajectory["actions"][0]["text"].startswith("Thinking about it.\n<action>")
-    assert trajectory["actions"][0]["verb"] == parse_command(observation.policy_commands[0]).verb
-    for messages in backend.calls:
-        assert messages[0]["role"] == "system" and observation.objective in messages[0]["content"]
-        assert [m["role"] for m in messages[1:]] == ["user", "assistant", "user"][-(len(messages) - 1) :]
-        assert len(messages) <= 4
+    assert trajectory["actions"][0]["verb"] == parse_command(plan[0]).verb
+    for turn, messages in enumerate(backend.calls):
+        # The system prompt, the first observation (it states the objective), then the last two turns.
+        assert messages[0] == {"role": "system", "content": env.system_prompt}
+        assert messages[1] == {"role": "user", "content": first} and objective in first
+        assert [m["role"] for m in messages[1:]] == ["user", "assistant"] * min(turn, 2) + ["user"]
+        assert len(messages) == 2 + 2 * min(turn, 2)
+        if turn > 2:
+            assert messages[-2]["content"] == f"Thinking about it.\n<action>{plan[turn - 1]}</action>"
 
 
 @pytest.mark.slow
-def test_trajectory_jsonl_shape_and_round_trip(env: TextWorldEnv, tmp_path: Path) -> None:
+def test_trajectory_jsonl_shape_and_round_trip(env: TextWorldEnvironment, tmp_path: Path) -> None:
     episodes = [
-        play_episode(env, WalkthroughAgent(), episode="w0", max_steps=50),
-        play_episode(env, RandomAgent(seed=1), episode="r1", max_steps=10),
+        run_episode(env, WalkthroughAgent(env), 0, 50, episode="w0"),
+        run_episode(env, RandomAgent(env, seed=1), 0, 10, episode="r1"),
     ]
     path = tmp_path / "textworld.jsonl"
     write_records(episodes, path)
@@ -341,15 +348,15 @@ def test_trajectory_jsonl_shape_and_round_trip(env: TextWorldEnv, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_rubric_bindings_name_entities_of_the_game(env: TextWorldEnv) -> None:
+def test_rubric_bindings_name_entities_of_the_game(env: TextWorldEnvironment) -> None:
     checked = check_source(RUBRIC.read_text(), str(RUBRIC))
     rubric = checked.rubrics["textworld_quest"]
-    observation, _ = env.reset()
+    env.reset(0)
     entities = {name.lower() for name in env.game_state["entities"]}
     for bind in rubric.binds:
         call = bind.value.args[0]  # lower(match(instruction, /re/, 1))
         assert isinstance(call.args[1], ast.Regex)
         found = re2.compile(("(?i)" if call.args[1].ignore_case else "") + call.args[1].pattern).search(
-            observation.objective
+            env.objective
         )
         assert found is not None and found.group(1).lower() in entities

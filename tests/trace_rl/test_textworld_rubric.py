@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from tracec.runtime.agent import run_episode
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent, play_episode
-from tracec.trace_rl.envs.textworld_env import TextWorldEnv
+from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.envs.textworld_env import TextWorldEnvironment
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def scored(textworld_game: Path, tmp_path_factory: pytest.TempPathFactory):
-    with TextWorldEnv(textworld_game) as env:
-        episodes = [play_episode(env, WalkthroughAgent(), episode="walkthrough", max_steps=40)]
-        episodes += [play_episode(env, RandomAgent(seed=s), episode=f"random{s}", max_steps=25) for s in range(2)]
+    with TextWorldEnvironment(textworld_game) as env:
+        episodes = [run_episode(env, WalkthroughAgent(env), 0, 40, episode="walkthrough")]
+        episodes += [run_episode(env, RandomAgent(env, seed=s), 0, 25, episode=f"random{s}") for s in range(2)]
     path = tmp_path_factory.mktemp("tw-scored") / "episodes.jsonl"
     write_records(episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)

@@ -5,13 +5,15 @@ offline) in a subprocess, into a cache folder keyed by a hash of the `tw-make` a
 version: a second request for the same game reuses the `.z8` and `.json`. A finished game is published with one
 atomic rename, so concurrent makers of the same game never see half a folder.
 
-`TextWorldEnv` plays one game through `textworld.start` with the infos the facts need and returns, per step, the
-agent's `Observation` and the canonical state and action facts (`textworld_facts`). Left out: the gym wrappers,
-batched environments, and game types other than `custom`, `tw-simple` and `tw-cooking`.
+`TextWorldEnvironment` is the one environment protocol over a game, or over a family of games (a spec whose seed
+is the episode's seed): it plays through `textworld.start` with the infos the facts need and records, per step,
+the canonical state and action facts (`textworld_facts`). Left out: the gym wrappers, batched environments, and
+game types other than `custom`, `tw-simple` and `tw-cooking`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
 
+from tracec.runtime.environment import Observation, StepResult
 from tracec.trace_rl.envs.textworld_facts import (
     action_facts,
     clean_feedback,
@@ -31,6 +34,10 @@ from tracec.trace_rl.envs.textworld_facts import (
     state_facts,
 )
 
+SYSTEM_PROMPT = (
+    "You are playing a text adventure game. Read the objective and what the game says, then reply with "
+    "exactly one game command inside <action></action>, for example <action>take red apple</action>."
+)
 REQUESTED_INFOS = (
     "facts", "admissible_commands", "inventory", "score", "max_score", "won", "lost", "policy_commands",
     "objective", "description", "feedback",
@@ -172,38 +179,35 @@ def make_game(
     return game
 
 
-@dataclass(frozen=True, kw_only=True)
-class Observation:
-    """What an agent is shown after a reset or a step."""
+class TextWorldEnvironment:
+    """TextWorld as the one environment protocol. `game` is a game file, which every seed plays, or a game spec
+    used as a template: seed N plays the spec with `seed=N`, made into `cache_dir` on first use (`make_game`).
 
-    objective: str
-    feedback: str
-    description: str
-    inventory: str
-    admissible_commands: tuple[str, ...]
-    policy_commands: tuple[str, ...]  # TextWorld's shortest winning plan from here (the walkthrough)
-    score: int
-    max_score: int
-    won: bool
-    lost: bool
+    A step plays the command in the agent's reply (`extract_command`); the episode ends when the game is won or
+    lost, or after `max_steps` turns (None: the caller bounds them). The observation is the game's answer, the
+    room when the answer does not show it, the inventory and (with `show_admissible`) the admissible commands;
+    the first one starts with the objective unless the game's opening text states it. The reward of the last
+    step, and the trajectory's `env_reward`, is 1 for a win, else the fraction of the game's score reached.
+    """
+
+    def __init__(self, game: Path | str | GameSpec, *, cache_dir: Path | None = None, max_steps: int | None = None,
+                 show_admissible: bool = True, tw_make: Path | None = None) -> None:
+        is_spec = isinstance(game, GameSpec)
+        if is_spec and cache_dir is None:
+            raise ValueError("TextWorldEnvironment: a game spec needs a cache_dir to make its games in")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"TextWorldEnvironment: max_steps={max_steps} must be at least 1 (or None)")
+        self.game: Path | GameSpec = game if isinstance(game, GameSpec) else Path(game)
+        self.cache_dir, self.max_steps = cache_dir, max_steps
+        self.show_admissible, self.tw_make = show_admissible, tw_make
+        self._env: Any = None
+        self._loaded: Path | None = None
+        self._game_state: Any = None
+        self.done = True
 
     @property
-    def done(self) -> bool:
-        return self.won or self.lost
-
-
-class TextWorldEnv:
-    """One TextWorld game; `reset` and `step` return the observation and canonical facts."""
-
-    def __init__(self, game_file: Path) -> None:
-        import textworld
-
-        infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS})
-        with warnings.catch_warnings():
-            # Jericho knows no tw-make game and says so; TextWorld tracks score and state itself.
-            warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
-            self._env = textworld.start(str(game_file), request_infos=infos)
-        self._game_state: Any = None
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT
 
     @property
     def game_state(self) -> Any:
@@ -215,29 +219,84 @@ class TextWorldEnv:
         """The game's TextWorld id: rollouts of the same game share it."""
         return str(self._game_state["extra.uuid"])
 
-    def reset(self) -> tuple[Observation, dict[str, Any]]:
-        self._game_state = self._env.reset()
-        return _observation(self._game_state), state_facts(self._game_state)
+    @property
+    def objective(self) -> str:
+        return str(self._game_state["objective"] or "")
 
-    def step(self, text: str) -> tuple[Observation, dict[str, Any], dict[str, Any]]:
-        """Play the command in the agent's reply `text`; returns observation, next state and action facts."""
-        if self._game_state is None:
-            raise RuntimeError("TextWorldEnv.step before reset")
+    @property
+    def admissible_commands(self) -> tuple[str, ...]:
+        return tuple(self._game_state["admissible_commands"] or ())
+
+    @property
+    def policy_commands(self) -> tuple[str, ...]:
+        """TextWorld's shortest winning plan from the current state (the walkthrough)."""
+        return tuple(self._game_state["policy_commands"] or ())
+
+    def game_file(self, seed: int) -> Path:
+        if isinstance(self.game, Path):
+            return self.game
+        assert self.cache_dir is not None  # checked in __init__
+        return make_game(dataclasses.replace(self.game, seed=seed), self.cache_dir, tw_make=self.tw_make)
+
+    def reset(self, seed: int) -> Observation:
+        path = self.game_file(seed)
+        if path != self._loaded:
+            self.close()
+            self._env, self._loaded = _start(path), path
+        self._game_state = self._env.reset()
+        self.steps, self.done = 0, False
+        self.states: list[dict[str, Any]] = [state_facts(self._game_state)]
+        self.actions: list[dict[str, Any]] = []
+        return Observation(text=self._render(opening=True), role="user")
+
+    def step(self, action: str) -> StepResult:
+        """Play the command in the agent's reply `action`."""
+        if self.done or self._game_state is None:
+            raise RuntimeError("the episode is over (or never began): call reset(seed)")
         before = self._game_state
-        command = extract_command(text)
+        command = extract_command(action)
         after, _, _ = self._env.step(command)
-        self._game_state = after
-        action = action_facts(
-            text=text,
-            command=command,
-            admissible_before=before["admissible_commands"],
-            score_before=before["score"] or 0,
-            score_after=after["score"] or 0,
-        )
-        return _observation(after), state_facts(after), action
+        self._game_state, self.steps = after, self.steps + 1
+        self.actions.append(action_facts(text=action, command=command, admissible_before=before["admissible_commands"],
+                                         score_before=before["score"] or 0, score_after=after["score"] or 0))
+        self.states.append(state_facts(after))
+        won_or_lost = bool(after["won"]) or bool(after["lost"])
+        self.done = won_or_lost or (self.max_steps is not None and self.steps >= self.max_steps)
+        return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=self.done,
+                          reward=self.reward() if self.done else 0.0, state=self.states[-1], action=self.actions[-1])
+
+    def reward(self) -> float:
+        """1 for a win, else the fraction of the maximum score reached (0 when the game has no score)."""
+        state = self._game_state
+        if state["won"]:
+            return 1.0
+        best = int(state["max_score"] or 0)
+        return int(state["score"] or 0) / best if best > 0 else 0.0
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        if self._game_state is None:
+            raise RuntimeError("no episode to record: call reset(seed)")
+        return {"episode": episode, "task": self.task, "instruction": self.objective, "states": self.states,
+                "actions": self.actions, "env_reward": self.reward(), "success": bool(self._game_state["won"])}
+
+    def _render(self, *, opening: bool) -> str:
+        state = self._game_state
+        feedback = clean_feedback(state["feedback"])
+        description = (state["description"] or "").strip()
+        parts = [feedback]
+        if opening and self.objective and self.objective not in feedback:
+            parts.insert(0, f"Objective: {self.objective}")
+        if description and description not in feedback:
+            parts.append(f"Room: {description}")
+        parts.append(f"Inventory: {(state['inventory'] or '').strip()}")
+        if self.show_admissible:
+            parts.append("Possible commands: " + ", ".join(self.admissible_commands))
+        return "\n\n".join(part for part in parts if part)
 
     def close(self) -> None:
-        self._env.close()
+        if self._env is not None:
+            self._env.close()
+            self._env, self._loaded = None, None
 
     def __enter__(self) -> Self:
         return self
@@ -246,16 +305,11 @@ class TextWorldEnv:
         self.close()
 
 
-def _observation(state: Any) -> Observation:
-    return Observation(
-        objective=state["objective"] or "",
-        feedback=clean_feedback(state["feedback"]),
-        description=(state["description"] or "").strip(),
-        inventory=(state["inventory"] or "").strip(),
-        admissible_commands=tuple(state["admissible_commands"] or ()),
-        policy_commands=tuple(state["policy_commands"] or ()),
-        score=int(state["score"] or 0),
-        max_score=int(state["max_score"] or 0),
-        won=bool(state["won"]),
-        lost=bool(state["lost"]),
-    )
+def _start(game_file: Path) -> Any:
+    import textworld
+
+    infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS})
+    with warnings.catch_warnings():
+        # Jericho knows no tw-make game and says so; TextWorld tracks score and state itself.
+        warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+        return textworld.start(str(game_file), request_infos=infos)

@@ -3,37 +3,34 @@
 The data (`db.json`, `policy.md`, `tasks.json`, `split_tasks.json`, `user_simulator/`) is read from the tau2
 data folder (`find_data_dir`: an explicit path, $TRACEC_TAU2_DATA, or `shared/data/tau2` beside the repo);
 nothing of it is copied here. Modules: `db` (copy-on-write database, stable hash), `toolkit` (typed tool
-specs), `airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `user` (LLM and scripted
-users), `gold` (gold replay and the gold agent), `episode` (the conversation loop), `scoring`, `facts`
-(trajectory JSONL), `replay` (the `tracec tau2 replay` command).
+specs), `airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `environment` (the one
+environment protocol: the conversation with its user, the facts, the trajectory), `gold` (gold replay, the gold
+agent and its user), `scoring`, `replay` (the `tracec tau2 replay` command).
 
 Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL assertions.
 """
 
-from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome, find_data_dir, load_domain
-from tracec.trace_rl.envs.tau2.episode import Episode, EpisodeConfig, run_episode
-from tracec.trace_rl.envs.tau2.facts import episode_record
+from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools, ToolOutcome, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.environment import (
+    Tau2Environment,
+    load_guidelines,
+    scripted_user,
+    tau2_user,
+)
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay, tau2_command
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task, load_split, load_tasks
-from tracec.runtime.chat import ChatBackend
-from tracec.trace_rl.envs.tau2.user import LLMUser, ScriptedUser, load_guidelines
 
 __all__ = [
-    "ChatBackend",
     "Domain",
-    "Episode",
-    "EpisodeConfig",
     "GoldAgent",
-    "LLMUser",
     "ReplayResult",
     "Score",
-    "ScriptedUser",
     "Task",
-    "Tau2Env",
+    "Tau2Environment",
+    "Tau2Tools",
     "ToolOutcome",
-    "episode_record",
     "find_data_dir",
     "gold_user",
     "load_domain",
@@ -42,7 +39,8 @@ __all__ = [
     "load_tasks",
     "replay",
     "replay_gold",
-    "run_episode",
     "score",
+    "scripted_user",
     "tau2_command",
+    "tau2_user",
 ]

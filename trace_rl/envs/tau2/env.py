@@ -1,11 +1,12 @@
-"""A tau2 domain as an environment: its database, tools, policy and tasks, and one tool call's outcome.
+"""A tau2 domain: its database, tools, policy and tasks, and one tool call's outcome.
 
-`load_domain` reads a domain folder once (`db.json`, `policy.md`, `tasks.json`); `Tau2Env` is one episode's
-working copy of it. `Tau2Env.execute` turns a parsed tool call (the shared `<action>` / JSON format of
-`tracec.runtime.toolcall`) into a `ToolOutcome`: what the agent reads back (`render_result` JSON, or
-`Error: <message>` like the benchmark), whether the call was accepted, and whether the database changed.
+`load_domain` reads a domain folder once (`db.json`, `policy.md`, `tasks.json`); `Tau2Tools` is the domain's
+tools over one working copy of its database. `Tau2Tools.execute` turns a parsed tool call (the shared
+`<action>` / JSON format of `tracec.runtime.toolcall`) into a `ToolOutcome`: what the agent reads back
+(`render_result` JSON, or `Error: <message>` like the benchmark), whether the call was accepted, and whether
+the database changed.
 
-Left out: the conversation loop (`episode.py`) and scoring (`scoring.py`).
+Left out: the conversation (`environment.py`, the one environment protocol) and scoring (`scoring.py`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ from tracec.trace_rl.envs.tau2.toolkit import ToolError, Toolkit
 
 DOMAINS = {"airline": airline_toolkit, "retail": retail_toolkit}
 DATA_ENV_VAR = "TRACEC_TAU2_DATA"
-CALL_FORMAT = """\
-## How to act
-Each turn, do exactly one of these:
-- call one tool: <action>tool_name(arg="value", other=[1, 2])</action> (arguments by name, values as JSON);
-- or write a message to the user (plain text, no tool call in it).
-The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,8 +94,8 @@ class ToolOutcome:
     revealed: frozenset[str] = frozenset()  # ids the result shows
 
 
-class Tau2Env:
-    """One episode's copy of a domain's database, and its tools."""
+class Tau2Tools:
+    """A domain's tools over one episode's copy of its database."""
 
     def __init__(self, domain: Domain) -> None:
         self.domain = domain
@@ -128,10 +123,6 @@ class Tau2Env:
             content=render_result(result),
             revealed=frozenset(tool.ids_in(result)),
         )
-
-    def system_prompt(self) -> str:
-        """Policy, tools and call format: the agent's system message."""
-        return f"{self.domain.policy.strip()}\n\n## Tools\n{self.domain.toolkit.describe()}\n\n{CALL_FORMAT}"
 
 
 def _refused(tool: str | None, kind: Any, arguments: dict[str, Any], error: str) -> ToolOutcome:

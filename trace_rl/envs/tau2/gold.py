@@ -13,48 +13,63 @@ every `communicate_info` string. With `gold_user` answering, it scores 1.0 on ev
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from tracec.runtime.agent import Message, turns_taken
 from tracec.runtime.toolcall import ToolCall, format_tool_call
-from tracec.trace_rl.envs.tau2.env import Domain, Tau2Env, ToolOutcome
+from tracec.runtime.users import STOP, ScriptedUser
+from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools, ToolOutcome
 from tracec.trace_rl.envs.tau2.tasks import Task
-from tracec.trace_rl.envs.tau2.user import ScriptedUser
+
+if TYPE_CHECKING:  # the environment scores with `replay_gold`: a run-time import would go in a circle
+    from tracec.trace_rl.envs.tau2.environment import Tau2Environment
 
 OPENING = "Hi, I need some help with my account."
 CONSENT = "Yes, I confirm. Please go ahead."
+ASK = "I am about to run {name} with {args}. Do you want me to proceed?"
+FINAL = "All done."
 
 
-def replay_gold(domain: Domain, task: Task) -> tuple[Tau2Env, tuple[ToolOutcome, ...]]:
-    """A fresh environment after the task's gold actions, and each action's outcome."""
-    env = Tau2Env(domain)
-    outcomes = tuple(env.execute(ToolCall(name=a.name, arguments=a.arguments)) for a in task.actions)
-    return env, outcomes
+def replay_gold(domain: Domain, task: Task) -> tuple[Tau2Tools, tuple[ToolOutcome, ...]]:
+    """A fresh copy of the domain's tools and database after the task's gold actions, and each action's outcome."""
+    tools = Tau2Tools(domain)
+    outcomes = tuple(tools.execute(ToolCall(name=a.name, arguments=a.arguments)) for a in task.actions)
+    return tools, outcomes
+
+
+def gold_script(domain: Domain, task: Task) -> tuple[str, ...]:
+    """The gold agent's turns: confirm then call for a mutation, a call for a query, a closing message."""
+    script: list[str] = []
+    for action in task.actions:
+        tool = domain.toolkit.tools.get(action.name)
+        if tool is not None and tool.kind == "mutate":
+            script.append(ASK.format(name=action.name, args=json.dumps(action.arguments, ensure_ascii=False)))
+        script.append(format_tool_call(action.name, action.arguments))
+    info = "; ".join(task.communicate_info)
+    script.append(f"{FINAL} Here is what you asked for: {info}." if info else f"{FINAL} Anything else?")
+    return tuple(script)
 
 
 class GoldAgent:
-    """Says its script a turn at a time: confirm then call for a mutation, a call for a query, a closing."""
+    """Says the gold script of the task its environment plays, a turn at a time (the closing once it is out)."""
 
-    def __init__(self, domain: Domain, task: Task) -> None:
-        script: list[str] = []
-        for action in task.actions:
-            tool = domain.toolkit.tools.get(action.name)
-            if tool is not None and tool.kind == "mutate":
-                args = json.dumps(action.arguments, ensure_ascii=False)
-                script.append(f"I am about to run {action.name} with {args}. Do you want me to proceed?")
-            script.append(format_tool_call(action.name, action.arguments))
-        info = "; ".join(task.communicate_info)
-        script.append(
-            f"All done. Here is what you asked for: {info}." if info else "All done. Anything else?"
-        )
-        self.script = tuple(script)
-        self.confirmations = sum(1 for text in script if text.startswith("I am about to run"))
-        self._turn = 0
+    def __init__(self, env: Tau2Environment) -> None:
+        self.env = env
+        self._script: tuple[Task | None, tuple[str, ...]] = (None, ())
 
-    def generate(self, messages: list[dict[str, str]]) -> str:
-        text = self.script[min(self._turn, len(self.script) - 1)]
-        self._turn += 1
-        return text
+    def act(self, messages: Sequence[Message]) -> str:
+        task = self.env.task
+        if task is None:
+            raise RuntimeError("the agent acts before the environment was reset")
+        if self._script[0] is not task:
+            self._script = (task, gold_script(self.env.domain, task))
+        script = self._script[1]
+        return script[min(turns_taken(messages), len(script) - 1)]
 
 
-def gold_user(agent: GoldAgent) -> ScriptedUser:
-    """The user for a gold episode: opens, then consents to each mutation the agent announces."""
-    return ScriptedUser((OPENING, *([CONSENT] * agent.confirmations)))
+def gold_user() -> ScriptedUser:
+    """The user for a gold episode: opens, consents to each mutation the agent announces, and stops when the
+    agent's closing message comes."""
+    return ScriptedUser([OPENING], then=CONSENT, done_pattern="^" + re.escape(FINAL), closing=STOP)

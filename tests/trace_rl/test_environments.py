@@ -1,0 +1,168 @@
+"""The three targets behind the one environment protocol, played by the one `run_episode`.
+
+For each target (a capability environment, tau2-bench, TextWorld): the scripted solver (gold agent, walkthrough)
+wins with reward 1 on the last step and 0 before it; an agent that does nothing loses; the trajectory is scored by
+the target's shipped rubric (the solver reaches execution operators, the idle agent none); and the same seed gives
+the same episode, from fresh environments made by one factory (a GRPO group), while other seeds give other tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tracec.runtime.agent import Agent, Message, run_episode
+from tracec.runtime.env import Environment, load_environment
+from tracec.runtime.env.validate import GoldAgent, NullAgent
+from tracec.runtime.environment import Environment as EnvironmentProtocol
+from tracec.runtime.environment import Observation, StepResult
+from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.output import write_records
+from tracec.trace_rl.envs import tau2
+from tracec.trace_rl.envs.textworld_agents import WalkthroughAgent
+from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
+
+REPO = Path(__file__).resolve().parents[2]
+TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"
+
+
+class Recording:
+    """An environment that keeps every observation and step result of the one it wraps; it is itself an
+    `Environment`, so `run_episode` needs nothing more than the protocol."""
+
+    def __init__(self, env: EnvironmentProtocol) -> None:
+        self.env = env
+        self.first: Observation | None = None
+        self.results: list[StepResult] = []
+
+    @property
+    def system_prompt(self) -> str:
+        return self.env.system_prompt
+
+    def reset(self, seed: int) -> Observation:
+        self.first, self.results = self.env.reset(seed), []
+        return self.first
+
+    def step(self, action: str) -> StepResult:
+        self.results.append(self.env.step(action))
+        return self.results[-1]
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        return self.env.trajectory(episode)
+
+
+class Idle:
+    """Does nothing useful: says the same thing every turn."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def act(self, messages: Sequence[Message]) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Target:
+    make: Callable[[], Any]  # a fresh environment (the factory of a group)
+    solver: Callable[[Any], Agent]  # the scripted agent that solves it, given its environment
+    idle: Agent
+    rubric: Path
+    seeds: tuple[int, int]  # two seeds of different tasks
+    max_turns: int
+
+
+@pytest.fixture(params=["capability", "tau2", pytest.param("textworld", marks=pytest.mark.slow)])
+def target(request: pytest.FixtureRequest) -> Any:
+    if request.param == "capability":
+        program = load_environment(str(TRIPS))
+        yield Target(make=lambda: Environment(program), solver=GoldAgent, idle=NullAgent(),
+                     rubric=REPO / "examples" / "toolenv.rubric", seeds=(3, 4), max_turns=30)
+    elif request.param == "tau2":
+        domain = request.getfixturevalue("domains")["retail"]
+        gold: dict[str, Any] = {}  # the gold databases, replayed once for every environment of the group
+        mutations = [t.id for t in domain.tasks.values() if any(a.name.startswith("cancel") for a in t.actions)]
+        yield Target(make=lambda: tau2.Tau2Environment(domain, user=tau2.gold_user(), task_ids=mutations[:2], gold=gold),
+                     solver=tau2.GoldAgent, idle=Idle("All done. I am sorry, I cannot help with that."),
+                     rubric=REPO / "examples" / "tau2.rubric", seeds=(0, 1), max_turns=60)
+    else:
+        game: Path = request.getfixturevalue("textworld_game")
+        opened: list[TextWorldEnvironment] = []
+
+        def make() -> TextWorldEnvironment:
+            opened.append(TextWorldEnvironment(SimpleGame(), cache_dir=game.parent.parent, max_steps=40))
+            return opened[-1]
+
+        # Seed 2 is the session's game (already made); seed 3 makes one more.
+        yield Target(make=make, solver=WalkthroughAgent, idle=Idle("<action>look</action>"),
+                     rubric=REPO / "examples" / "textworld.rubric", seeds=(2, 3), max_turns=40)
+        for env in opened:
+            env.close()
+
+
+def test_the_solver_wins_with_reward_one_on_the_last_step(target: Target) -> None:
+    env = Recording(target.make())
+    record = run_episode(env, target.solver(env.env), target.seeds[0], target.max_turns, episode="solver")
+    assert record["success"] is True and record["env_reward"] == 1.0 and record["episode"] == "solver"
+    *before, last = env.results
+    assert last.done and last.reward == 1.0
+    assert before and all(not r.done and r.reward == 0.0 for r in before)
+    assert len(record["actions"]) == len(env.results) and len(record["states"]) == len(env.results) + 1
+    assert [r.state for r in env.results] == record["states"][1:]
+    assert [r.action for r in env.results] == record["actions"]
+    assert all(r.action["text"] for r in env.results)
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step("one turn too many")
+
+
+def test_an_idle_agent_loses(target: Target) -> None:
+    env = Recording(target.make())
+    record = run_episode(env, target.idle, target.seeds[0], target.max_turns)
+    assert record["success"] is False and record["env_reward"] < 1.0
+    assert env.results[-1].done and env.results[-1].reward == record["env_reward"]
+    assert all(not r.done and r.reward == 0.0 for r in env.results[:-1])
+
+
+def test_trajectories_are_scored_by_the_shipped_rubric(target: Target, tmp_path: Path) -> None:
+    env = target.make()
+    solver = run_episode(env, target.solver(env), target.seeds[0], target.max_turns, episode="solver")
+    idle = run_episode(env, target.idle, target.seeds[0], target.max_turns, episode="idle")
+    write_records([solver, idle], tmp_path / "episodes.jsonl")
+    scorer = RubricScorer.from_file(target.rubric, backend="interp", cache=None)
+    result = scorer.evaluate(tmp_path / "episodes.jsonl")
+    assert list(result.batch.episodes) == ["solver", "idle"]
+    assert list(result.batch.env_reward) == [solver["env_reward"], idle["env_reward"]]
+    execution = [j for j, op in enumerate(scorer.compiled.operators) if op.category == "execution"]
+    offsets = result.batch.episode_offsets
+    fired = [result.fired[offsets[e]:offsets[e + 1]][:, execution].sum() for e in range(2)]
+    assert offsets[1] == len(solver["actions"]) and offsets[2] - offsets[1] == len(idle["actions"])
+    assert fired[0] > 0 and fired[1] == 0
+    solver_return, idle_return = result.episode_returns()
+    assert solver_return > idle_return
+
+
+def test_the_same_seed_gives_the_same_episode_and_other_seeds_other_tasks(target: Target) -> None:
+    group = [target.make() for _ in range(3)]  # K environments of one group, reset with one seed
+    firsts = [env.reset(target.seeds[0]) for env in group]
+    assert firsts[0] == firsts[1] == firsts[2] and firsts[0].role == "user"
+    assert len({env.system_prompt for env in group}) == 1
+    records = [run_episode(env, target.solver(env), target.seeds[0], target.max_turns, episode="e") for env in group]
+    assert records[0] == records[1] == records[2]
+    again = run_episode(group[0], target.solver(group[0]), target.seeds[0], target.max_turns, episode="e")
+    assert again == records[0]  # and the same environment replays it after another reset
+    other = run_episode(group[1], target.solver(group[1]), target.seeds[1], target.max_turns, episode="e")
+    assert other["task"] != records[0]["task"] and other["instruction"] != records[0]["instruction"]
+    assert other["success"] is True
+
+
+def test_observations_come_in_the_role_of_their_source(target: Target) -> None:
+    env = Recording(target.make())
+    run_episode(env, target.solver(env.env), target.seeds[0], target.max_turns)
+    assert env.first is not None and env.first.role == "user"
+    roles = {r.action.get("kind", "command"): r.observation.role for r in env.results}
+    if "message" in roles:  # tool environments: a message is answered by the user, a tool call by the tool
+        assert roles.pop("message") == "user" and set(roles.values()) == {"tool"}
+    else:  # TextWorld: the game answers every command as the user side of the conversation
+        assert set(roles.values()) == {"user"}

@@ -14,7 +14,7 @@ from scripted_llm import ChatServer, ScriptedLLM
 from tracec.cli import main
 from tracec.runtime.chat import Sampling
 from tracec.runtime.env import load_environment
-from tracec.runtime.env.validate import GoldAgent
+from tracec.runtime.toolcall import format_tool_call
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.synth.calibration import Bands, calibrate
 from tracec.trace_rl.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
@@ -57,7 +57,8 @@ class GoldOrNothing:
         if len(messages) == 2:  # a new rollout: decide, once
             plays = (sampling.seed or 0) % 2 == 0
             self.plans.append(plays)
-            self._turns = GoldAgent(self.scenarios[messages[1]["content"]]).turns if plays else []
+            gold = self.scenarios[messages[1]["content"]].gold_calls
+            self._turns = [format_tool_call(c.name, c.arguments) for c in gold] + ["All done."] if plays else []
         return [self._turns.pop(0) if self._turns else "I am done."]
 
 

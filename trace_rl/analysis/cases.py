@@ -86,8 +86,13 @@ def _is_tau2_results(path: Path) -> bool:
     return isinstance(data, dict) and "simulations" in data
 
 
+def succeeded(episode: Episode) -> bool:
+    """An episode's `success`, or, where it has none, whether its reward is 1."""
+    return episode.success if episode.success is not None else episode.env_reward >= SUCCESS
+
+
 def _our_case(episode: Episode) -> Case:
-    success = episode.success if episode.success is not None else episode.env_reward >= SUCCESS
+    success = succeeded(episode)
     lines = [f"task: {episode.instruction}"] if episode.instruction else []
     for action, state in zip(episode.actions, episode.states[1:]):
         text = action.get("text")

@@ -68,7 +68,7 @@ def labeling_prompt(case: Case, capabilities: Sequence[Capability], case_chars: 
               "trajectory say LACKING only when that capability's absence caused a failure; when unsure between "
               "PRESENT and LACKING, say PRESENT.")
     outcome = "FAILED" if not case.success else "PASSED"
-    example = ", ".join(f'"{c.name}": "NA"' for c in capabilities[:2])
+    example = ", ".join(f'"{c.name}": "NA|PRESENT|LACKING"' for c in capabilities[:2])  # no value favoured
     user = (f"Capabilities:\n{listed}\n\n### trajectory {case.id} ({outcome}, reward {case.reward:g})\n"
             f"{case.excerpt(case_chars)}\n\nLabel every capability, using the names exactly as listed. Reply with "
             f'only a JSON object: {{"labels": {{{example}, ...}}}}')

@@ -13,14 +13,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.analysis.commands import UsageProblem, settings
+from tracec.trace_rl.analysis.commands import UsageProblem, report, settings
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
 
 from tracec.atomic import atomic_open, write_atomic
-
-
-def report(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def text_argument(value: str | None, flag: str) -> str | None:
@@ -221,6 +217,7 @@ def _episodes(args: argparse.Namespace, schema_name: str, out: Path) -> tuple[An
     """The validation episodes, and the recorded-trajectory file excerpts come from."""
     from tracec.runtime.output import write_records
     from tracec.runtime.trajectories import read_trajectories
+    from tracec.trace_rl.analysis.cases import succeeded
     from tracec.trace_rl.synth.rubric import Episodes
 
     if args.env is not None:
@@ -239,9 +236,5 @@ def _episodes(args: argparse.Namespace, schema_name: str, out: Path) -> tuple[An
                         random=tuple(e for e in episodes if e.episode.startswith("random-"))), recorded
     given = read_trajectories(args.trajectories) if args.trajectories else []
     random = read_trajectories(args.random_trajectories) if args.random_trajectories else []
-    return Episodes(succeeded=tuple(e for e in given if _succeeded(e)),
-                    failed=tuple(e for e in given if not _succeeded(e)), random=tuple(random)), args.trajectories
-
-
-def _succeeded(episode: Any) -> bool:
-    return bool(episode.success) if episode.success is not None else episode.env_reward >= 1 - 1e-9
+    return Episodes(succeeded=tuple(e for e in given if succeeded(e)),
+                    failed=tuple(e for e in given if not succeeded(e)), random=tuple(random)), args.trajectories

@@ -215,3 +215,17 @@ def _one() -> Any:
     from tracec.runtime.chat import Sampling
 
     return Sampling()
+
+
+def test_inputs_that_are_neither_format_are_refused(trajectories: Path, tmp_path: Path) -> None:
+    from tracec.trace_rl.analysis.cases import CaseError
+
+    one = tmp_path / "one.jsonl"
+    one.write_text(trajectories.read_text().splitlines()[0] + "\n")  # one episode: a JSONL file that is one object
+    assert [c.id for c in read_cases([one])] == ["gold-0"]
+    other = tmp_path / "run.json"
+    other.write_text('{"attempt": 1, "labels": {}}')
+    with pytest.raises(CaseError, match="neither trajectory JSONL .* nor a tau2-bench result file"):
+        read_cases([other])
+    with pytest.raises(CaseError, match="also appears in"):
+        read_cases([one, one])

@@ -69,21 +69,21 @@ def split(cases: Sequence[Case]) -> tuple[list[Case], list[Case]]:
 
 def _read(path: Path) -> list[Case]:
     try:
-        with open(path, encoding="utf-8") as handle:
-            start = handle.read(4096).lstrip()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise CaseError(f"{path}: error: {error.strerror}") from None
-    if start.startswith("{") and _is_tau2_results(path):
-        return _tau2_cases(path)
-    return [_our_case(e) for e in read_trajectories(path)]
-
-
-def _is_tau2_results(path: Path) -> bool:
+    except UnicodeDecodeError:
+        raise CaseError(f"{path}: error: not UTF-8 text") from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        whole = json.loads(text)
     except json.JSONDecodeError:
-        return False  # JSONL: the first line is an object, the file as a whole is not one
-    return isinstance(data, dict) and "simulations" in data
+        whole = None  # JSONL: a line is an object, the file as a whole is not one value
+    if isinstance(whole, dict) and "episode" not in whole:  # (a one-episode JSONL file is one object too)
+        if "simulations" not in whole:
+            raise CaseError(f"{path}: error: one JSON object without `simulations`: neither trajectory JSONL (one "
+                            "episode a line) nor a tau2-bench result file")
+        return _tau2_cases(path, whole)
+    return [_our_case(e) for e in read_trajectories(path)]
 
 
 def succeeded(episode: Episode) -> bool:
@@ -104,8 +104,7 @@ def _our_case(episode: Episode) -> Case:
                 episode=episode)
 
 
-def _tau2_cases(path: Path) -> list[Case]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _tau2_cases(path: Path, data: dict[str, Any]) -> list[Case]:
     simulations = data["simulations"]
     if not isinstance(simulations, list):
         raise CaseError(f"{path}: error: `simulations` must be a list")

@@ -6,10 +6,10 @@ would. stdout carries only what was asked for; progress and timings go to stderr
 
 A subcommand is a module of this package with two functions, `add_arguments(parser)` and `run(args) -> int`, and
 one `Command` line in `COMMANDS` below. The module is imported only when its command runs (so `tracec check` never
-pays for torch), and it may name, in `USER_ERRORS`, the exception types of the library it calls that are the user's
-mistake: they exit 1 with their message as it is. Everything else a command raises is mapped here, once:
-`RubricError` (located diagnostics), `UserError` / `UsageError` (`tracec.cli.errors`), `OSError` (the path the
-user gave, see `tracec.cli.paths`).
+pays for torch), and it may name the exception types of the library it calls that are the user's mistake, in
+`USER_ERRORS` (exit 1 with their message as it is), and those that are a usage mistake, in `USAGE_ERRORS` (exit 2).
+Everything else a command raises is mapped here, once: `RubricError` (located diagnostics), `UserError` /
+`UsageError` (`tracec.cli.errors`), `OSError` (the path the user gave, see `tracec.cli.paths`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ COMMANDS = (
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
     Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
+    Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
+    Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
     Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
 )
 
@@ -91,6 +93,7 @@ def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.Argum
 
 def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
     user_errors: tuple[type[BaseException], ...] = getattr(module, "USER_ERRORS", ())
+    usage_errors: tuple[type[BaseException], ...] = getattr(module, "USAGE_ERRORS", ())
     try:
         return int(module.run(args))
     except RubricError as error:
@@ -100,6 +103,9 @@ def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
         _say(error.format(command.name))
         return EXIT_USER
     except UsageError as error:
+        _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
+        return EXIT_USAGE
+    except usage_errors as error:
         _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
         return EXIT_USAGE
     except user_errors as error:

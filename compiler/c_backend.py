@@ -29,6 +29,7 @@ import cffi
 import numpy as np
 from tracec.compiler.cache import KernelCache, content_key
 from tracec.compiler.codegen import Kind, StepWriter, allocate, c_parameters, marshal, pointers, schedule
+from tracec.compiler.context import ContextKeys, ContextLayout, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
 from tracec.dsl.types import Type
@@ -36,7 +37,7 @@ from tracec.dsl.types import Type
 import tracec
 from tracec.atomic import atomic_path
 
-BACKEND_VERSION = "tracec-c-1"
+BACKEND_VERSION = "tracec-c-2"
 MANIFEST_FORMAT = "tracec-c-kernel"
 # -w: generated code leaves unused flags; no FMA contraction, so floats round exactly as in Python.
 COMPILE_ARGS = ("-O3", "-g0", "-w", "-ffp-contract=off", "-fopenmp", "-std=gnu99")
@@ -53,7 +54,7 @@ class ArtifactError(Exception):
 class CKernel:
     columns: tuple[ColumnSpec, ...]
     n_operators: int
-    has_context: bool
+    context: ContextLayout
     operator_names: tuple[str, ...]
     path: Path
     from_cache: bool  # True when an already built library was loaded instead of compiled
@@ -61,11 +62,11 @@ class CKernel:
     lib: Any
     backend: str = "c"
 
-    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
         arrays = marshal(self.columns, columns, n)
-        fired, keys = allocate(n, self.n_operators, self.has_context)
-        self.lib.tracec_kernel(n, *pointers(self.ffi, [*arrays, fired, keys]))
-        return fired, keys if self.has_context else None
+        outputs = allocate(n, self.n_operators, bool(self.context), sum(c is None for c, _ in self.context))
+        self.lib.tracec_kernel(n, *pointers(self.ffi, [*arrays, *outputs.arrays()]))
+        return outputs.results(self.context, columns)
 
 
 def declaration(columns: tuple[ColumnSpec, ...]) -> str:
@@ -82,7 +83,7 @@ def generate_source(program: KernelProgram, operator_names: Sequence[str] = ()) 
         "columns": [{"name": c.name, "kind": c.type.kind, "members": list(c.type.members)} for c in program.columns],
         "n_operators": len(program.operators),
         "operator_names": list(operator_names),
-        "n_context": len(program.context),
+        "context": [list(source) for source in context_layout(program)],
     }
     text = json.dumps(manifest, sort_keys=True).replace("\\", "\\\\").replace('"', '\\"')
     writer = _CWriter(plan)
@@ -98,6 +99,7 @@ def generate_source(program: KernelProgram, operator_names: Sequence[str] = ()) 
         "#include <math.h>",
         "",
         f"#define TRACEC_MIX(h, w) (((h) ^ (uint64_t)(w)) * UINT64_C({CONTEXT_PRIME:#x}))",
+        "static inline int64_t tracec_bits(double x) { int64_t w; memcpy(&w, &x, 8); return w; }",
         f'static const char tracec_manifest_text[] = "{text}";',
         "const char *tracec_manifest(void) { return tracec_manifest_text; }",
         "",
@@ -140,41 +142,68 @@ class _CWriter(StepWriter):
         return [f"int {target} = ({hia} - {loa}) == ({hib} - {lob});",
                 f"for (int64_t j = 0; {target} && j < {hia} - {loa}; j++) {target} = {va}[{loa} + j] == {vb}[{lob} + j];"]
 
-    def number(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
-        """Ints wrap through uint64 (signed overflow is undefined in C; Numba wraps); floats as Python's."""
+    def arithmetic(self, i: int, op: str, operands: list[str], kinds: list[Kind],
+                   constants: list[Any]) -> tuple[list[str], str | None]:
+        """Ints by the compiler's overflow builtins (signed overflow is undefined in C); floats as IEEE doubles."""
+        v = f"v{i}"
         if op == "div":
             a, b = (f"(double){x}" for x in operands)
-            return f"({operands[1]} != 0) ? {a} / {b} : 0.0"
+            return [f"const double {v} = ({operands[1]} != 0) ? {a} / {b} : 0.0;"], f"({operands[1]} != 0) & (isfinite({v}) != 0)"
         if "float" in kinds:
             a, b = ([f"(double){x}" for x in operands] + [""])[:2]
-            return {"neg": f"-{a}", "abs": f"fabs({a})", "min": f"(({b} < {a}) ? {b} : {a})",
-                    "max": f"(({b} > {a}) ? {b} : {a})"}.get(op, f"{a} {_C_OPS.get(op, '')} {b}")
+            if op in ("neg", "abs", "min", "max"):
+                value = {"neg": f"-{a}", "abs": f"fabs({a})", "min": f"(({b} < {a}) ? {b} : {a})",
+                         "max": f"(({b} > {a}) ? {b} : {a})"}[op]
+                return [f"const double {v} = {value};"], None
+            return [f"const double {v} = {a} {_C_OPS[op]} {b};"], f"(isfinite({v}) != 0)"
         a, b = ([f"(int64_t){x}" for x in operands] + [""])[:2]
-        negated = f"(int64_t)(0 - (uint64_t){a})"
-        return {"neg": negated, "abs": f"(({a} < 0) ? {negated} : {a})", "min": f"(({b} < {a}) ? {b} : {a})",
-                "max": f"(({b} > {a}) ? {b} : {a})"}.get(op, f"(int64_t)((uint64_t){a} {_C_OPS.get(op, '')} (uint64_t){b})")
+        if op in ("min", "max"):
+            return [f"const int64_t {v} = (({b} {'<' if op == 'min' else '>'} {a}) ? {b} : {a});"], None
+        if op in ("neg", "abs"):
+            value = f"-{a}" if op == "neg" else f"(({a} < 0) ? -{a} : {a})"
+            return [f"const int o{i} = {a} == INT64_MIN;", f"const int64_t {v} = o{i} ? 0 : {value};"], f"!o{i}"
+        builtin = {"add": "__builtin_add_overflow", "sub": "__builtin_sub_overflow", "mul": "__builtin_mul_overflow"}[op]
+        return [f"int64_t {v};", f"const int o{i} = {builtin}({a}, {b}, &{v});"], f"!o{i}"
 
-    def comparison(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
-        a, b = (f"(double){x}" for x in operands) if "float" in kinds else operands
-        return f"{a} {_C_OPS[op]} {b}"
+    def int_against_float(self, op: str, x: str, y: str) -> str:
+        # (double)x rounds, but where it differs from y it lies on the same side of y as x does; where it equals y,
+        # y is a whole number in [-2^63, 2^63], and below 2^63 the conversion back is exact.
+        d, top = f"(double){x}", "0x1p63"
+        if op in ("eq", "ne"):
+            same = f"({d} == {y} && {y} < {top} && {x} == (int64_t){y})"
+            return same if op == "eq" else f"!{same}"
+        tie = {"lt": f"{y} >= {top} || {x} < (int64_t){y}", "le": f"{y} >= {top} || {x} <= (int64_t){y}",
+               "gt": f"{y} < {top} && {x} > (int64_t){y}", "ge": f"{y} < {top} && {x} >= (int64_t){y}"}[op]
+        return f"(({d} != {y}) ? ({d} {_C_OPS[op]} {y}) : ({tie}))"
 
     def context(self) -> list[str]:
-        """The context hash of transition r (`tracec.compiler.ir`) into keys."""
+        """The context hash of transition r (`tracec.compiler.ir`) into keys; the word and known flag of each
+        computed context expression into words and wknown."""
         lines = [f"uint64_t h = UINT64_C({CONTEXT_SEED:#x});"]
         for i, kind in self.plan.context:
             if kind == "set":
                 column = self.plan.steps[i].value
                 mixed = (f"h = TRACEC_MIX(h, hi{i} - lo{i}); "
                          f"for (int64_t j = lo{i}; j < hi{i}; j++) h = TRACEC_MIX(h, c{column}_v[j]);")
-            elif kind == "float":
-                mixed = (f"double x = (double){self.val[i]} + 0.0; uint64_t w; memcpy(&w, &x, 8); "
-                         "h = TRACEC_MIX(h, x != x ? UINT64_C(0x7ff8000000000000) : w);")
             else:
-                mixed = f"h = TRACEC_MIX(h, (int64_t){self.val[i]});"
+                mixed = f"h = TRACEC_MIX(h, {self.word(i, kind)});"
             known = self.known[i]
             missing = f"h = TRACEC_MIX(h, UINT64_C({MISSING_TAG:#x}));"
             lines.append(f"{{ {mixed} }}" if known is None else f"if ({known}) {{ {mixed} }} else {missing}")
-        return [*lines, "keys[r] = (int64_t)h;"]
+        lines.append("keys[r] = (int64_t)h;")
+        width = len(self.plan.computed)
+        for c, position in enumerate(self.plan.computed):
+            i, kind = self.plan.context[position]
+            known = self.known[i] or "1"
+            lines += [f"words[r * {width} + {c}] = ({known}) ? {self.word(i, kind)} : 0;",
+                      f"wknown[r * {width} + {c}] = (uint8_t)({known});"]
+        return lines
+
+    def word(self, i: int, kind: str) -> str:
+        """The int64 word a context value contributes: a float by the bits of x + 0.0 (so -0.0 as 0.0)."""
+        if kind == "float":
+            return f"tracec_bits((double){self.val[i]} + 0.0)"
+        return f"(int64_t){self.val[i]}"
 
 
 def _key(source: str) -> str:
@@ -216,8 +245,9 @@ def _open(path: Path, from_cache: bool) -> CKernel:
     ffi = cffi.FFI()
     ffi.cdef(declaration(columns))
     lib = ffi.dlopen(str(path))
-    return CKernel(columns, manifest["n_operators"], manifest["n_context"] > 0, tuple(manifest["operator_names"]),
-                   path, from_cache, ffi, lib)
+    context = tuple((name, kind) for name, kind in manifest["context"])
+    return CKernel(columns, manifest["n_operators"], context, tuple(manifest["operator_names"]), path, from_cache,
+                   ffi, lib)
 
 
 def write_artifact(program: KernelProgram, out_path: Path, cache: KernelCache | None = None,

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracec.atomic import write_atomic
+from tracec.cache_dir import cache_root
 
 
 def default_cache_path(environ: Mapping[str, str]) -> Path:
     """`$TRACEC_CACHE_DIR`, else `~/.cache/tracec`: for callers (the CLI) that build a KernelCache."""
-    configured = environ.get("TRACEC_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tracec"
+    return cache_root(environ)
 
 
 def content_key(*parts: str) -> str:

@@ -15,20 +15,25 @@ so a kernel's signature and its callers cannot drift apart. Left out: any langua
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
-from tracec.compiler.interp import ColumnData
+from tracec.compiler import values as V
+from tracec.compiler.context import ContextKeys, ContextLayout, computed_context, context_keys
+from tracec.compiler.interp import ColumnData, check_floats
 from tracec.compiler.ir import ColumnSpec, KernelProgram, Node
 
 Kind = Literal["bool", "int", "float", "set"]
 HashKind = Literal["int", "float", "set"]
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
-_NUMERIC = ("neg", "abs", "add", "sub", "mul", "min", "max")
+ARITHMETIC = ("neg", "abs", "add", "sub", "mul", "div", "min", "max")
+MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}  # a op b == b MIRRORED[op] a
+_OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class Schedule:
     context: tuple[tuple[int, HashKind], ...]  # the step of each context expression and how it is hashed
     wants_yes: tuple[bool, ...]  # per step: whether a bool's definitely-true flag is read
     wants_no: tuple[bool, ...]  # per step: whether a bool's definitely-false flag is read
+    computed: tuple[int, ...] = ()  # positions in `context` of the expressions that are not a plain column
 
 
 class Argument(NamedTuple):  # not a dataclass: every kernel call builds some forty of these, cheaply
@@ -92,7 +98,7 @@ def schedule(program: KernelProgram) -> Schedule:
     operators = tuple(new[i] for i in operators)
     context = tuple((new[i], kind) for i, kind in context)
     yes, no = _wanted_flags(steps, operators, context)
-    return Schedule(tuple(steps), operators, context, yes, no)
+    return Schedule(tuple(steps), operators, context, yes, no, computed_context(program))
 
 
 def _wanted_flags(steps: list[Step], operators: tuple[int, ...],
@@ -155,10 +161,42 @@ def _step(node: Node, args: tuple[int, ...], steps: list[Step], column_index: Ma
         return Step(op, "int", args)
     if op == "div":
         return Step(op, "float", args)
-    if op in _NUMERIC:
+    if op in ARITHMETIC:
         return Step(op, "float" if "float" in kinds else "int", args)
     raise ValueError(f"no kernel op `{op}` (kernel ops: const load load_set not and or neg abs add sub mul div "
                      "min max eq ne lt le gt ge has count)")
+
+
+def int_test(op: str, c: float) -> bool | tuple[str, int]:
+    """`x op c` for every int64 x, c a finite float, as a test against an int: (op, t), or a constant."""
+    if op in ("eq", "ne"):
+        holds = c == math.floor(c) and V.fits_int64(int(c))
+        if not holds:
+            return op == "ne"
+        return op, int(c)
+    # x < c <=> x < ceil(c); x <= c <=> x <= floor(c); and so on: an int lies on one side of every gap.
+    t = math.ceil(c) if op in ("lt", "ge") else math.floor(c)
+    if t > V.INT64_MAX:
+        return op in ("lt", "le")
+    if t < V.INT64_MIN:
+        return op in ("gt", "ge")
+    return op, t
+
+
+def int_range(op: str, c: int, constant_first: bool) -> tuple[int, int]:
+    """[lo, hi]: the int64 values x for which `x op c` (`c op x` when constant_first) fits in int64, for op add,
+    sub or mul; lo > hi when none does."""
+    low, high = V.INT64_MIN, V.INT64_MAX
+    if op == "add":
+        lo, hi = low - c, high - c
+    elif op == "sub":
+        lo, hi = (c - high, c - low) if constant_first else (low + c, high + c)
+    elif c == 0:
+        lo, hi = low, high
+    else:  # mul: x in [low / c, high / c] (the other way round for c < 0), rounded inwards
+        first, last = (low, high) if c > 0 else (high, low)
+        lo, hi = -((-first) // c), last // c
+    return max(lo, low), min(hi, high)
 
 
 def arguments(specs: tuple[ColumnSpec, ...]) -> tuple[Argument, ...]:
@@ -204,11 +242,30 @@ class StepWriter(ABC):
         """Statements setting `target` to whether the slices (values, lo, hi) `a` and `b` hold the same elements."""
 
     @abstractmethod
-    def number(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
-        """An arithmetic expression (neg abs add sub mul div min max) with Python's results and promotion."""
+    def arithmetic(self, i: int, op: str, operands: list[str], kinds: list[Kind],
+                   constants: list[Any]) -> tuple[list[str], str | None]:
+        """Statements setting `v{i}` to the op (neg abs add sub mul div min max) of the operands, as
+        `tracec.compiler.values` defines it, and the expression that says whether the result is known (None:
+        always): false where an int result leaves int64, a float result is not finite, or a divisor is zero.
+        `constants` holds each operand's value where it is a constant, else None."""
 
     @abstractmethod
-    def comparison(self, op: str, operands: list[str], kinds: list[Kind]) -> str: ...
+    def int_against_float(self, op: str, x: str, y: str) -> str:
+        """An expression comparing int `x` with float `y` exactly (op one of eq ne lt le gt ge)."""
+
+    def comparison(self, op: str, operands: list[str], kinds: list[Kind], constants: list[Any]) -> str:
+        """A comparison as `tracec.compiler.values` defines it: an int and a float compare exactly."""
+        if sorted(kinds) != ["float", "int"]:
+            return f"{operands[0]} {_OPS[op]} {operands[1]}"
+        first = 0 if kinds[0] == "int" else 1  # write it as `int op float`
+        x, y, c_x, c_y = operands[first], operands[1 - first], constants[first], constants[1 - first]
+        op = op if first == 0 else MIRRORED[op]
+        if c_y is not None:
+            test = int_test(op, float(c_y))
+            return self.literal(test, "bool") if isinstance(test, bool) else f"{x} {_OPS[test[0]]} {self.literal(test[1], 'int')}"
+        if c_x is not None and abs(int(c_x)) <= 2**53:  # an int the float type holds exactly
+            return f"{self.literal(float(c_x), 'float')} {_OPS[op]} {y}"
+        return self.int_against_float(op, x, y)
 
     def write(self) -> list[str]:
         for i in range(len(self.plan.steps)):
@@ -251,19 +308,21 @@ class StepWriter(ABC):
             self.strict(i)
 
     def strict(self, i: int) -> None:
-        """Ops that are unknown when any operand is: known is the and of the operands' known flags."""
+        """Ops that are unknown when any operand is: known is the and of the operands' known flags (and, for
+        arithmetic, of the result's validity)."""
         steps = self.plan.steps
         step = steps[i]
         op, args = step.op, step.args
         operands = [self.val.get(a, "") for a in args]
         kinds = [steps[a].kind for a in args]
+        constants = [steps[a].value if steps[a].op == "const" else None for a in args]
         parts = [k for a in args if (k := self.known[a]) is not None]
-        if op == "div":  # division by zero is unknown
-            parts.append(f"({operands[1]} != 0)")
-        known = " & ".join(parts) or None
-        if known is not None and len(parts) > 1:
-            self.lines.append(self.declare(f"k{i}", "bool", known))
-            known = f"k{i}"
+        if op in ARITHMETIC:
+            lines, valid = self.arithmetic(i, op, operands, kinds, constants)
+            self.lines += lines
+            self.val[i], self.known[i] = f"v{i}", self.conjunction(i, parts + ([valid] if valid else []))
+            return
+        known = self.conjunction(i, parts)
         if op == "has":
             if i not in self.scanned:
                 self.scan(i)
@@ -275,11 +334,15 @@ class StepWriter(ABC):
         elif op == "count":
             self.lines.append(self.declare(f"v{i}", "int", f"hi{args[0]} - lo{args[0]}"))
             self.val[i], self.known[i] = f"v{i}", known
-        elif step.kind == "bool":
-            self.flags(i, self.comparison(op, operands, kinds), known)
         else:
-            self.lines.append(self.declare(f"v{i}", step.kind, self.number(op, operands, kinds)))
-            self.val[i], self.known[i] = f"v{i}", known
+            self.flags(i, self.comparison(op, operands, kinds, constants), known)
+
+    def conjunction(self, i: int, parts: list[str]) -> str | None:
+        """The and of known flags, declared as `k{i}` when it has more than one part."""
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        self.lines.append(self.declare(f"k{i}", "bool", " & ".join(parts)))
+        return f"k{i}"
 
     def scan(self, i: int) -> None:
         """One pass over the set of `has` step i that answers every later `has` on that set whose element is
@@ -305,9 +368,10 @@ C_TYPES = {"int64": "int64_t", "float64": "double", "uint8": "uint8_t"}
 
 
 def c_parameters(specs: tuple[ColumnSpec, ...]) -> str:
-    """The C parameter list of a kernel over these columns, after its leading integers: arrays, then out and keys."""
+    """The C parameter list of a kernel over these columns, after its leading integers: arrays, then out, keys and
+    the words and known flags of computed context expressions."""
     columns = [f"const {C_TYPES[a.dtype]} *{a.name}" for a in arguments(specs)]
-    return ", ".join([*columns, "uint8_t *out", "int64_t *keys"])
+    return ", ".join([*columns, "uint8_t *out", "int64_t *keys", "int64_t *words", "uint8_t *wknown"])
 
 
 def pointers(ffi: Any, arrays: list[np.ndarray]) -> list[Any]:
@@ -321,6 +385,7 @@ def marshal(specs: tuple[ColumnSpec, ...], columns: Mapping[str, ColumnData], n:
     Set offsets are trusted to be non-decreasing (FactBatch builds them so); their ends are checked because a
     compiled kernel reads without bounds checks.
     """
+    check_floats(specs, columns, n)
     arrays: list[np.ndarray] = []
     for arg in arguments(specs):
         spec = specs[arg.column]
@@ -350,6 +415,25 @@ def _contiguous(raw: Any, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(array.view(np.uint8) if array.dtype == np.bool_ else array, dtype=dtype)
 
 
-def allocate(n: int, n_operators: int, has_context: bool) -> tuple[np.ndarray, np.ndarray]:
-    """O (n, n_operators) uint8 and keys (n,) int64 (empty without context), both written in full by a kernel."""
-    return np.empty((n, n_operators), dtype=np.uint8), np.empty(n if has_context else 0, dtype=np.int64)
+class Outputs(NamedTuple):
+    """What a kernel writes, each in full: O, the context hashes (empty without context) and, per computed context
+    expression (`Schedule.computed`), its words and known flags, transition-major."""
+
+    fired: np.ndarray  # (n, n_operators) uint8
+    keys: np.ndarray  # (n,) int64, or (0,)
+    words: np.ndarray  # (n, n_computed) int64
+    known: np.ndarray  # (n, n_computed) uint8
+
+    def arrays(self) -> list[np.ndarray]:
+        return [self.fired, self.keys, self.words, self.known]
+
+    def results(self, layout: ContextLayout, columns: Mapping[str, ColumnData]) -> tuple[np.ndarray, ContextKeys | None]:
+        """What `Kernel.run` returns: O, and the ContextKeys (None when the program has no context)."""
+        if not layout:
+            return self.fired, None
+        return self.fired, context_keys(layout, columns, self.keys, self.words.T, self.known.T)
+
+
+def allocate(n: int, n_operators: int, has_context: bool, n_computed: int = 0) -> Outputs:
+    return Outputs(np.empty((n, n_operators), dtype=np.uint8), np.empty(n if has_context else 0, dtype=np.int64),
+                   np.empty((n, n_computed), dtype=np.int64), np.empty((n, n_computed), dtype=np.uint8))

@@ -11,7 +11,8 @@ Kernel ops (what backends implement; `a`, `b` are args):
   load_set            value: column name of a set column (only as an argument of has / count / eq / ne)
   not, and, or        Kleene logic on bools
   neg, abs            numbers
-  add, sub, mul, div  numbers; `div` is true division, and division by zero is unknown
+  add, sub, mul, div  numbers; `div` is true division, and division by zero is unknown; an int result beyond int64
+                      or a float result that is not finite is unknown (`tracec.compiler.values`)
   min, max            two numbers
   eq, ne, lt, le, gt, ge
                       two scalars (numbers, codes) -> bool; eq / ne also take two sets (set equality)
@@ -22,7 +23,8 @@ Types follow `tracec.dsl.types.Type`; int and float mix by promotion to float.
 Context key (per transition, identical in every backend): start from CONTEXT_SEED; for each context node in order,
 mix in MISSING_TAG if it is unknown; else for a set its element count and then its elements (sorted ascending); else
 for a float the IEEE-754 bits of (value + 0.0) as int64; else the value as int64 (bools 0/1). The result is the
-uint64 state reinterpreted as int64.
+uint64 state reinterpreted as int64. The hash is for speed: a kernel also returns the tuple it hashed
+(`tracec.compiler.context`), and step groups are formed from the tuples (`tracec.runtime.context_groups`).
 
 Entities are interned by a stable 64-bit hash (`entity_id`), so literal ids are compile-time constants and no
 interning table has to travel between compiler and fact builder.
@@ -38,7 +40,7 @@ from tracec.dsl.errors import NOWHERE, Loc
 from tracec.dsl.types import Type
 
 KERNEL_OPS = frozenset(
-    "const load load_set not and or neg abs add sub mul div min max eq ne lt le gt ge has count".split()
+    ["const", "load", "load_set", "not", "and", "or", "neg", "abs", "add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "has", "count"]
 )
 
 MASK64 = (1 << 64) - 1
@@ -50,7 +52,7 @@ MISSING_TAG = 0x9E3779B97F4A7C15  # mixed in for a missing context value, so "mi
 @dataclass(frozen=True)
 class Node:
     op: str
-    args: tuple["Node", ...]
+    args: tuple[Node, ...]
     type: Type
     value: Any = None
     loc: Loc = field(default=NOWHERE, compare=False, repr=False)
@@ -142,7 +144,18 @@ class LiftSource:
 
 
 @dataclass(frozen=True)
+class SchemaField:
+    """A field the schema declares, in `state` or `action`: every value of it is checked against its type, read or
+    not (a wrongly typed field is an error even where no operator reads it)."""
+
+    part: str  # "state" | "action"
+    field: str
+    type: Type
+
+
+@dataclass(frozen=True)
 class FactPlan:
     fields: tuple[FieldSource, ...]
     binds: tuple[BindSource, ...]
     lifts: tuple[LiftSource, ...]
+    declared: tuple[SchemaField, ...] = ()  # every field of the schema

@@ -1,14 +1,14 @@
 """Lowering: a checked rubric (syntax tree + types) to IR nodes.
 
 Names become what the checker said they are (enum members become their index, bindings become `bind.NAME` columns),
-entity literals become their interned id, `changed(f)` becomes `next.f != prev.f`, `x in {a, b}` becomes a chain of
-equalities, `min`/`max` of many become nested pairs. Text stays symbolic here (`contains` / `matches` nodes over `text`
-leaves); the lifting pass turns it into derived bool columns.
+entity literals become their interned id, `changed(f)` becomes `next.f != prev.f`, `x in {a, b}` becomes an `or` of
+equalities and `min`/`max` of many become pairs, both as balanced trees. Text stays symbolic here (`contains` /
+`matches` nodes over `text` leaves); the lifting pass turns it into derived bool columns.
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from collections.abc import Callable
 
 from tracec.compiler.ir import Needle, Node, entity_id
 from tracec.dsl import ast
@@ -23,6 +23,16 @@ _AGGREGATE = {"any": "any", "all": "all", "count": "agg_count"}
 
 def const(value: object, type_: Type) -> Node:
     return Node("const", (), type_, value)
+
+
+def balanced(items: list[Node], pair: Callable[[Node, Node], Node]) -> Node:
+    """Items joined by an associative op as a balanced tree, so that a long set literal or a `min` of many does not
+    nest as deep as it is long (every pass recurses over the IR). Kleene `or` is associative, and so are `min` and
+    `max`: the value is the same, and the rounding of an int to a float is monotonic, so where the result is a float
+    it is the same float."""
+    while len(items) > 1:
+        items = [pair(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
 
 
 class Lowerer:
@@ -68,7 +78,7 @@ class Lowerer:
             if isinstance(expr.right, ast.SetLiteral):
                 left = self.expr(expr.left)
                 tests = [Node("eq", (left, self.expr(item)), T.BOOL) for item in expr.right.items]
-                return reduce(lambda a, b: Node("or", (a, b), T.BOOL), tests) if tests else const(False, T.BOOL)
+                return balanced(tests, lambda a, b: Node("or", (a, b), T.BOOL)) if tests else const(False, T.BOOL)
             return Node("has", (self.expr(expr.left), self.expr(expr.right)), T.BOOL)
         op = {"and": "and", "or": "or", **_COMPARE, **_ARITH}[expr.op]
         return Node(op, (self.expr(expr.left), self.expr(expr.right)), type_)
@@ -90,7 +100,7 @@ class Lowerer:
             return Node(_AGGREGATE[func], (self.expr(args[0]),), type_)
         if func in ("min", "max"):
             lowered = [self.expr(a) for a in args]
-            return reduce(lambda a, b: Node(func, (a, b), T.FLOAT if T.FLOAT in (a.type, b.type) else T.INT), lowered)
+            return balanced(lowered, lambda a, b: Node(func, (a, b), T.FLOAT if T.FLOAT in (a.type, b.type) else T.INT))
         if func in ("count", "abs"):
             return Node(func, (self.expr(args[0]),), type_)
         raise AssertionError(f"the checker let through a call to {func}")
@@ -110,6 +120,9 @@ class Lowerer:
             return const(expr.value, type_)
         if isinstance(expr, ast.Name):
             return Node("instruction", (), T.TEXT)
+        if isinstance(expr, ast.Unary):  # `-` and a number literal: the checker allows no other
+            assert isinstance(expr.operand, ast.Literal) and not isinstance(expr.operand.value, (bool, str))
+            return const(-expr.operand.value, type_)
         assert isinstance(expr, ast.Call), "the checker allows only literals, instruction, match and lower here"
         if expr.func == "lower":
             return Node("lower", (self.bind_expr(expr.args[0]),), type_)

@@ -36,25 +36,28 @@ from tracec.compiler.codegen import (
     allocate,
     arguments,
     c_parameters,
+    int_range,
     marshal,
     pointers,
     schedule,
 )
+from tracec.compiler.context import ContextKeys, ContextLayout, computed_context, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
 from tracec.compiler.threads import default_threads, even_cuts, run_parts
 
 import tracec
 
-BACKEND_VERSION = "tracec-numba-1"
+BACKEND_VERSION = "tracec-numba-2"
 _PY_OPS = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FLOAT_MAX = "1.7976931348623157e308"
 
 
 @dataclass(frozen=True)
 class NumbaKernel:
     columns: tuple[ColumnSpec, ...]
     n_operators: int
-    has_context: bool
+    context: ContextLayout
     compiled: Any  # the numba.cfunc; `.py_func` is the plain Python kernel
     function: Any  # the same machine code as a cffi function pointer
     ffi: Any
@@ -63,18 +66,19 @@ class NumbaKernel:
     threads: int
     backend: str = "numba"
 
-    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
         arrays = marshal(self.columns, columns, n)
-        fired, keys = allocate(n, self.n_operators, self.has_context)
-        args = pointers(self.ffi, [*arrays, fired, keys])
+        outputs = allocate(n, self.n_operators, bool(self.context), sum(c is None for c, _ in self.context))
+        args = pointers(self.ffi, [*arrays, *outputs.arrays()])
         run_parts(lambda lo, hi: self.function(lo, hi, *args), even_cuts(n, self.threads), self.threads)
-        return fired, keys if self.has_context else None
+        return outputs.results(self.context, columns)
 
 
 def generate_source(program: KernelProgram) -> str:
     """The kernel module's source: constants and `def kernel(start, stop, <column arrays>, out, keys)`."""
     plan = schedule(program)
-    params = ", ".join(["start", "stop", *(a.name for a in arguments(program.columns)), "out", "keys"])
+    params = ", ".join(["start", "stop", *(a.name for a in arguments(program.columns)), "out", "keys", "words",
+                        "wknown"])
     writer = _PythonWriter(plan)
     width = len(plan.operators)
     body = writer.write() + [f"out[r * {width} + {j}] = {writer.yes[i]}" for j, i in enumerate(plan.operators)]
@@ -87,12 +91,13 @@ def generate_source(program: KernelProgram) -> str:
         f"SEED = np.uint64({CONTEXT_SEED:#x})",
         f"PRIME = np.uint64({CONTEXT_PRIME:#x})",
         f"MISSING = np.uint64({MISSING_TAG:#x})",
-        "NAN_BITS = np.uint64(0x7FF8000000000000)",
+        f"I64_MIN = {_literal(-(2**63))}",
+        "I64_MAX = 9223372036854775807",
         "",
         "",
         f"def kernel({params}):",
         "    for r in range(start, stop):",
-        *("        " + line for line in body),
+        *("        " + line for line in body or ["pass"]),  # a capability may have no aggregates
         "",
     ])
 
@@ -128,52 +133,102 @@ class _PythonWriter(StepWriter):
         return [f"{target} = ({hia} - {loa}) == ({hib} - {lob})", f"if {target}:", f"    for j in range({hia} - {loa}):",
                 f"        if {va}[{loa} + j] != {vb}[{lob} + j]:", f"            {target} = False", "            break"]
 
-    def number(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
+    def arithmetic(self, i: int, op: str, operands: list[str], kinds: list[Kind],
+                   constants: list[Any]) -> tuple[list[str], str | None]:
         a, b = (operands + [""])[:2]
-        if op == "neg":
-            return f"-({a})"
-        if op == "abs":
-            return f"abs({a})"
+        v = f"v{i}"
         if op == "div":
-            return f"{a} / {b} if {b} != 0 else 0.0"
+            return [f"{v} = {a} / {b} if {b} != 0 else 0.0"], f"({b} != 0) & (abs({v}) <= {_FLOAT_MAX})"
         if op in ("min", "max"):  # Python's min / max: the second only when strictly better
-            return f"{b} if {b} {'<' if op == 'min' else '>'} {a} else {a}"
-        return f"{a} {_PY_OPS[op]} {b}"
+            chosen = f"{b} if {b} {'<' if op == 'min' else '>'} {a} else {a}"
+            return [f"{v} = float({chosen})" if "float" in kinds else f"{v} = {chosen}"], None
+        if "float" in kinds:
+            if op in ("neg", "abs"):
+                return [f"{v} = -({a})" if op == "neg" else f"{v} = abs({a})"], None
+            return [f"{v} = {a} {_PY_OPS[op]} {b}"], f"(abs({v}) <= {_FLOAT_MAX})"
+        value = f"-({a})" if op == "neg" else f"abs({a})" if op == "abs" else f"{a} {_PY_OPS[op]} {b}"
+        overflow = self.overflow(op, a, b, constants)
+        if overflow is None:
+            return [f"{v} = {value}"], None
+        # Numba's signed arithmetic may not overflow (LLVM `nsw`): an overflowing result is never computed.
+        return [f"o{i} = {overflow}", f"{v} = 0 if o{i} else {value}"], f"(not o{i})"
 
-    def comparison(self, op: str, operands: list[str], kinds: list[Kind]) -> str:
-        return f"{operands[0]} {_PY_OPS[op]} {operands[1]}"
+    def overflow(self, op: str, a: str, b: str, constants: list[Any]) -> str | None:
+        """A Python expression that is true when the int op overflows int64 (None: it never does)."""
+        if op in ("neg", "abs"):
+            return f"{a} == I64_MIN"
+        if constants[0] is not None or constants[1] is not None:
+            first = constants[1] is None  # the constant stands first
+            variable, constant = (b, constants[0]) if first else (a, constants[1])
+            lo, hi = int_range(op, int(constant), first)
+            if lo > hi:
+                return "True"
+            tests = ([f"{variable} < {_literal(lo)}"] if lo > -(2**63) else []) + \
+                    ([f"{variable} > {_literal(hi)}"] if hi < 2**63 - 1 else [])
+            return " or ".join(tests) or None
+        if op == "add":
+            return f"({b} > 0 and {a} > I64_MAX - {b}) or ({b} < 0 and {a} < I64_MIN - {b})"
+        if op == "sub":
+            return f"({b} < 0 and {a} > I64_MAX + {b}) or ({b} > 0 and {a} < I64_MIN + {b})"
+        # mul, with floor divisions that cannot overflow; ceil(MIN / a) = (MIN + a - 1) // a for a > 0.
+        return (f"({a} > 0 and (({b} > 0 and {a} > I64_MAX // {b}) or ({b} < 0 and {b} < (I64_MIN + ({a} - 1)) // {a})))"
+                f" or ({a} < 0 and (({b} > 0 and {a} < (I64_MIN + ({b} - 1)) // {b})"
+                f" or ({b} < 0 and ({b} == I64_MIN or {a} < -(I64_MAX // -{b})))))")
+
+    def int_against_float(self, op: str, x: str, y: str) -> str:
+        # float(x) rounds, but where it differs from y it lies on the same side of y as x does; where it equals y,
+        # y is a whole number in [-2^63, 2^63], and below 2^63 int(y) is exact.
+        d, top = f"float({x})", "9.223372036854775808e18"
+        if op in ("eq", "ne"):
+            same = f"({d} == {y} and {y} < {top} and {x} == int({y}))"
+            return same if op == "eq" else f"(not {same})"
+        tie = {"lt": f"{y} >= {top} or {x} < int({y})", "le": f"{y} >= {top} or {x} <= int({y})",
+               "gt": f"{y} < {top} and {x} > int({y})", "ge": f"{y} < {top} and {x} >= int({y})"}[op]
+        return f"(({d} {_PY_OPS[op]} {y}) if {d} != {y} else ({tie}))"
 
     def context(self) -> list[str]:
-        """The context hash of transition r (`tracec.compiler.ir`), in uint64 arithmetic, into keys."""
+        """The context hash of transition r (`tracec.compiler.ir`), in uint64 arithmetic, into keys; and the word
+        and known flag of each computed context expression into words and wknown."""
         lines = ["h = SEED"]
         for i, kind in self.plan.context:
             if kind == "set":
                 column = self.plan.steps[i].value
                 mixed = [f"h = (h ^ np.uint64(hi{i} - lo{i})) * PRIME", f"for j in range(lo{i}, hi{i}):",
                          f"    h = (h ^ np.uint64(c{column}_v[j])) * PRIME"]
-            elif kind == "float":
-                # Numba reinterprets a scalar's bits only when it was made by an explicit `np.float64(...)`.
-                mixed = [f"x = np.float64({self.val[i]} + 0.0)",
-                         "h = (h ^ (NAN_BITS if x != x else x.view(np.uint64))) * PRIME"]
             else:
-                mixed = [f"h = (h ^ np.uint64(np.int64({self.val[i]}))) * PRIME"]
+                mixed = [f"w = {self.word(i, kind)}", "h = (h ^ np.uint64(w)) * PRIME"]
             known = self.known[i]
             if known is None:
                 lines += mixed
             else:
                 lines += [f"if {known}:", *("    " + line for line in mixed), "else:", "    h = (h ^ MISSING) * PRIME"]
-        return [*lines, "keys[r] = np.uint64(h).view(np.int64)"]
+        lines.append("keys[r] = np.uint64(h).view(np.int64)")
+        width = len(self.plan.computed)
+        for c, position in enumerate(self.plan.computed):
+            i, kind = self.plan.context[position]
+            known = self.known[i] or "True"
+            lines += [f"words[r * {width} + {c}] = {self.word(i, kind)} if {known} else 0",
+                      f"wknown[r * {width} + {c}] = {known}"]
+        return lines
+
+    def word(self, i: int, kind: str) -> str:
+        """The int64 word a context value contributes: a float by the bits of x + 0.0 (so -0.0 as 0.0)."""
+        if kind == "float":
+            # Numba reinterprets a scalar's bits only when it was made by an explicit `np.float64(...)`.
+            return f"np.float64({self.val[i]} + 0.0).view(np.int64)"
+        return f"np.int64({self.val[i]})"
 
 
-def run_unjitted(program: KernelProgram, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, np.ndarray | None]:
+def run_unjitted(program: KernelProgram, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
     """Run the generated source as plain Python (slow): an oracle that shares nothing with the interpreter."""
     namespace: dict[str, Any] = {}
     exec(compile(generate_source(program), "<tracec numba kernel>", "exec"), namespace)  # noqa: S102 (our own source)
     arrays = marshal(program.columns, columns, n)
-    fired, keys = allocate(n, len(program.operators), bool(program.context))
+    layout = context_layout(program)
+    outputs = allocate(n, len(program.operators), bool(program.context), len(computed_context(program)))
     with np.errstate(all="ignore"):  # uint64 hashing wraps on purpose; numpy scalars would warn about it
-        namespace["kernel"](0, n, *arrays, fired.reshape(-1), keys)
-    return fired, keys if program.context else None
+        namespace["kernel"](0, n, *arrays, *(a.reshape(-1) for a in outputs.arrays()))
+    return outputs.results(layout, columns)
 
 
 def compile_numba(program: KernelProgram, cache: KernelCache, threads: int | None = None) -> NumbaKernel:
@@ -192,9 +247,11 @@ def compile_numba(program: KernelProgram, cache: KernelCache, threads: int | Non
     spec.loader.exec_module(module)
     dtypes = {"int64": types.int64, "float64": types.float64, "uint8": types.uint8}
     inputs = [types.CPointer(dtypes[a.dtype]) for a in arguments(program.columns)]
-    signature = types.void(types.int64, types.int64, *inputs, types.CPointer(types.uint8), types.CPointer(types.int64))
+    outputs = [types.CPointer(types.uint8), types.CPointer(types.int64), types.CPointer(types.int64),
+               types.CPointer(types.uint8)]
+    signature = types.void(types.int64, types.int64, *inputs, *outputs)
     compiled = numba.cfunc(signature, cache=True, error_model="numpy")(module.kernel)
     ffi = cffi.FFI()
     function = ffi.cast(f"void (*)(int64_t, int64_t, {c_parameters(program.columns)})", compiled.address)
-    return NumbaKernel(program.columns, len(program.operators), bool(program.context), compiled, function, ffi,
+    return NumbaKernel(program.columns, len(program.operators), context_layout(program), compiled, function, ffi,
                        compiled.cache_hits > 0, path, threads or default_threads())

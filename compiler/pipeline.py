@@ -22,6 +22,7 @@ from tracec.compiler.ir import (
     KernelProgram,
     LiftSource,
     Node,
+    SchemaField,
 )
 from tracec.compiler.lift import lift_text
 from tracec.compiler.lower import Lowerer
@@ -74,7 +75,8 @@ def compile_rubric(checked: CheckedRubric) -> CompiledRubric:
     roots, lifts = lift_text(operators + context)
     roots = eliminate_common_subexpressions(fold_constants(roots))
     binds = {b.name: lowerer.bind_expr(b.value) for b in checked.binds}
-    program, plan = _program_and_plan(roots[: len(operators)], roots[len(operators) :], lifts, checked, binds)
+    program, plan = _program_and_plan(roots[: len(operators)], roots[len(operators) :], lifts, checked, binds,
+                                      checked.schema)
     return CompiledRubric(
         name=checked.decl.name,
         schema=checked.schema,
@@ -101,7 +103,7 @@ def compile_capability(checked: CheckedCapability) -> CompiledCapability:
     needed, present = collect(needed), collect(present)
     roots, lifts = lift_text(tuple(bodies))
     roots = eliminate_common_subexpressions(fold_constants(roots))
-    program, plan = _program_and_plan(roots, (), lifts, None, {})
+    program, plan = _program_and_plan(roots, (), lifts, None, {}, checked.schema)
     return CompiledCapability(checked.decl.name, checked.decl.description, needed, present, program, plan)
 
 
@@ -119,6 +121,7 @@ def _program_and_plan(
     lifts: tuple[LiftSource, ...],
     checked: CheckedRubric | None,
     binds: dict[str, Node],
+    schema: CheckedSchema | None = None,
 ) -> tuple[KernelProgram, FactPlan]:
     columns: dict[str, T.Type] = {}
     for node in walk_nodes(operators + context):
@@ -139,5 +142,8 @@ def _program_and_plan(
             assert checked is not None
             bind_sources.append(BindSource(f"bind.{name}", name, checked.bind_types[name], binds[name]))
     specs = tuple(ColumnSpec(name, type_) for name, type_ in sorted(columns.items()))
-    plan = FactPlan(tuple(dict.fromkeys(fields)), tuple(dict.fromkeys(bind_sources)), lifts)
+    declared = () if schema is None else tuple(
+        [SchemaField("state", f, t) for f, t in schema.state.items()]
+        + [SchemaField("action", f, t) for f, t in schema.action.items()])
+    plan = FactPlan(tuple(dict.fromkeys(fields)), tuple(dict.fromkeys(bind_sources)), lifts, declared)
     return KernelProgram(operators, context, specs), plan

@@ -6,15 +6,11 @@ Declarations keep their items in source order; the type checker, not the tree, d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal as OneOf, Union
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal as OneOf
 
 from tracec.dsl.errors import NOWHERE, Loc
-
-
-def _loc() -> Loc:
-    return field(default=NOWHERE, compare=False, repr=False)  # type: ignore[return-value]
-
 
 # ---------------------------------------------------------------------------------------------- types
 
@@ -25,7 +21,7 @@ class TypeRef:
 
     name: str
     args: tuple[str, ...] = ()
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- expressions
@@ -34,14 +30,14 @@ class TypeRef:
 @dataclass(frozen=True)
 class Literal:
     value: bool | int | float | str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Regex:
     pattern: str
     ignore_case: bool = False
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,7 @@ class Name:
     """A bare name: a binding, an enum member, a `let`, a table, a column inside `where`, a state field in `changed`."""
 
     id: str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ class Param:
     """`$name`: a tool parameter."""
 
     id: str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 Side = OneOf["prev", "next", "act"]
@@ -69,7 +65,7 @@ class Fact:
 
     side: Side
     field: str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ class Attr:
 
     base: Expr
     field: str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -87,14 +83,14 @@ class Index:
 
     base: Expr
     key: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Unary:
     op: OneOf["not", "-"]
     operand: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 BinaryOp = OneOf["or", "and", "==", "!=", "<", "<=", ">", ">=", "in", "+", "-", "*", "/"]
@@ -105,20 +101,20 @@ class Binary:
     op: BinaryOp
     left: Expr
     right: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Call:
     func: str
     args: tuple[Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class SetLiteral:
     items: tuple[Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -126,7 +122,7 @@ class Score:
     """`state` or `report` inside an environment's `reward` formula."""
 
     kind: OneOf["state", "report"]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -134,10 +130,10 @@ class Template:
     """A string with `{expr}` interpolations (environment task text and require messages)."""
 
     parts: tuple[str | Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
-Expr = Union[Literal, Regex, Name, Param, Fact, Attr, Index, Unary, Binary, Call, SetLiteral, Score]
+Expr = Literal | Regex | Name | Param | Fact | Attr | Index | Unary | Binary | Call | SetLiteral | Score
 
 # ---------------------------------------------------------------------------------------------- schema
 
@@ -146,7 +142,7 @@ Expr = Union[Literal, Regex, Name, Param, Fact, Attr, Index, Unary, Binary, Call
 class FieldDecl:
     name: str
     type: TypeRef
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -154,7 +150,7 @@ class Schema:
     name: str
     state: tuple[FieldDecl, ...]
     action: tuple[FieldDecl, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- rubric
@@ -168,7 +164,7 @@ class Bind:
     name: str
     type: TypeRef
     value: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -177,20 +173,20 @@ class Operator:
     name: str
     description: str
     expr: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class BudgetEntry:
     category: Category
     value: float
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Budget:
     entries: tuple[BudgetEntry, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -199,16 +195,16 @@ class Setting:
 
     key: OneOf["lambda", "gamma"]
     value: float
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Context:
     exprs: tuple[Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
-RubricItem = Union[Bind, Operator, Budget, Setting, Context]
+RubricItem = Bind | Operator | Budget | Setting | Context
 
 
 @dataclass(frozen=True)
@@ -216,8 +212,8 @@ class Rubric:
     name: str
     schema: str
     items: tuple[RubricItem, ...]
-    loc: Loc = _loc()
-    schema_loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
+    schema_loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- capability
@@ -230,8 +226,8 @@ class Capability:
     schema: str
     needed: Expr
     present: Expr
-    loc: Loc = _loc()
-    schema_loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
+    schema_loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- environment
@@ -240,7 +236,7 @@ class Capability:
 @dataclass(frozen=True)
 class EnvCapability:
     name: str
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -252,14 +248,14 @@ class Generator:
 
     kind: str
     args: tuple[int | float | str, ...] = ()
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
     generator: Generator
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -268,7 +264,7 @@ class Table:
     columns: tuple[Column, ...]
     rows_min: int
     rows_max: int
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -277,27 +273,27 @@ class Pick:
 
     table: str
     where: Expr | None
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Let:
     name: str
     value: Pick | Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Task:
     text: Template
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class ToolParam:
     name: str
     type: TypeRef
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -306,14 +302,14 @@ class Query:
 
     table: str
     where: Expr | None
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Require:
     cond: Expr
     message: Template
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -324,14 +320,14 @@ class Assign:
     key: Expr
     column: str
     value: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Mutation:
     requires: tuple[Require, ...]
     assigns: tuple[Assign, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -339,35 +335,35 @@ class Tool:
     name: str
     params: tuple[ToolParam, ...]
     body: Query | Mutation
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class SolutionCall:
     tool: str
     args: tuple[Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Solution:
     calls: tuple[SolutionCall, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Report:
     exprs: tuple[Expr, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Reward:
     expr: Expr
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
-EnvItem = Union[EnvCapability, Table, Let, Task, Tool, Solution, Report, Reward]
+EnvItem = EnvCapability | Table | Let | Task | Tool | Solution | Report | Reward
 
 
 @dataclass(frozen=True)
@@ -375,12 +371,12 @@ class Environment:
     name: str
     description: str
     items: tuple[EnvItem, ...]
-    loc: Loc = _loc()
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------------------------------------- file
 
-Decl = Union[Schema, Rubric, Capability, Environment]
+Decl = Schema | Rubric | Capability | Environment
 
 
 @dataclass(frozen=True)
@@ -388,5 +384,5 @@ class Module:
     """One parsed `.rubric` file."""
 
     decls: tuple[Decl, ...]
-    path: str = field(default="<string>", compare=False)
-    source: str = field(default="", compare=False, repr=False)
+    path: str = dataclasses.field(default="<string>", compare=False)
+    source: str = dataclasses.field(default="", compare=False, repr=False)

@@ -15,10 +15,10 @@ from typing import Any
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
+from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
 from tracec.dsl.parse import parse
 from tracec.dsl.reporter import Reporter
-from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.types import Type
 
 BIND_TYPES = ("entity", "int", "float", "bool", "enum")
@@ -85,8 +85,8 @@ class _Checker(Reporter):
     # ------------------------------------------------------------------ declarations
     def module(self, module: ast.Module) -> CheckedModule:
         schemas: dict[str, CheckedSchema] = {}
-        for schema in builtin_schemas():
-            schemas[schema.name] = _quiet_schema(schema)
+        for builtin in builtin_schemas():
+            schemas[builtin.name] = _quiet_schema(builtin)
         seen: dict[str, Loc] = {}
         for decl in module.decls:
             if decl.name in seen:
@@ -179,6 +179,7 @@ class _Checker(Reporter):
         settings: dict[str, float] = {}
         contexts: list[ast.Context] = []
         names: dict[str, Loc] = {}
+        budget_loc: Loc | None = None
         for item in decl.items:
             if isinstance(item, ast.Bind):
                 self.name_ok(item.name, item.loc, "binding")
@@ -187,7 +188,11 @@ class _Checker(Reporter):
                     continue
                 scope = ExprChecker(self.error, schema, bind_types, typing, mode="bind")
                 declared = self.type_ref(item.type)
-                got = scope.expr(item.value)
+                odd = _unbindable(item.value)
+                if odd is not None:
+                    self.error(odd.loc, "a binding's value is a literal, `instruction`, `match(instruction, /re/, "
+                               "group)` or `lower(...)` of one of those; compute with the binding in the operators")
+                got = scope.expr(item.value) if odd is None else None
                 if declared is not None:
                     if declared.kind not in BIND_TYPES:
                         self.error(item.type.loc, f"a binding is one of {', '.join(BIND_TYPES)}, not `{declared}`")
@@ -206,6 +211,7 @@ class _Checker(Reporter):
                     self.error(item.expr.loc, f"operator `{item.name}` must be a bool expression, not `{got}`")
                 operators.append(item)
             elif isinstance(item, ast.Budget):
+                budget_loc = budget_loc or item.loc
                 for entry in item.entries:
                     if entry.category in budgets:
                         self.error(entry.loc, f"budget for {entry.category} is given twice")
@@ -231,6 +237,8 @@ class _Checker(Reporter):
                         self.error(expr.loc, "a context key cannot be `text` (only contains() and matches() read text)")
         if not operators:
             self.error(decl.loc, f"rubric `{decl.name}` has no operators")
+        if budget_loc is not None and not math.isfinite(sum(abs(v) for v in budgets.values())):
+            self.error(budget_loc, "the budgets add up to more than the largest float; a step's reward is their sum")
         return CheckedRubric(
             decl=decl,
             schema=schema,
@@ -258,6 +266,20 @@ def _quiet_schema(decl: ast.Schema) -> CheckedSchema:
     schema = checker.schema(decl)
     assert not checker.errors, checker.errors
     return schema
+
+
+def _unbindable(expr: ast.Expr) -> ast.Expr | None:
+    """The part of a binding's value that is none of its forms (a literal, `-` and a number, a name, `match(...)`,
+    `lower(...)`), or None; the forms' arguments are the expression checker's to judge, and so are facts (which it
+    rejects with a message of its own)."""
+    if isinstance(expr, (ast.Literal, ast.Name, ast.Regex, ast.Fact)):
+        return None
+    if isinstance(expr, ast.Unary) and expr.op == "-" and isinstance(expr.operand, ast.Literal) \
+            and isinstance(expr.operand.value, (int, float)) and not isinstance(expr.operand.value, bool):
+        return None
+    if isinstance(expr, ast.Call) and expr.func in ("match", "lower") and expr.args:
+        return _unbindable(expr.args[0])
+    return expr
 
 
 def _bindable(got: Type, declared: Type) -> bool:

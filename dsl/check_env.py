@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
-from tracec.dsl.check_env_expr import FAILED_HINT, EnvExpressions, assignable, Scope, shown_type, written
+from tracec.dsl.check_env_expr import FAILED_HINT, EnvExpressions, Scope, assignable, shown_type, written
 from tracec.dsl.env_model import (
     DEFAULT_LIMITS,
     CheckedEnvironment,
@@ -21,8 +21,8 @@ from tracec.dsl.env_model import (
     TableInfo,
     ToolInfo,
 )
-from tracec.dsl.reporter import Reporter
 from tracec.dsl.errors import Diagnostic, Loc, Source, did_you_mean
+from tracec.dsl.reporter import Reporter
 from tracec.dsl.types import Type
 
 ENTITY_KINDS = ("key", "name", "city", "date")  # generators (and parameter types) whose values are entities

@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracec.dsl import ast
+from tracec.dsl import operators as ops
 from tracec.dsl import types as T
 from tracec.dsl.env_model import Limits, ParamInfo, TableInfo
 from tracec.dsl.errors import Loc, did_you_mean
 from tracec.dsl.types import Type
 
-FUNCTIONS = {"lower": (1,), "abs": (1,), "min": (2, 3, 4), "max": (2, 3, 4), "count": (1,), "contains": (2,),
-             "add_days": (2,)}
+# Functions of environments: name -> (fewest, most) arguments; abs, min and max are the rubric language's.
+FUNCTIONS: dict[str, tuple[int, int | None]] = {"lower": (1, 1), "count": (1, 1), "contains": (2, 2),
+                                                "add_days": (2, 2), **ops.SHARED_ARITY}
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,8 @@ class EnvExpressions:
             got = self.expr(expr.operand, scope)
             if got is None:
                 return None
-            if expr.op == "not":
-                return self.want_bool(expr.operand, got, "`not`")
-            if not got.numeric:
-                self.error(expr.loc, f"unary `-` needs a number, not {shown_type(got)}")
-                return None
-            return got
+            rule = ops.logic("not", [got]) if expr.op == "not" else ops.negative(got)
+            return self.ruled(expr, [expr.operand], rule)
         if isinstance(expr, ast.Binary):
             return self.binary(expr, scope)
         if isinstance(expr, ast.Call):
@@ -176,17 +174,18 @@ class EnvExpressions:
             return None
         return Type("row", table=base.table)
 
-    def want_bool(self, expr: ast.Expr, got: Type, where: str) -> Type | None:
-        if got.kind == "bool":
-            return got
-        self.error(expr.loc, f"{where} needs a bool, not {shown_type(got)}")
+    def ruled(self, expr: ast.Expr, operands: list[ast.Expr], result: Type | ops.Problem) -> Type | None:
+        """A rule's result type, or its problem reported at the operand it names (else at the expression)."""
+        if isinstance(result, Type):
+            return result
+        self.error((expr if result.operand is None else operands[result.operand]).loc, result.message)
         return None
 
     def binary(self, expr: ast.Binary, scope: Scope) -> Type | None:
         op = expr.op
         if op in ("and", "or"):
             left, right = self.expr(expr.left, scope), self.expr(expr.right, scope)
-            ok = [self.want_bool(e, t, f"`{op}`") for e, t in ((expr.left, left), (expr.right, right)) if t]
+            ok = [self.ruled(e, [e], ops.logic(op, [t])) for e, t in ((expr.left, left), (expr.right, right)) if t]
             return T.BOOL if left and right and all(ok) else None
         if op == "in":
             return self.membership(expr, scope)
@@ -202,22 +201,7 @@ class EnvExpressions:
             if got.kind == "text":
                 self.error(side.loc, "`text` can only be read by contains() or shown in a string")
                 return None
-        if op in ("==", "!="):
-            if not T.comparable(left, right):
-                hint = "; write the enum member without quotes" if {left.kind, right.kind} == {"enum", "string"} else ""
-                self.error(expr.loc, f"cannot compare {shown_type(left)} with {shown_type(right)}{hint}")
-                return None
-            return T.BOOL
-        if op in ("<", "<=", ">", ">="):
-            if (left.numeric and right.numeric) or (textual(left) and textual(right)):
-                return T.BOOL
-            self.error(expr.loc, f"`{op}` compares two numbers or two dates, not {shown_type(left)} and {shown_type(right)}")
-            return None
-        if not (left.numeric and right.numeric):
-            bad = left if not left.numeric else right
-            self.error(expr.loc, f"`{op}` needs numbers, not {shown_type(bad)}")
-            return None
-        return T.FLOAT if op == "/" or T.FLOAT in (left, right) else T.INT
+        return self.ruled(expr, [expr.left, expr.right], ops.binary(op, left, right, order_dates=True))
 
     def membership(self, expr: ast.Binary, scope: Scope) -> Type | None:
         left = self.expr(expr.left, scope)
@@ -240,10 +224,9 @@ class EnvExpressions:
             where = " in `reward`" if scope.rewarding and func in FUNCTIONS else ""
             self.error(expr.loc, f"unknown function `{func}`{where}{did_you_mean(func, allowed)}")
             return None
-        counts = FUNCTIONS[func]
-        if len(args) not in counts:
-            shown = f"at least {counts[0]}" if len(counts) > 1 else str(counts[0])
-            self.error(expr.loc, f"`{func}` takes {shown} argument{'s' if counts != (1,) else ''}, got {len(args)}")
+        problem = ops.arity(func, len(args), *FUNCTIONS[func])
+        if problem is not None:
+            self.error(expr.loc, problem.message)
             return None
         if func == "count":
             if isinstance(args[0], ast.SetLiteral):
@@ -254,31 +237,32 @@ class EnvExpressions:
             if got is not None and got.kind != "table":
                 self.error(args[0].loc, f"count() takes a table or a set literal `{{...}}`, not {shown_type(got)}")
             return T.INT
-        got = [self.expr(arg, scope) for arg in args]
-        want = {"lower": ("text",), "contains": ("text", "text"), "add_days": ("text", "int")}.get(func, ("number",) * 4)
-        for arg, type_, kind in zip(args, got, want):
-            fits = {"text": textual(type_) or type_.kind == "text", "int": type_ == T.INT,
-                    "number": type_.numeric}[kind] if type_ is not None else True
+        argument_types = [self.expr(arg, scope) for arg in args]
+        if func in ops.SHARED_ARITY:
+            if any(t is None for t in argument_types):
+                return None
+            return self.ruled(expr, list(args), ops.numeric_call(func, argument_types))  # type: ignore[arg-type]
+        want = {"lower": ("text",), "contains": ("text", "text"), "add_days": ("text", "int")}[func]
+        for arg, type_, kind in zip(args, argument_types, want):
+            fits = {"text": textual(type_) or type_.kind == "text", "int": type_ == T.INT}[kind] if type_ is not None else True
             if not fits:
                 wanted = "a date" if func == "add_days" and kind == "text" else _WANTED[kind]
                 self.error(arg.loc, f"{func}() takes {wanted}, not {shown_type(type_)}")
                 return None
-        if any(t is None for t in got):
+        if any(t is None for t in argument_types):
             return None
         if func in ("lower", "add_days"):
             return T.ENTITY
-        if func == "contains":
-            return T.BOOL
-        return T.FLOAT if T.FLOAT in got else got[0]
+        return T.BOOL  # contains
 
 
 FAILED_HINT = Type("enum", ("?",))  # a hint whose expression failed to type
-_WANTED = {"text": "text", "int": "a whole number", "number": "a number"}
+_WANTED = {"text": "text", "int": "a whole number"}
 
 
 def shown_type(type_: Type | None) -> str:
     """A type in a message; row and table types name their table in backticks already."""
-    return str(type_) if type_ is not None and type_.kind in ("row", "table") else f"`{type_}`"
+    return "`None`" if type_ is None else ops.shown(type_)
 
 
 def textual(type_: Type | None) -> bool:

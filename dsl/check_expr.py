@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracec.dsl import ast
+from tracec.dsl import operators as ops
 from tracec.dsl import types as T
 from tracec.dsl.errors import Loc, did_you_mean
 from tracec.dsl.regex import RegexSyntaxError, compile_regex
@@ -146,12 +147,17 @@ class ExprChecker:
         got = self.expr(expr.operand)
         if got is None:
             return None
-        if expr.op == "not":
-            return self.want(expr.operand, got, "bool", "`not`")
-        if not got.numeric:
-            self.error(expr.loc, f"unary `-` needs a number, not `{got}`")
-            return None
-        return got
+        if got.kind == "text":
+            return self.want(expr.operand, got, "bool" if expr.op == "not" else "number", "")
+        return self.ruled(expr, [expr.operand], ops.logic("not", [got]) if expr.op == "not" else ops.negative(got))
+
+    def ruled(self, expr: ast.Expr, operands: list[ast.Expr], result: Type | ops.Problem) -> Type | None:
+        """A rule's result type, or its problem reported at the operand it names (else at the expression)."""
+        if isinstance(result, Type):
+            return result
+        where = expr if result.operand is None else operands[result.operand]
+        self.error(where.loc, result.message)
+        return None
 
     def want(self, expr: ast.Expr, got: Type, kind: str, where: str) -> Type | None:
         if got.kind == kind:
@@ -166,7 +172,9 @@ class ExprChecker:
         op = expr.op
         if op in ("and", "or"):
             left, right = self.expr(expr.left), self.expr(expr.right)
-            ok = [self.want(e, t, "bool", f"`{op}`") for e, t in ((expr.left, left), (expr.right, right)) if t]
+            typed = [(e, t) for e, t in ((expr.left, left), (expr.right, right)) if t is not None]
+            ok = [self.ruled(e, [e], ops.logic(op, [t])) if t.kind != "text" else self.want(e, t, "bool", "")
+                  for e, t in typed]
             return T.BOOL if left and right and all(ok) else None
         if op == "in":
             return self.membership(expr)
@@ -177,18 +185,7 @@ class ExprChecker:
             if got.kind == "text":
                 self.error(side.loc, "`text` can only be read by contains() or matches()")
                 return None
-        if op in ("==", "!="):
-            if not T.comparable(left, right):
-                self.error(expr.loc, f"cannot compare `{left}` with `{right}`")
-                return None
-            return T.BOOL
-        if not (left.numeric and right.numeric):
-            bad = left if not left.numeric else right
-            self.error(expr.loc, f"`{op}` needs numbers, not `{bad}`")
-            return None
-        if op in ("<", "<=", ">", ">="):
-            return T.BOOL
-        return T.FLOAT if op == "/" or T.FLOAT in (left, right) else T.INT
+        return self.ruled(expr, [expr.left, expr.right], ops.binary(op, left, right))
 
     def operands(self, expr: ast.Binary) -> tuple[Type | None, Type | None]:
         """Type both sides; a bare name that is no binding takes its enum from the other side. When that side has
@@ -236,12 +233,12 @@ class ExprChecker:
             return None
         return handler(expr)
 
-    def arity(self, expr: ast.Call, *counts: int) -> bool:
-        if len(expr.args) in counts:
-            return True
-        shown = " or ".join(str(c) for c in counts)
-        self.error(expr.loc, f"`{expr.func}` takes {shown} argument{'s' if counts != (1,) else ''}, got {len(expr.args)}")
-        return False
+    def arity(self, expr: ast.Call, fewest: int, most: int | None = -1) -> bool:
+        """Whether the call has `fewest` to `most` arguments (exactly `fewest` by default); else an error."""
+        problem = ops.arity(expr.func, len(expr.args), fewest, fewest if most == -1 else most)
+        if problem is not None:
+            self.error(expr.loc, problem.message)
+        return problem is None
 
     def only_in_bind(self, expr: ast.Call) -> bool:
         if self.mode != "bind":
@@ -359,28 +356,18 @@ class ExprChecker:
         return (T.INT if expr.func == "count" else T.BOOL) if got is not None else None
 
     def call_abs(self, expr: ast.Call) -> Type | None:
-        if not self.arity(expr, 1):
-            return None
-        got = self.expr(expr.args[0])
-        if got is not None and not got.numeric:
-            self.error(expr.args[0].loc, f"abs() takes a number, not `{got}`")
-            return None
-        return got
-
-    def call_min(self, expr: ast.Call) -> Type | None:
-        if len(expr.args) < 2:
-            self.error(expr.loc, f"`{expr.func}` takes at least 2 arguments, got {len(expr.args)}")
+        if not self.arity(expr, *ops.SHARED_ARITY[expr.func]):
             return None
         got = [self.expr(arg) for arg in expr.args]
         for arg, t in zip(expr.args, got):
-            if t is not None and not t.numeric:
-                self.error(arg.loc, f"{expr.func}() takes numbers, not `{t}`")
+            if t is not None and t.kind == "text":
+                self.error(arg.loc, "`text` can only be read by contains() or matches()")
                 return None
         if any(t is None for t in got):
             return None
-        return T.FLOAT if T.FLOAT in got else T.INT
+        return self.ruled(expr, list(expr.args), ops.numeric_call(expr.func, got))  # type: ignore[arg-type]
 
-    call_max = call_min
+    call_min = call_max = call_abs
 
 
 def _group_count(pattern: str) -> int | None:

@@ -8,6 +8,8 @@ of a file in one go. Subclasses name the phase. Internal bugs are plain exceptio
 from __future__ import annotations
 
 import difflib
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -21,11 +23,12 @@ class Loc:
     end_column: int
 
     @staticmethod
-    def point(line: int, column: int) -> "Loc":
+    def point(line: int, column: int) -> Loc:
         return Loc(line, column, line, column + 1)
 
 
 NOWHERE = Loc(0, 0, 0, 0)
+_QUOTED = 120  # characters of a source line quoted under a message
 
 
 @dataclass(frozen=True, order=True)
@@ -44,9 +47,14 @@ class Diagnostic:
         width = 1
         if self.loc.end_line == self.loc.line:
             width = max(1, self.loc.end_column - self.loc.column)
-        width = min(width, max(1, len(self.source_line) - self.loc.column + 1))
-        caret = " " * (self.loc.column - 1) + "^" * width
-        return f"{head}\n    {self.source_line}\n    {caret}"
+        width = min(width, max(1, len(self.source_line) - self.loc.column + 1), _QUOTED)
+        line, column = self.source_line, self.loc.column
+        if len(line) > _QUOTED:  # a window around the column, so a minified file does not flood the terminal
+            start = max(0, min(column - 1 - _QUOTED // 2, len(line) - _QUOTED))
+            line = ("..." if start else "") + line[start:start + _QUOTED] + ("..." if start + _QUOTED < len(line) else "")
+            column = column - start + (3 if start else 0)
+        caret = " " * (column - 1) + "^" * width
+        return f"{head}\n    {line}\n    {caret}"
 
 
 class RubricError(Exception):
@@ -85,14 +93,26 @@ class Source:
     text: str
 
     def line(self, number: int) -> str:
-        lines = self.text.splitlines()
-        return lines[number - 1].expandtabs(1) if 0 < number <= len(lines) else ""
+        """Line `number` as the parser counts lines (only `\n` ends one; `splitlines` would also split at `\v`,
+        `\f`, `\x85`, U+2028 and others), ready to quote."""
+        lines = self.text.split("\n")
+        return printable(lines[number - 1]) if 0 < number <= len(lines) else ""
 
     def diagnostic(self, loc: Loc, message: str) -> Diagnostic:
         return Diagnostic(self.path, loc, message, self.line(loc.line))
 
 
-def did_you_mean(name: str, candidates: list[str] | set[str] | tuple[str, ...]) -> str:
+def printable(line: str) -> str:
+    """A source line to quote under a message: one character for one column, so the caret stays under its
+    column; a tab shows as a space, other control characters and line separators as U+FFFD, a closing `\r` goes."""
+    line = line.removesuffix("\r")
+    return "".join(" " if c == "\t" else "\ufffd" if unicodedata.category(c) in _UNPRINTABLE else c for c in line)
+
+
+_UNPRINTABLE = frozenset({"Cc", "Zl", "Zp"})
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A suggestion suffix: '; did you mean `visible`?' or a list of what exists."""
     options = sorted(set(candidates))
     close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)

@@ -7,25 +7,44 @@ escape is reported where it is written.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
+from collections.abc import Iterator
 from typing import Any
 
-import lark
 from lark import Token, Transformer, v_args
 from tracec.dsl import ast
-from tracec.dsl.errors import Loc, ParseError, Source
-from tracec.dsl.syntax import describe, lark_parser, parse_tree
+from tracec.dsl.errors import Diagnostic, Loc, ParseError, Source, printable
+from tracec.dsl.syntax import parse_tree
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:
     """Parse a whole `.rubric` file."""
     source = Source(path, text)
-    tree = parse_tree(text, "start", source)
-    builder = _Builder(source)
-    decls = builder.transform(tree)
+    with _collector_paused():
+        tree = parse_tree(text, "start", source)
+        builder = _Builder(source)
+        decls = builder.transform(tree)
+        builder.finish()
     if builder.errors:
         raise ParseError(builder.errors)
     return ast.Module(tuple(decls), path=path, source=text)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector held off while a file is parsed: the parse makes tens of thousands of short-lived,
+    acyclic objects, enough to set off a full collection, which in a process that has imported Numba walks some
+    100,000 long-lived objects (~80 ms, twice the parse; bench/RESULTS.md, "startup"). Nothing is lost: what the
+    parse drops is freed by reference counting, and the collector resumes as it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
@@ -33,14 +52,36 @@ def parse_expr(text: str, path: str = "<string>") -> ast.Expr:
     source = Source(path, text)
     builder = _Builder(source)
     expr = builder.transform(parse_tree(text, "expr", source))
+    builder.finish()
     if builder.errors:
         raise ParseError(builder.errors)
     return expr
 
 
 def parse_file(path: str) -> ast.Module:
-    with open(path, encoding="utf-8") as handle:
-        return parse(handle.read(), path)
+    """Parse a `.rubric` file (see `read_source` for how its bytes become text)."""
+    return parse(read_source(path), path)
+
+
+def read_source(path: str) -> str:
+    """The text of a `.rubric` file: UTF-8, a leading byte-order mark dropped. Bytes that are not UTF-8 are a
+    ParseError at their line and column; a file that cannot be read raises OSError."""
+    with open(path, "rb") as handle:
+        return decode_source(handle.read(), path)
+
+
+def decode_source(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        start = error.start
+        line_start = data.rfind(b"\n", 0, start) + 1
+        line_end = data.find(b"\n", start)
+        line = data[line_start:None if line_end < 0 else line_end].decode("utf-8", errors="replace")
+        column = len(data[line_start:start].decode("utf-8", errors="replace")) + 1
+        loc = Loc.point(data.count(b"\n", 0, start) + 1, column)
+        message = f"the file is not UTF-8 text: byte 0x{data[start]:02x} here {error.reason}"
+        raise ParseError([Diagnostic(path, loc, message, printable(line))]) from None
 
 
 def _position(token: Token) -> tuple[int, int]:
@@ -51,7 +92,9 @@ def _position(token: Token) -> tuple[int, int]:
 
 def _loc(meta: Any) -> Loc:
     if isinstance(meta, Token):
-        return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
+        line, column = _position(meta)
+        assert meta.end_line is not None and meta.end_column is not None, meta
+        return Loc(line, column, meta.end_line, meta.end_column)
     if getattr(meta, "empty", True):
         return Loc(0, 0, 0, 0)
     return Loc(meta.line, meta.column, meta.end_line, meta.end_column)
@@ -65,6 +108,14 @@ class _Builder(Transformer):
         super().__init__(visit_tokens=False)
         self.source = source
         self.errors: list = []
+        # 2^63 literals, kept whole only so that `-9223372036854775808` can be the int64 minimum; by id.
+        self.unsigned_min: dict[int, ast.Literal] = {}
+
+    def finish(self) -> None:
+        """Report the 2^63 literals that no unary minus took."""
+        for literal in self.unsigned_min.values():
+            self.errors.append(self.source.diagnostic(literal.loc, "integer `9223372036854775808` does not fit in 64 bits"))
+        self.unsigned_min.clear()
 
     # ------------------------------------------------------------------ strings
     def _string(self, token: Token) -> str:
@@ -130,9 +181,9 @@ class _Builder(Transformer):
         # Padding puts the fragment where it stands in the file, so its locations need no shifting.
         padded = "\n" * (line - 1) + " " * (column - 1) + text
         try:
-            tree = lark_parser().parse(padded, start="expr")
-        except lark.exceptions.UnexpectedInput as error:
-            self.errors.append(self.source.diagnostic(*describe(error, padded)))
+            tree = parse_tree(padded, "expr", Source(self.source.path, padded))
+        except ParseError as error:
+            self.errors.extend(self.source.diagnostic(d.loc, d.message) for d in error.diagnostics)
             return ast.Literal("", loc=Loc.point(line, column))
         return self.transform(tree)
 
@@ -311,7 +362,10 @@ class _Builder(Transformer):
         return ast.Binary(str(op.children[0]), left, right, loc=_loc(meta))
 
     def neg(self, meta, children):
-        return ast.Unary("-", children[0], loc=_loc(meta))
+        operand = children[0]
+        if self.unsigned_min.pop(id(operand), None) is not None:
+            return ast.Literal(-(2**63), loc=_loc(meta))  # the one int64 that is written as a negation
+        return ast.Unary("-", operand, loc=_loc(meta))
 
     def attr(self, meta, children):
         return ast.Attr(children[0], str(children[1]), loc=_loc(meta))
@@ -347,7 +401,12 @@ class _Builder(Transformer):
         return ast.Regex(body, ignore_case, loc=_loc(token))
 
     def int_(self, meta, children):
-        return ast.Literal(self._int(children[0]), loc=_loc(children[0]))
+        token = children[0]
+        if token.value.lstrip("0") == str(2**63):
+            literal = ast.Literal(2**63, loc=_loc(token))
+            self.unsigned_min[id(literal)] = literal
+            return literal
+        return ast.Literal(self._int(token), loc=_loc(token))
 
     def float_(self, meta, children):
         return ast.Literal(self._float(children[0]), loc=_loc(children[0]))

@@ -103,7 +103,7 @@ def _pick(pick: ast.Pick) -> str:
     return f"pick({pick.table}{where})"
 
 
-def _number(value: int | float) -> str:
+def _number(value: float) -> str:
     return repr(value)
 
 

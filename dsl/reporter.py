@@ -7,7 +7,9 @@ from tracec.dsl.errors import Diagnostic, Loc, Source
 # Words that would read two ways inside an expression; none may name a declaration, field, binding, operator,
 # table, column or member. The words that open a declaration or item (`schema`, `tool`, `table`, `task`, ...) are
 # keywords only where an item starts, so they stay free as names (a tool-call fact is naturally called `tool`).
-RESERVED = frozenset("and or not in true false prev next act state report where pick".split())
+RESERVED = frozenset([
+    "and", "or", "not", "in", "true", "false", "prev", "next", "act", "state", "report", "where", "pick",
+])
 
 
 class Reporter:

@@ -7,12 +7,21 @@ unterminated string or regex, `&` for `and`. `tracec.dsl.parse` builds the synta
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import os
+import re
+import sys
 from importlib import resources
+from pathlib import Path
 
 import lark
 from lark import Token
 from tracec.dsl.errors import Loc, ParseError, Source
+
+from tracec.atomic import atomic_open
+from tracec.cache_dir import cache_root
 
 # Readable names for the grammar's terminals in "expected ..." messages.
 _TERMINAL_NAMES = {
@@ -26,25 +35,88 @@ _TERMINAL_NAMES = {
 }
 
 
+_OPTIONS = {"parser": "lalr", "strict": True, "propagate_positions": True, "maybe_placeholders": True,
+            "start": ["start", "expr"]}
+
+
 @functools.cache
 def lark_parser() -> lark.Lark:
-    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text()
-    return lark.Lark(
-        grammar,
-        parser="lalr",
-        strict=True,
-        propagate_positions=True,
-        maybe_placeholders=True,
-        start=["start", "expr"],
-    )
+    """The grammar's parser, built once per process; its tables are cached on disk (`cached_parser`) in the
+    `parser` folder of tracec's cache ($TRACEC_CACHE_DIR, else ~/.cache/tracec)."""
+    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text(encoding="utf-8")
+    return cached_parser(grammar, cache_root(os.environ) / "parser")
+
+
+def cached_parser(grammar: str, folder: Path) -> lark.Lark:
+    """Lark's parser of `grammar`, loaded from `folder` when a build of this grammar by this Lark and Python is
+    there (building costs a few hundred ms, loading a few), else built and saved there, atomically. A folder that
+    cannot be read or written, or a damaged file, only costs the build."""
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, repr(sorted(_OPTIONS.items()))])
+                         .encode("utf-8")).hexdigest()[:32]
+    path = folder / f"rubric-{key}.lark.pickle"
+    # Absent, unreadable, truncated or foreign: build it instead.
+    with contextlib.suppress(Exception), open(path, "rb") as handle:
+        return lark.Lark.load(handle)
+    parser = lark.Lark(grammar, **_OPTIONS)
+    # A read-only home or cache folder: the parser is only built again next time.
+    with contextlib.suppress(OSError), atomic_open(path, "wb") as handle:
+        parser.save(handle)
+    return parser
+
+
+# Every pass walks expressions recursively, a few Python frames a level: past this depth it would run out of stack.
+MAX_DEPTH = 100
+# Lark reads some 40,000 tokens a second: a file of at most this many parses in about a second.
+MAX_TOKENS = 50_000
+# Roughly the grammar's tokens: strings, words and numbers, one symbol at a time; comments and whitespace skipped.
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*|\w+|\S')
+# The grammar rules that nest expressions (the tree of `a and b and c` is two `and_` deep).
+_NESTING = frozenset(["or_", "and_", "not_", "compare", "in_", "arith", "neg", "attr", "index", "call", "set_literal"])
 
 
 def parse_tree(text: str, start: str, source: Source) -> lark.Tree:
-    """Lark's tree of `text` from the grammar rule `start`; a ParseError where the grammar rejects it."""
+    """Lark's tree of `text` from the grammar rule `start`; a ParseError where the grammar rejects it or an
+    expression nests deeper than MAX_DEPTH."""
+    _check_size(text, source)
     try:
-        return lark_parser().parse(text, start=start)
+        tree = lark_parser().parse(text, start=start)
     except lark.exceptions.UnexpectedInput as error:
         raise ParseError([source.diagnostic(*describe(error, text))]) from None
+    too_deep = _too_deep(tree)
+    if too_deep is not None:
+        raise ParseError([source.diagnostic(too_deep, f"this expression nests more than {MAX_DEPTH} levels deep (a "
+                                            "chain `a and b and ...` is one level per operator); split it")])
+    return tree
+
+
+def _check_size(text: str, source: Source) -> None:
+    """A ParseError at the token past MAX_TOKENS: a longer file would keep the parser for seconds."""
+    count = 0
+    for match in _TOKEN.finditer(text):
+        if match.group().startswith("#"):
+            continue
+        count += 1
+        if count > MAX_TOKENS:
+            start = match.start()
+            line = text.count("\n", 0, start) + 1
+            column = start - (text.rfind("\n", 0, start) + 1) + 1
+            message = f"the source has more than {MAX_TOKENS:,} tokens (names, numbers, strings, symbols); split it"
+            raise ParseError([source.diagnostic(Loc.point(line, column), message)])
+
+
+def _too_deep(tree: lark.Tree) -> Loc | None:
+    """Where an expression first nests deeper than MAX_DEPTH, found without recursion (the tree may be as deep as
+    the source is long)."""
+    stack: list[tuple[lark.Tree, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data in _NESTING:
+            depth += 1
+            if depth > MAX_DEPTH:
+                meta = node.meta
+                return Loc.point(meta.line, meta.column) if not meta.empty else Loc.point(1, 1)
+        stack.extend((child, depth) for child in node.children if isinstance(child, lark.Tree))
+    return None
 
 
 def describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, str]:
@@ -54,7 +126,7 @@ def describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, st
         assert error.pos_in_stream is not None, "Lark sets the position of an unexpected character"
         char = text[error.pos_in_stream]
         if char == '"':
-            return Loc(line, column, line, len(text.splitlines()[line - 1]) + 1), "unterminated string"
+            return Loc(line, column, line, len(text.split("\n")[line - 1]) + 1), "unterminated string"
         if char == "/":
             return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
         if char in _CHARACTER_HINTS:

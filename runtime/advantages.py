@@ -1,35 +1,41 @@
-"""Group-relative advantages: TRCA's episode advantage A_E and step advantage A_S, and plain GRPO's for comparison.
+"""Group-relative advantages: TRCA's episode advantage A_E and step advantage A_S, fused in one kernel.
 
-Each one standardizes values inside groups given by arbitrary int64 keys (hashes of a task instance, of a context
-tuple). Grouping is by hash tables in Numba, in two levels so that no step-sized sort or table is needed: the
-segments (episodes) by task group first, then the steps of one task group by context key, in a small table that
-stays in cache. Before it is summed, a task group's segments are put in a canonical order (by content), so a
-group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the outputs
-bit for bit, not merely up to rounding. `fill_trca_advantages`, what `evaluate_rewards` needs for a training batch,
-does A_E, A_S and their sum in one pass per task group, with the same sums in the same order as the separate
-functions.
+Each standardizes values inside groups given by int64 keys (a task instance; a context key, made exact by
+`tracec.runtime.context_groups`). Grouping is by hash tables in Numba, in two levels so that no step-sized sort or
+table is needed: the episodes by task group first, then the steps of one task group by context key, in a small
+table that stays in cache. Before it is summed, a task group's episodes are put in a canonical order (by content),
+so a group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the
+outputs bit for bit, not merely up to rounding. `fill_trca_advantages` does A_E, A_S and their sum in one pass per
+task group, for `evaluate_rewards`.
 
 Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
-<= 1e-9, gets 0. Left out: filtering constant-reward groups out of a GRPO batch (the trainer decides that).
+<= 1e-9, gets 0. Any finite inputs give finite outputs: a task group holding a value beyond 2^480 (whose squares,
+or whose sum, would overflow) is scaled by 2^-600 first, an exact power of two, with eps and the 1e-9 threshold
+scaled alike; other groups are computed unscaled. Left out: filtering constant-reward groups out of a GRPO batch
+(the trainer decides that).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
-from numba import njit
 from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
-from tracec.runtime.batch_checks import finite_values, int_keys
+from tracec.runtime.jit import fixed_kernel
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 # The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.
 MIN_STEPS_PER_PART = 1 << 16
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / phi: Fibonacci hashing spreads sequential keys too
+HUGE = 2.0**480  # a group holding a larger magnitude is scaled before its sums: n * (2 * 2^480)^2 stays finite
+SHRINK = 2.0**-600  # that scale: a power of two, so x * SHRINK is exact (unless it underflows, far below the rest)
 
 
-@njit(cache=True)
+@fixed_kernel()
+def _scale_for(largest: float) -> float:
+    return SHRINK if largest > HUGE else 1.0
+
+
+@fixed_kernel()
 def _table_bits(n_keys: int) -> int:
     bits = 4
     while (1 << bits) < 2 * n_keys:  # load under 1/2: probes stay short
@@ -37,7 +43,7 @@ def _table_bits(n_keys: int) -> int:
     return bits
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _dense_ids(keys: np.ndarray, items: np.ndarray, bits: int, stamp: int, slot_key: np.ndarray,
                slot_stamp: np.ndarray, slot_id: np.ndarray, ids: np.ndarray) -> int:
     """Number the distinct keys[items] 0, 1, ... by first appearance into ids[:len(items)]; return how many.
@@ -66,7 +72,7 @@ def _dense_ids(keys: np.ndarray, items: np.ndarray, bits: int, stamp: int, slot_
     return n_ids
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _bucket(ids: np.ndarray, n_ids: int, items: np.ndarray, members: np.ndarray, starts: np.ndarray) -> None:
     """Counting sort: the items with id g go to members[starts[g]:starts[g+1]], in their order."""
     starts[:n_ids + 1] = 0
@@ -82,7 +88,7 @@ def _bucket(ids: np.ndarray, n_ids: int, items: np.ndarray, members: np.ndarray,
     starts[0] = 0
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _segment_less(a: int, b: int, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray) -> bool:
     """Lexicographic order on (length, then (value, minor key) step by step); a tie means identical contents."""
     length = offsets[a + 1] - offsets[a]
@@ -100,7 +106,7 @@ def _segment_less(a: int, b: int, values: np.ndarray, offsets: np.ndarray, minor
 SORT_RUN = 16  # sort_segments insertion-sorts runs this long before merging: a task group is a handful of episodes
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _sort_segments(order: np.ndarray, values: np.ndarray, offsets: np.ndarray, minor: np.ndarray,
                    buffer: np.ndarray) -> None:
     """Sort the segment indices `order` in place by `_segment_less`: insertion sort of short runs, then bottom-up
@@ -134,28 +140,7 @@ def _sort_segments(order: np.ndarray, values: np.ndarray, offsets: np.ndarray, m
         order[:] = src
 
 
-@njit(cache=True)
-def _standardize_group(values: np.ndarray, members: np.ndarray, eps: float, divide: bool, out: np.ndarray) -> None:
-    """Standardize the values at indices `members` among themselves, into `out`; flat or singleton groups stay 0."""
-    size = members.shape[0]
-    if size < 2:
-        return
-    total = 0.0
-    for i in members:
-        total += values[i]
-    mean = total / size
-    squares = 0.0
-    for i in members:
-        squares += (values[i] - mean) ** 2
-    std = np.sqrt(squares / size)
-    if std <= ZERO_VARIANCE:
-        return
-    scale = std + eps if divide else 1.0
-    for i in members:
-        out[i] = (values[i] - mean) / scale
-
-
-@njit(cache=True)
+@fixed_kernel()
 def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, starts): indices of `keys` regrouped so that those of the g-th distinct key are order[starts[g]:...]."""
     n = keys.shape[0]
@@ -173,79 +158,42 @@ def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, starts
 
 
-@njit(cache=True)
-def _standardize_segments(values: np.ndarray, offsets: np.ndarray, major: np.ndarray, minor: np.ndarray,
-                          by_minor: bool, eps: float, divide: bool, out: np.ndarray) -> None:
-    """Group-standardized `values` `(n,)` into `out` (zeros, allocated by numpy: huge pages, fewer page faults).
-
-    Segment s (elements offsets[s]:offsets[s+1]) has key major[s]; the elements of segments with equal major key,
-    and equal minor key (one per element) when `by_minor`, form a group."""
-    segments, major_starts = _group_by_key(major)
-    n_majors = major_starts.shape[0] - 1
-    largest = 0
-    for g in range(n_majors):
-        size = 0
-        for s in segments[major_starts[g]:major_starts[g + 1]]:
-            size += offsets[s + 1] - offsets[s]
-        largest = max(largest, size)
-    # The minor-key table is sized for the largest major block and reused by stamping rather than cleared.
-    slot_key = np.empty(1 << _table_bits(largest), np.uint64)
-    slot_stamp = np.full(slot_key.shape[0], -1, np.int64)
-    slot_id = np.empty(slot_key.shape[0], np.int64)
-    block, runs, local = np.empty(largest, np.int64), np.empty(largest, np.int64), np.empty(largest, np.int64)
-    run_starts, sort_buffer = np.empty(largest + 1, np.int64), np.empty(major.shape[0], np.int64)
-    for g in range(n_majors):
-        # Segments in a canonical order make every group's summation order canonical: permuting the batch's
-        # segments changes no bit of the result. Sorting a task group's few episodes is cheaper than its steps.
-        group_segments = segments[major_starts[g]:major_starts[g + 1]]
-        _sort_segments(group_segments, values, offsets, minor, sort_buffer)
-        size = 0
-        for s in group_segments:
-            for i in range(offsets[s], offsets[s + 1]):
-                block[size] = i
-                size += 1
-        if not by_minor:
-            _standardize_group(values, block[:size], eps, divide, out)
-            continue
-        n_local = _dense_ids(minor, block[:size], _table_bits(size), g, slot_key, slot_stamp, slot_id, local)
-        _bucket(local, n_local, block[:size], runs, run_starts)
-        for r in range(n_local):
-            _standardize_group(values, runs[run_starts[r]:run_starts[r + 1]], eps, divide, out)
-
-
-@njit(cache=True)
+@fixed_kernel()
 def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndarray,
-                        eps: float) -> tuple[float, float]:
-    """(mean, scale) of values[members] summed in ascending order (the canonical order of `_standardize_group` for
-    one-element segments); scale 0 marks a singleton or flat group, whose members get 0."""
+                        eps: float) -> tuple[float, float, float]:
+    """(mean, scale, factor) of values[members] * factor, summed in ascending order; member x gets
+    (x * factor - mean) / scale, and scale 0 marks a singleton or flat group, whose members get 0."""
     size = members.shape[0]
+    largest = 0.0
     for k in range(size):  # insertion sort: a task group holds a handful of episodes
         x = values[members[k]]
+        largest = max(largest, abs(x))
         j = k
         while j > 0 and buffer[j - 1] > x:
             buffer[j] = buffer[j - 1]
             j -= 1
         buffer[j] = x
+    factor = _scale_for(largest)
     total = 0.0
     for k in range(size):
-        total += buffer[k]
+        total += buffer[k] * factor
     mean = total / size
     squares = 0.0
     for k in range(size):
-        squares += (buffer[k] - mean) ** 2
+        squares += (buffer[k] * factor - mean) ** 2
     std = np.sqrt(squares / size)
-    return mean, (std + eps if size >= 2 and std > ZERO_VARIANCE else 0.0)
+    return mean, (std + eps * factor if size >= 2 and std > ZERO_VARIANCE * factor else 0.0), factor
 
 
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, episodes: np.ndarray,
                            group_starts: np.ndarray, context: np.ndarray, by_context: bool, eps: float,
                            a_e: np.ndarray, a_s: np.ndarray, a: np.ndarray) -> None:
     """A_E broadcast to the steps, A_S and their sum, one task group at a time, into arrays numpy allocated; the
     groups are those `_group_by_key` made, from group_starts[0] to group_starts[-1] (a part of them).
 
-    Each context group is summed into per-key accumulators in the order `_standardize_segments` buckets its members
-    (canonical episodes, then steps), so the result is the same bit for bit without bucketing."""
+    Each context group is summed into per-key accumulators in a canonical order (episodes by content, then their
+    steps), so the result does not depend on the batch's order."""
     largest, most = 1, 1
     for g in range(group_starts.shape[0] - 1):
         size = 0
@@ -262,10 +210,10 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
     ranked_buffer, canonical = np.empty(most, np.int64), np.empty(most, np.int64)
     for g in range(group_starts.shape[0] - 1):
         group = episodes[group_starts[g]:group_starts[g + 1]]
-        e_mean, e_scale = _sorted_standardize(env_reward, group, env_buffer, eps)
+        e_mean, e_scale, e_factor = _sorted_standardize(env_reward, group, env_buffer, eps)
         if not by_context:
             for s in group:
-                ae = (env_reward[s] - e_mean) / e_scale if e_scale > 0.0 else 0.0
+                ae = (env_reward[s] * e_factor - e_mean) / e_scale if e_scale > 0.0 else 0.0
                 for i in range(offsets[s], offsets[s + 1]):
                     a_e[i], a_s[i], a[i] = ae, 0.0, ae + 0.0
             continue
@@ -282,7 +230,7 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
             size += offsets[s + 1] - offsets[s]
         # Pass 1: dense context ids (hash table stamped with g, so never cleared), the returns gathered at their
         # canonical positions.
-        n_ids = 0
+        n_ids, magnitude = 0, 0.0
         for p in range(n):
             s, k = group[p], canonical[p]
             previous, r = ~context[offsets[s]], 0  # keys often come in runs: look each run up once
@@ -298,8 +246,13 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
                         n_ids += 1
                     previous, r = key, slot_id[h]
                 local[k], gathered[k] = r, returns[i]
+                magnitude = max(magnitude, abs(returns[i]))
                 k += 1
-        # Pass 2: means and squared deviations, in canonical order.
+        # Pass 2: means and squared deviations, in canonical order (scaled, where the group is huge).
+        factor = _scale_for(magnitude)
+        if factor != 1.0:
+            for k in range(size):
+                gathered[k] *= factor
         for k in range(size):
             sums[local[k]] += gathered[k]
             counts[local[k]] += 1
@@ -309,11 +262,11 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
             scales[local[k]] += (gathered[k] - sums[local[k]]) ** 2
         for r in range(n_ids):
             std = np.sqrt(scales[r] / counts[r])
-            scales[r] = std + eps if counts[r] >= 2 and std > ZERO_VARIANCE else 0.0
+            scales[r] = std + eps * factor if counts[r] >= 2 and std > ZERO_VARIANCE * factor else 0.0
         # Pass 3: write A_E, A_S and A in the batch's order.
         for p in range(n):
             s, k = group[p], canonical[p]
-            ae = (env_reward[s] - e_mean) / e_scale if e_scale > 0.0 else 0.0
+            ae = (env_reward[s] * e_factor - e_mean) / e_scale if e_scale > 0.0 else 0.0
             for i in range(offsets[s], offsets[s + 1]):
                 r = local[k]
                 step = (gathered[k] - sums[r]) / scales[r] if scales[r] > 0.0 else 0.0
@@ -321,52 +274,12 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
                 k += 1
 
 
-def _per_element(values: np.ndarray, keys: np.ndarray, minor: np.ndarray | None, eps: float,
-                 divide: bool) -> np.ndarray:
-    offsets = np.arange(values.shape[0] + 1, dtype=np.int64)
-    by_minor = minor is not None
-    minor = np.zeros_like(keys) if minor is None else minor  # the kernels read one per element: all 0 here
-    out = np.zeros(values.shape[0])
-    _standardize_segments(values, offsets, keys, minor, by_minor, float(eps), divide, out)
-    return out
-
-
-def episode_advantage(env_reward: np.ndarray, task_group: np.ndarray, eps: float) -> np.ndarray:
-    """A_E `(n_episodes,)`: the terminal outcome standardized among rollouts of the same task instance."""
-    values = finite_values("env_reward", env_reward)
-    keys = int_keys("task_group", task_group, values.shape[0])
-    return _per_element(values, keys, None, eps, True)
-
-
-def step_advantage(R: np.ndarray, step_task_group: np.ndarray, context_key: np.ndarray | None,
-                   eps: float) -> np.ndarray:
-    """A_S `(n_steps,)`: the return standardized among steps of one task group with equal context key.
-
-    Without a declared context (`context_key` None) there are no step groups and A_S is 0.
-    """
-    values = finite_values("R", R)
-    keys = int_keys("step_task_group", step_task_group, values.shape[0])
-    if context_key is None:
-        return np.zeros(values.shape[0])
-    return _per_element(values, keys, int_keys("context_key", context_key, values.shape[0]), eps, True)
-
-
-def grpo_advantage(rewards: np.ndarray, group: np.ndarray, scale: Literal["std", "none"],
-                   eps: float) -> np.ndarray:
-    """Plain GRPO: (r - mean) / (std + eps) with scale "std", r - mean with "none"; flat groups get 0 either way."""
-    if scale not in ("std", "none"):
-        raise ValueError(f"scale must be 'std' or 'none', got {scale!r}")
-    values = finite_values("rewards", rewards)
-    keys = int_keys("group", group, values.shape[0])
-    return _per_element(values, keys, None, eps, scale == "std")
-
-
 def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, task_keys: np.ndarray,
                          context_keys: np.ndarray | None, eps: float, threads: int, out: np.ndarray) -> None:
     """A_E broadcast to the steps, A_S and A = A_E + A_S into the rows of `out` `(3, n_steps)`, for TRCA's batch
     layout: `env_reward` and `task_keys` once per episode, `returns` and `context_keys` (None without a declared
-    context: A_S is 0) per step, all checked by `tracec.runtime.batch_checks`. Equal to `episode_advantage` and
-    `step_advantage`, in one pass, task groups shared among `threads` threads; the result does not depend on it."""
+    context: A_S is 0) per step, all checked by `tracec.runtime.batch_checks`; task groups shared among `threads`
+    threads, and the result does not depend on it."""
     a_e, a_s, a = out
     context = task_keys[:0] if context_keys is None else context_keys
     episodes, group_starts = _group_by_key(task_keys)

@@ -9,8 +9,8 @@ evaluated here per episode. An episode without transitions: any = false, all = t
 from __future__ import annotations
 
 import enum
-import numpy as np
 
+import numpy as np
 from tracec.compiler import interp
 from tracec.compiler.backends import Kernel
 from tracec.compiler.ir import Node

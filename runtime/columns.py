@@ -2,15 +2,28 @@
 
 Encodings by type: bool -> uint8 0/1, int -> int64, float -> float64 (ints accepted), enum -> int64 member index,
 entity -> int64 `entity_id`, set(entity) -> CSR (ids sorted ascending and unique within each row, `offsets`
-(n + 1,)); every column has a `known` mask. A list is checked with one `set(map(type, ...))` and turned into one
-array; only when that fast path fails does a per-value scan find the first offending value, raised as `BadValue`
-for the fact builder to name (`tracec.runtime.facts`).
+(n + 1,)); every column has a `known` mask (uint8) and holds 0 where a value is missing. Text makes no kernel column:
+its column holds codes into the field's table of distinct strings (`Interned`), for the lifts to test each once.
+
+`valid(value, type_)` is the definition of a value that fits its type. `encode` has a fast path per type that works on
+whole lists with C-level passes (`map`, `dict.fromkeys`, `np.fromiter`) and checks types on the distinct values
+only; whenever it declines a list, for whatever reason, `encode_reference` takes over: value by value, the first
+value that `valid` rejects is raised as `BadValue`, and a list with none is encoded one value at a time. So the fast
+path can only be slower, never disagree (a property test holds them equal). Strings must be valid Unicode: a lone
+surrogate (JSON allows `"\\ud800"`) cannot be hashed, matched or written to Parquet, so it is rejected here.
+
+Entities are interned per batch (`Entities`): each distinct string is hashed once, and sets are sorted by the rank
+of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over. `set_column` (codes and row lengths -> CSR) is shared with the
+Arrow reader (`tracec.runtime.trajectory_table`).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
+from operator import is_not
 from typing import Any
 
 import numpy as np
@@ -18,6 +31,7 @@ from tracec.compiler.ir import entity_id
 from tracec.dsl.types import Type
 
 INT64_RANGE = (-(1 << 63), 1 << 63)
+MISSING_CODE = -1  # the entity code of a missing value
 
 
 @dataclass(frozen=True)
@@ -35,16 +49,21 @@ class BadValue(Exception):
         self.index, self.expected = index, expected
 
 
-# List comprehensions and one np.array per column: measured faster than np.fromiter over a map.
+class _Declined(Exception):
+    """The fast path does not take this list; the reference path decides."""
 
 
-def known_mask(raw: list[Any]) -> np.ndarray:
-    return np.array([value is not None for value in raw], dtype=np.uint8)
+def is_unicode(text: str) -> bool:
+    """Whether a str is valid Unicode, i.e. encodes to UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def _expected(value: Any, type_: Type) -> str | None:
-    """What `value` (not None) should have been for `type_`, or None if it fits: the per-value definition that the
-    fast path in `encode` must agree with."""
+def valid(value: Any, type_: Type) -> str | None:
+    """None if `value` (not None) fits `type_`, else what it should have been: the definition both paths follow."""
     kind = type_.kind
     if kind == "bool":
         return None if type(value) is bool else "true or false"
@@ -53,91 +72,238 @@ def _expected(value: Any, type_: Type) -> str | None:
             return "an integer"
         return None if INT64_RANGE[0] <= value < INT64_RANGE[1] else "a 64-bit integer"
     if kind == "float":
-        if type(value) is int:
-            try:
-                float(value)
-            except OverflowError:
-                return "a number"
-        return None if type(value) in (int, float) else "a number"
+        if type(value) not in (int, float):
+            return "a number"
+        try:
+            return None if math.isfinite(value) else "a finite number"
+        except OverflowError:  # an int beyond the float range
+            return "a finite number"
     if kind == "enum":
-        return None if type(value) is str and value in type_.members else f"a member of {type_}"
+        return None if isinstance(value, str) and value in type_.members else f"a member of {type_}"
     if kind == "set":
-        return None if type(value) is list and all(type(e) is str for e in value) else "a list of strings"
-    return None if type(value) is str else "a string"
+        if type(value) is not list or not all(isinstance(e, str) for e in value):
+            return "a list of strings"
+        return None if all(map(is_unicode, value)) else "a list of valid Unicode strings (no lone surrogates)"
+    if not isinstance(value, str):
+        return "a string"
+    return None if is_unicode(value) else "a valid Unicode string (no lone surrogates)"
 
 
-_ALLOWED: dict[str, set[type]] = {
-    "bool": {bool},
-    "int": {int},
-    "float": {int, float},
-    "enum": {str},
-    "entity": {str},
-    "text": {str},
-    "set": {list},
-}
+class Interned:
+    """Distinct strings numbered in order of first appearance (None is MISSING_CODE): the texts of one field."""
+
+    def __init__(self) -> None:
+        self.codes: dict[Any, int] = {None: MISSING_CODE}
+        self.strings: list[str] = []
+
+    def add(self, strings: Iterable[Any]) -> list[str]:
+        """Number the strings not seen yet and return them; declines (numbering none) if one is not a valid
+        Unicode str."""
+        fresh = [s for s in dict.fromkeys(strings) if s not in self.codes]
+        if not all(isinstance(s, str) for s in fresh) or not is_unicode("".join(fresh)):
+            raise _Declined
+        for text in fresh:
+            self.codes[text] = len(self.strings)
+            self.strings.append(text)
+        return fresh
+
+    def decode(self, column: Column) -> list[str | None]:
+        """The strings of a column of codes, None where missing."""
+        strings = self.strings + [None]  # type: ignore[list-item]
+        return list(map(strings.__getitem__, column.values.tolist()))
 
 
-def encode(raw: list[Any], type_: Type, interned: dict[str, int]) -> Column:
-    """Encode a raw list (None = missing); raises BadValue at the first value that does not fit."""
-    kind = type_.kind
+class Entities(Interned):
+    """The entities of one batch, each string hashed to its `entity_id` once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ids: list[int] = []
+        self._array: np.ndarray | None = None
+
+    def add(self, strings: Iterable[Any]) -> list[str]:
+        fresh = super().add(strings)
+        if fresh:
+            self._ids += map(entity_id, fresh)
+            self._array = None
+        return fresh
+
+    def ids(self) -> np.ndarray:
+        """(n_codes + 1,) int64: entity_id by code, then 0, so that MISSING_CODE (-1) reads 0."""
+        if self._array is None:
+            self._array = np.array(self._ids + [0], dtype=np.int64)
+        return self._array
+
+    def names(self) -> dict[int, str]:
+        return dict(zip(self._ids, self.strings))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Some rows of a column, checked and coded but not yet assembled: what a reader makes a chunk at a time.
+
+    `codes` holds numbers (int, float; 0 where missing), 0/1 (bool), member indices (enum; 0 where missing), or
+    string codes of the field's table (entity, text: MISSING_CODE where missing; set: one code per element, rows end
+    to end with `lengths` elements each)."""
+
+    codes: np.ndarray
+    known: np.ndarray  # (n,) uint8
+    lengths: np.ndarray | None = None  # sets only: (n,) int64
+
+
+def encode(raw: Sequence[Any], type_: Type, entities: Entities, texts: Interned | None = None) -> Column:
+    """Encode a raw list (None = missing); raises BadValue at the first value that does not fit.
+
+    A text column holds the codes of its strings in `texts` (its field's table), which the lifts read."""
+    table = (texts or Interned()) if type_.kind == "text" else entities
+    return join_pieces([encode_piece(raw, type_, table)], type_, table)
+
+
+def encode_piece(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    """`raw` checked and coded (the fast path, else `piece_reference`); raises BadValue at the first bad value."""
     try:
-        if not set(map(type, raw)) <= _ALLOWED[kind] | {type(None)}:
-            raise ValueError
-        known = known_mask(raw)
-        if kind == "set":
-            return _encode_set(raw, known, interned)
-        if kind == "text":
-            return Column(np.zeros(0, dtype=np.uint8), known)  # checked only: text is read by lifts
-        if kind in ("int", "float"):
-            filled = raw if known.all() else [0 if v is None else v for v in raw]
-            return Column(np.array(filled, dtype=np.int64 if kind == "int" else np.float64), known)
-        if kind == "bool":
-            table: dict[Any, int] = {True: 1, False: 0}
-        elif kind == "enum":
-            table = {member: index for index, member in enumerate(type_.members)}
-        else:
-            table = _intern(set(raw), interned)
-        table[None] = 0
-        return Column(np.array([table[v] for v in raw], dtype=np.uint8 if kind == "bool" else np.int64), known)
-    except (ValueError, KeyError, OverflowError, TypeError):
-        pass
+        return _FAST[type_.kind](raw, type_, table)
+    except (_Declined, TypeError, ValueError, OverflowError, KeyError):
+        return piece_reference(raw, type_, table)
+
+
+def piece_reference(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    """The same piece as `encode_piece`, one value at a time: the definition, and the path for lists the fast path
+    declines."""
     for index, value in enumerate(raw):
-        expected = None if value is None else _expected(value, type_)
-        if expected is not None:
+        if value is not None and (expected := valid(value, type_)) is not None:
             raise BadValue(index, expected)
-    raise AssertionError(f"the fast path rejected a {type_} column that the per-value check accepts")
+    known = np.array([value is not None for value in raw], dtype=np.uint8)
+    kind = type_.kind
+    if kind == "set":
+        rows = [[] if value is None else value for value in raw]
+        assert table is not None
+        table.add(chain.from_iterable(rows))
+        codes = np.array([table.codes[e] for row in rows for e in row], dtype=np.int64)
+        return Piece(codes, known, np.array([len(row) for row in rows], dtype=np.int64))
+    if kind in ("entity", "text"):
+        assert table is not None
+        table.add(raw)
+        values: list[Any] = [table.codes[value] for value in raw]
+    elif kind == "enum":
+        values = [0 if value is None else type_.members.index(value) for value in raw]
+    else:
+        values = [0 if value is None else value for value in raw]
+    return Piece(np.array(values, dtype=_DTYPES.get(kind, np.int64)), known)
 
 
-def _intern(strings: set[Any], interned: dict[str, int]) -> dict[Any, int]:
-    """entity_id of each string (None skipped), computed once per distinct string of the batch."""
-    for text in strings:
-        if text is not None and text not in interned:
-            interned[text] = entity_id(text)
-    return {text: interned[text] for text in strings if text is not None}
+_DTYPES = {"bool": np.uint8, "float": np.float64}
 
 
-def _encode_set(raw: list[Any], known: np.ndarray, interned: dict[str, int]) -> Column:
-    rows = [() if v is None else v for v in raw]
+def join_pieces(pieces: list[Piece], type_: Type, table: Interned | None) -> Column:
+    """The column of some pieces laid end to end (at least one)."""
+    codes = pieces[0].codes if len(pieces) == 1 else np.concatenate([piece.codes for piece in pieces])
+    known = pieces[0].known if len(pieces) == 1 else np.concatenate([piece.known for piece in pieces])
+    if type_.kind == "set":
+        assert isinstance(table, Entities)
+        lengths = np.concatenate([piece.lengths for piece in pieces])  # type: ignore[misc]
+        return set_column(codes, lengths, known, table)
+    if type_.kind == "entity":
+        assert isinstance(table, Entities)
+        return Column(table.ids()[codes], known)
+    return Column(codes, known)
+
+
+# --- the fast paths: each declines (raises) rather than guess ---------------------------------------------------
+
+_NONE = type(None)
+_UNSEEN = -2  # the code `dict.get` gives a string not numbered yet
+
+
+def _known(raw: Sequence[Any], kinds: set[type]) -> np.ndarray:
+    if _NONE not in kinds:
+        return np.ones(len(raw), dtype=np.uint8)
+    return np.fromiter(map(is_not, raw, repeat(None)), dtype=np.uint8, count=len(raw))
+
+
+def _checked_kinds(raw: Sequence[Any], allowed: set[type]) -> set[type]:
+    kinds = set(map(type, raw))
+    if not kinds <= allowed | {_NONE}:
+        raise _Declined
+    return kinds
+
+
+def _string_codes(raw: Sequence[Any], table: Interned) -> np.ndarray:
+    """The code of every value, numbering new strings (one hash lookup a value when all are known already)."""
+    codes = np.fromiter(map(table.codes.get, raw, repeat(_UNSEEN)), dtype=np.int64, count=len(raw))
+    unseen = np.flatnonzero(codes == _UNSEEN)
+    if unseen.size:
+        table.add([raw[i] for i in unseen.tolist()])  # declines unless they are valid strings
+        codes[unseen] = [table.codes[raw[i]] for i in unseen.tolist()]
+    return codes
+
+
+def _fast_number(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    kinds = _checked_kinds(raw, {int} if type_.kind == "int" else {int, float})
+    filled = [0 if v is None else v for v in raw] if _NONE in kinds else raw
+    values = np.array(filled, dtype=np.int64 if type_.kind == "int" else np.float64)  # OverflowError: declined
+    if values.dtype == np.float64 and not np.isfinite(values).all():
+        raise _Declined
+    return Piece(values, _known(raw, kinds))
+
+
+_BOOL_CODES = {True: 1, False: 0, None: 2}  # exact once the types are checked: 1 and 1.0 never get here
+
+
+def _fast_bool(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    _checked_kinds(raw, {bool})
+    codes = np.fromiter(map(_BOOL_CODES.__getitem__, raw), dtype=np.uint8, count=len(raw))
+    known = (codes != 2).view(np.uint8)
+    return Piece(codes & known, known)
+
+
+def _fast_enum(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    members: dict[Any, int] = {member: index for index, member in enumerate(type_.members)}
+    members[None] = MISSING_CODE
+    # KeyError for anything else: a str never equals a non-str, so no wrong type passes as a member.
+    codes = np.fromiter(map(members.__getitem__, raw), dtype=np.int64, count=len(raw))
+    known = (codes >= 0).view(np.uint8)
+    return Piece(np.maximum(codes, 0), known)
+
+
+def _fast_string(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    codes = _string_codes(raw, table if table is not None else Interned())
+    return Piece(codes, (codes >= 0).view(np.uint8))
+
+
+def _fast_set(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
+    assert table is not None
+    kinds = _checked_kinds(raw, {list})
+    rows = [() if v is None else v for v in raw] if _NONE in kinds else raw
     flat = list(chain.from_iterable(rows))
-    if not set(map(type, flat)) <= {str}:
-        raise ValueError
-    ids = _intern(set(flat), interned)
-    # Sort and de-duplicate every row at once: key = row * K + rank of the id among the K distinct ids. The keys
-    # are sorted across rows already, so a stable (run-detecting) sort only has the short rows to order.
-    by_id = sorted(ids, key=ids.__getitem__)
-    rank = {name: position for position, name in enumerate(by_id)}
-    width = max(len(by_id), 1)
-    lengths = np.array([len(row) for row in rows], dtype=np.int64)
-    keys = np.repeat(np.arange(len(rows), dtype=np.int64) * width, lengths)
-    keys += np.array([rank[name] for name in flat], dtype=np.int64)
-    keys = np.sort(keys, kind="stable")
-    unique = np.ones(len(keys), dtype=bool)
-    unique[1:] = keys[1:] != keys[:-1]
-    keys = keys[unique]
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // width, minlength=len(rows)), out=offsets[1:])
-    sorted_ids = np.array([ids[name] for name in by_id], dtype=np.int64)
-    return Column(sorted_ids[keys % width], known, offsets)
+    codes = _string_codes(flat, table)
+    if codes.size and codes.min() < 0:  # a null element
+        raise _Declined
+    return Piece(codes, _known(raw, kinds), np.fromiter(map(len, rows), dtype=np.int64, count=len(rows)))
+
+
+_FAST = {"bool": _fast_bool, "int": _fast_number, "float": _fast_number, "enum": _fast_enum,
+         "entity": _fast_string, "text": _fast_string, "set": _fast_set}
+
+
+def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities) -> Column:
+    """A set column from the entity codes of every element, rows laid end to end with `lengths` (n,) elements.
+
+    Every row is sorted by id and de-duplicated at once: key = row * K + rank of the element's id among the K codes;
+    the keys are already sorted across rows, so the stable (run-detecting) sort only orders within short rows."""
+    ids = entities.ids()[:-1]
+    width = max(ids.size, 1)
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[np.argsort(ids, kind="stable")] = np.arange(ids.size)
+    keys = np.repeat(np.arange(lengths.size, dtype=np.int64) * width, lengths)
+    keys += rank[codes]
+    keys.sort(kind="stable")
+    if keys.size > 1:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // width, minlength=lengths.size), out=offsets[1:])
+    by_rank = np.sort(ids)
+    return Column(by_rank[keys % width], known, offsets)
 
 
 def take(column: Column, rows: np.ndarray) -> Column:

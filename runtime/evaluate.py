@@ -1,8 +1,13 @@
 """The Python API a training loop uses: compile a rubric once, then score batches of trajectories.
 
     scorer = RubricScorer.from_file("examples/household.rubric", backend="numba")
-    result = scorer.evaluate(episodes)          # or a FactBatch, or a path to trajectory JSONL
+    result = scorer.evaluate(episodes)          # or a FactBatch, or a trajectory file (.jsonl, .parquet, .arrow)
     result.rewards.A                             # (n_steps,) advantage per step, for that step's action tokens
+    result = scorer.evaluate(next_episodes, out=result)   # done with `result`: its memory is refilled
+
+Output memory is the caller's: every evaluation gets fresh memory, unless the caller hands back an earlier result
+with `out=` (whose arrays are then overwritten). Refilling saves the page faults of fresh memory, about a quarter
+of the reward time at 10^6 steps; the scorer keeps no state between calls, so threads may share it.
 
 `trl_reward_func` adapts a scorer to TRL's `GRPOTrainer(reward_funcs=[...])` contract. What this leaves out: turning a
 completion into an episode (the caller's `to_episode`), and token-level credit (the trainer spreads A over a step's
@@ -13,23 +18,22 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from tracec.compiler.backends import Kernel, compile_kernel
+from tracec.compiler.backends import Backend, Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache, default_cache_path
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
-from tracec.dsl.errors import CheckError, Diagnostic, NOWHERE
+from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
-from tracec.runtime.trajectories import Episode, read_trajectories
+from tracec.runtime.trajectories import Episode, gc_paused
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,9 @@ class Evaluation:
     batch: FactBatch
     operator_names: tuple[str, ...]
     fired: np.ndarray  # (n_steps, n_operators) uint8: O
-    context_key: np.ndarray | None  # (n_steps,) int64
+    context_key: ContextKeys | None  # per step: the context hash (as an array) and the tuple it hashed
     rewards: StepRewards
+    memory: np.ndarray | None = field(default=None, repr=False)  # (7, m >= n_steps): the block `rewards` lives in
 
     def records(self) -> Iterator[dict[str, Any]]:
         """One dict per step: episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S, A."""
@@ -68,16 +73,6 @@ class Evaluation:
         return totals[self.batch.episode_offsets[1:]] - totals[self.batch.episode_offsets[:-1]]
 
 
-def _refcount_of_a_lone_local() -> int:
-    """What sys.getrefcount says of an object only a local variable holds (2 on CPython up to 3.13, since the call
-    adds one; newer interpreters may borrow the argument)."""
-    lone = object()
-    return sys.getrefcount(lone)
-
-
-_LONE_LOCAL_REFCOUNT = _refcount_of_a_lone_local()
-
-
 class RubricScorer:
     """One compiled rubric bound to one kernel backend."""
 
@@ -92,23 +87,20 @@ class RubricScorer:
             gamma=compiled.gamma,
         )
         self.fire_weight, self.coverage_weight = operator_weights(compiled.categories, self.config)
-        # The output block of the last evaluation, reused once nothing else holds it (see `_output_block`).
-        self._spare_block: np.ndarray | None = None
-        self._spare_lock = threading.Lock()
 
     @classmethod
     def from_source(
-        cls, text: str, path: str = "<string>", rubric: str | None = None, backend: str = "numba",
+        cls, text: str, path: str = "<string>", rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None,
-    ) -> "RubricScorer":
+    ) -> RubricScorer:
         compiled = load_rubric(text, path, rubric)
         return cls(compiled, compile_kernel(compiled.program, backend, cache or default_cache()))
 
     @classmethod
     def from_file(
-        cls, path: str | os.PathLike[str], rubric: str | None = None, backend: str = "numba",
+        cls, path: str | os.PathLike[str], rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None,
-    ) -> "RubricScorer":
+    ) -> RubricScorer:
         return cls.from_source(Path(path).read_text(encoding="utf-8"), str(path), rubric, backend, cache)
 
     @property
@@ -118,33 +110,41 @@ class RubricScorer:
     def fact_batch(self, episodes: Sequence[Episode]) -> FactBatch:
         return build_fact_batch(episodes, self.compiled.plan)
 
-    def evaluate(self, data: FactBatch | Sequence[Episode] | str | os.PathLike[str]) -> Evaluation:
+    def evaluate(self, data: FactBatch | Sequence[Episode] | str | os.PathLike[str],
+                 out: Evaluation | None = None) -> Evaluation:
+        """Operators and rewards of every step of `data`: a FactBatch, episodes, or a trajectory file (JSONL, or
+        Parquet / Arrow IPC by suffix). `out`, an earlier result the caller is done with, lends its memory: its
+        arrays are overwritten (when they are big enough) instead of fresh ones being allocated."""
         if isinstance(data, (str, os.PathLike)):
-            data = read_trajectories(data)
+            from tracec.runtime.trajectory_files import read_facts
+
+            with gc_paused():  # the parsed objects are freed by reference counting when read_facts returns
+                data = read_facts(data, self.compiled.plan)
         batch = data if isinstance(data, FactBatch) else self.fact_batch(data)
         fired, keys = self.kernel.run(batch.columns, batch.n_transitions)
-        block = self._output_block(batch.n_transitions)
+        block = out.memory if out is not None else None
+        if block is None or block.shape[1] < batch.n_transitions:
+            block = np.empty((7, batch.n_transitions))
         rewards = evaluate_rewards(
             fired, batch.episode_offsets, batch.env_reward, batch.task_group, keys,
             self.fire_weight, self.coverage_weight, self.config, out=block,
         )
-        with self._spare_lock:
-            self._spare_block = block
-        return Evaluation(batch, self.operator_names, fired, keys, rewards)
+        return Evaluation(batch, self.operator_names, fired, keys, rewards, block)
 
-    def _output_block(self, n_steps: int) -> np.ndarray:
-        """A (7, >= n_steps) block for the rewards: the last one when no evaluation still holds a view of it, else new.
 
-        A training loop drops each batch's results before the next, so the same memory serves every batch: fresh
-        memory costs a page fault (and the kernel zeroing it) per page, about a quarter of the rewards' time at 10^6
-        steps. Reuse is decided by reference count: every array of an Evaluation keeps its block alive, so a block
-        that only this scorer references is free. Taken under a lock, so two threads never get the same block.
-        """
-        with self._spare_lock:
-            spare, self._spare_block = self._spare_block, None
-        if spare is not None and spare.shape[1] >= n_steps and sys.getrefcount(spare) <= _LONE_LOCAL_REFCOUNT:
-            return spare
-        return np.empty((7, n_steps))
+def evaluate_file(scorer: RubricScorer, trajectories: str | os.PathLike[str],
+                  output: str | os.PathLike[str] | None) -> str:
+    """`tracec eval`: score a trajectory file and write every step to `output` (by suffix) or, if None, as JSONL
+    to stdout; returns a one-line summary. The collector is paused throughout: nothing here makes cycles."""
+    from tracec.runtime.output import write_evaluation, write_evaluation_lines
+
+    with gc_paused():
+        result = scorer.evaluate(trajectories)
+        if output is None:
+            write_evaluation_lines(result, sys.stdout)
+        else:
+            write_evaluation(result, output)
+    return f"{output}: {result.batch.n_transitions} steps of {len(result.batch.episodes)} episodes"
 
 
 def load_rubric(text: str, path: str, rubric: str | None = None) -> CompiledRubric:

@@ -1,4 +1,4 @@
-"""The fact builder: episodes + a `FactPlan` -> `FactBatch`, the numeric columns a compiled rubric reads.
+"""The fact builder: trajectories + a `FactPlan` -> `FactBatch`, the numeric columns a compiled rubric reads.
 
 Every column has one row per transition (episodes end to end, delimited by `episode_offsets`) and a `known` mask:
 a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"); `tracec.runtime.columns` says how each type
@@ -6,29 +6,46 @@ is encoded. Text never becomes a column: the compiler lifts `contains` / `matche
 computed here, and bindings ("bind.NAME") are evaluated once per episode from its instruction and broadcast to its
 transitions.
 
-Speed: a field is gathered once over all states (prev and next share it) into a Python list and encoded as one
-array. Every bad field is reported, each at its first bad value, in one DataError.
-A field or binding of type text makes no column (a lift reads it). Errors read
-`file:line:1: error: episode ID: field `f` of state 2: expected a list of strings, got 5` (0-based positions in
-`states` / `actions`). Left out: fields that are not in the plan (never read), nested objects, sets of anything but
-entities, and entity-id collisions (64-bit hashes; not checked).
+`assemble` builds a batch from a `RowSource`, which gives each field encoded over all states (or all actions) of the
+batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectory_table` over Arrow columns, so
+both paths share everything else. Work is per field and per distinct value, not per step: a field is read from
+every state once (prev and next share it; `take` gathers the transitions), a lifted predicate is computed once per
+distinct text, a binding once per distinct instruction. Reading from episodes goes through the states a few
+thousand at a time, every field of the chunk while its dicts are in cache.
+
+Errors: every bad field is reported, each at its first bad value, in one DataError, as `file:line:1: error: episode
+ID: field `f` of state 2: expected a list of strings, got 5` (0-based positions in `states` / `actions`). Episode ids,
+tasks and instructions must be valid Unicode strings. Left out: fields that are not in the plan (never read), nested
+objects, sets of anything but entities, entity-id collisions (64-bit hashes; not checked).
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, Protocol
 
 import numpy as np
 import re2
-from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node, entity_id
+from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import ENTITY, TEXT, Type
-from tracec.runtime.columns import INT64_RANGE, BadValue, Column, encode, known_mask, take
+from tracec.runtime.columns import (
+    INT64_RANGE,
+    BadValue,
+    Column,
+    Entities,
+    Interned,
+    Piece,
+    encode_piece,
+    is_unicode,
+    join_pieces,
+    take,
+)
 from tracec.runtime.trajectories import Episode, check_shape, shown
 
 
@@ -38,7 +55,8 @@ class _Missing(enum.Enum):
 
 MISSING = _Missing.MISSING  # a binding that did not match, or whose text did not convert to its type
 
-_SIDES = {"prev": "state", "next": "state", "act": "action"}
+SIDES = {"prev": "state", "next": "state", "act": "action"}
+_CHUNK = 1024  # states (or actions) read per pass: their dicts stay in cache while every field is taken
 
 
 @dataclass(frozen=True)
@@ -84,9 +102,10 @@ def evaluate_binding(expr: Node, instruction: str, regexes: Regexes | None = Non
         return str.lower(inner)
     if op == "match":
         pattern, ignore_case, group = expr.value
-        found = (regexes or Regexes()).get(pattern, ignore_case).search(inner)
+        # On UTF-8 bytes: the same match, without the wrapper turning byte offsets into character offsets.
+        found = (regexes or Regexes()).get(pattern, ignore_case).search(inner.encode("utf-8"))
         text = found.group(group) if found is not None else None
-        return MISSING if text is None else text
+        return MISSING if text is None else text.decode("utf-8")
     raise ValueError(f"`{op}` is not a binding op")
 
 
@@ -113,168 +132,323 @@ def convert(value: Any, type_: Type) -> Any:
     return number if math.isfinite(number) else MISSING
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where each episode's transitions and states lie once episodes are laid end to end."""
+
+    trans_offsets: np.ndarray  # (n_episodes + 1,) int64
+    lengths: np.ndarray  # (n_episodes,) int64: transitions per episode
+    state_offsets: np.ndarray  # (n_episodes + 1,): episode i's states are rows trans_offsets[i] + i ...
+    prev_rows: np.ndarray  # (n_transitions,): the state row of s_t (s_t+1 is the next row)
+
+    @staticmethod
+    def of(lengths: np.ndarray) -> Layout:
+        lengths = np.asarray(lengths, dtype=np.int64)
+        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        prev_rows = np.arange(offsets[-1]) + np.repeat(np.arange(lengths.size), lengths)
+        return Layout(offsets, lengths, offsets + np.arange(lengths.size + 1), prev_rows)
+
+    def rows(self, side: str) -> np.ndarray | None:
+        """The source row of each transition for `side`; None for actions (one row a transition)."""
+        return None if side == "act" else self.prev_rows + (side == "next")
+
+    def episode_of(self, source: str, row: int) -> tuple[int, int]:
+        """(episode index, position in its states or actions) of a source row."""
+        offsets = self.state_offsets if source == "state" else self.trans_offsets
+        index = int(np.searchsorted(offsets, row, side="right")) - 1
+        return index, row - int(offsets[index])
+
+
+class RowSource(Protocol):
+    """The trajectories of a batch, field by field: what `assemble` needs from JSONL, Parquet or memory."""
+
+    layout: Layout
+    names: Sequence[str]  # episode ids
+    tasks: Sequence[str]
+    instructions: Sequence[str]
+    env_reward: np.ndarray  # (n_episodes,) float64
+    success: np.ndarray  # (n_episodes,) int8
+    entities: Entities
+    diagnostics: list[Diagnostic]
+
+    def encoded(self, source: str, field: str, type_: Type) -> Column | None:
+        """The field over every row of `source` ("state" / "action"); None (and a diagnostic) if a value is bad."""
+
+    def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
+        """`test` of a text field per row (uint8, unknown where the text is missing); None if the field is bad."""
+
+    def texts(self, source: str, field: str) -> list[str | None] | None:
+        """The raw strings of a text or entity field per row; None if the field is bad."""
+
+
 def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan) -> FactBatch:
     """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type."""
-    for episode in episodes:
-        check_shape(episode)
-    reader = _Reader(episodes)
-    columns: dict[str, Column] = {}
+    return assemble(EpisodeRows(episodes, plan), plan)
+
+
+def assemble(rows: RowSource, plan: FactPlan) -> FactBatch:
+    """The FactBatch of a row source: fields, bindings and lifts; raises DataError with every bad field."""
+    layout, columns = rows.layout, {}
     for source in plan.fields:
         if source.type.kind != "text":
-            column = reader.column(source.side, source.field, source.type)
+            column = rows.encoded(SIDES[source.side], source.field, source.type)
             if column is not None:
-                columns[source.column] = column
-    bound = {bind.name: reader.bind_values(bind.expr, bind.type) for bind in plan.binds}
+                picked = layout.rows(source.side)
+                columns[source.column] = column if picked is None else take(column, picked)
+    regexes = Regexes()
+    bound = {bind.name: _bind_values(rows, bind.expr, bind.type, regexes) for bind in plan.binds}
     for bind in plan.binds:
         if bind.type.kind != "text":
-            columns[bind.column] = reader.bind_column(bound[bind.name], bind.type)
+            columns[bind.column] = _bind_column(rows, bound[bind.name], bind.type)
     for lift in plan.lifts:
-        column = reader.lift(lift, bound)
+        column = _lift(rows, lift, bound, regexes)
         if column is not None:
             columns[lift.column] = column
-    if reader.diagnostics:
-        raise DataError(sorted(set(reader.diagnostics)))
-
+    if rows.diagnostics:
+        raise DataError(sorted(set(rows.diagnostics)))
     distinct: dict[str, int] = {}
-    tasks = tuple(episode.task for episode in episodes)
     return FactBatch(
         columns=columns,
-        n_transitions=reader.n_transitions,
-        episode_offsets=reader.trans_offsets,
-        episodes=tuple(episode.episode for episode in episodes),
-        tasks=tasks,
-        task_group=np.array([distinct.setdefault(task, len(distinct)) for task in tasks], dtype=np.int64),
-        env_reward=np.array([episode.env_reward for episode in episodes], dtype=np.float64),
-        success=np.array([-1 if e.success is None else int(e.success) for e in episodes], dtype=np.int8),
-        entity_names={code: name for name, code in reader.interned.items()},
+        n_transitions=int(layout.trans_offsets[-1]),
+        episode_offsets=layout.trans_offsets,
+        episodes=tuple(rows.names),
+        tasks=tuple(rows.tasks),
+        task_group=np.array([distinct.setdefault(task, len(distinct)) for task in rows.tasks], dtype=np.int64),
+        env_reward=rows.env_reward,
+        success=rows.success,
+        entity_names=rows.entities.names(),
     )
 
 
-class _Reader:
-    """One batch being built: raw field lists, encoded columns and interned entities, each computed once."""
+def _bind_values(rows: RowSource, expr: Node, type_: Type, regexes: Regexes) -> list[Any]:
+    """The binding of every episode, in its type (or MISSING); episodes that share an instruction share work."""
+    memo: dict[str, Any] = {}
+    for instruction in dict.fromkeys(rows.instructions):
+        memo[instruction] = value = convert(evaluate_binding(expr, instruction, regexes), type_)
+        if type_.kind == "entity" and value is not MISSING:
+            rows.entities.add((value,))
+    return [memo[instruction] for instruction in rows.instructions]
 
-    def __init__(self, episodes: Sequence[Episode]):
+
+def _bind_column(rows: RowSource, values: list[Any], type_: Type) -> Column:
+    if type_.kind == "entity":
+        ids, codes = rows.entities.ids(), rows.entities.codes
+        values = [MISSING if v is MISSING else int(ids[codes[v]]) for v in values]
+    known = np.array([v is not MISSING for v in values], dtype=np.uint8)
+    dtype = {"bool": np.uint8, "float": np.float64}.get(type_.kind, np.int64)
+    codes_ = np.array([0 if v is MISSING else v for v in values], dtype=dtype)
+    lengths = rows.layout.lengths
+    return Column(np.repeat(codes_, lengths), np.repeat(known, lengths))
+
+
+def _lift(rows: RowSource, lift: LiftSource, bound: Mapping[str, list[Any]], regexes: Regexes) -> Column | None:
+    """A lifted text predicate per transition; unknown where the text or the needle is missing."""
+    test: Callable[[str], bool] | None = None
+    if lift.kind == "matches":
+        regex = regexes.get(lift.pattern, lift.ignore_case)
+        # Searching UTF-8 bytes gives the same answer and skips the wrapper's character-offset bookkeeping.
+        test = lambda text: regex.search(text.encode("utf-8")) is not None
+    elif lift.needle is not None and lift.needle.kind == "const":
+        needle = lift.needle.value
+        test = lambda text: needle in text
+    if test is not None:
+        if lift.text == "instruction":
+            memo = {text: test(text) for text in dict.fromkeys(rows.instructions)}
+            hits = np.array([memo[text] for text in rows.instructions], dtype=np.uint8)
+            lengths = rows.layout.lengths
+            return Column(np.repeat(hits, lengths), np.ones(int(lengths.sum()), dtype=np.uint8))
+        side, field = lift.text.split(".", 1)
+        column = rows.text_test(SIDES[side], field, test)
+        picked = rows.layout.rows(side)
+        return column if column is None or picked is None else take(column, picked)
+    assert lift.needle is not None, f"`contains` lift {lift.column} has no needle"
+    texts = _transition_strings(rows, lift.text, TEXT)
+    needles = _needles(rows, lift.needle, bound)
+    if texts is None or needles is None:
+        return None
+    found = [text is not None and needle is not None and needle in text for text, needle in zip(texts, needles)]
+    known = [text is not None and needle is not None for text, needle in zip(texts, needles)]
+    return Column(np.array(found, dtype=np.uint8), np.array(known, dtype=np.uint8))
+
+
+def _transition_strings(rows: RowSource, fact: str, type_: Type) -> list[str | None] | None:
+    """The strings of a text or entity fact ("side.field", or "instruction") per transition."""
+    if fact == "instruction":
+        return list(chain.from_iterable(map(repeat, rows.instructions, rows.layout.lengths.tolist())))
+    side, field = fact.split(".", 1)
+    if rows.encoded(SIDES[side], field, type_) is None:
+        return None
+    raw = rows.texts(SIDES[side], field)
+    picked = rows.layout.rows(side)
+    if raw is None or picked is None:
+        return raw
+    return list(map(raw.__getitem__, picked.tolist()))
+
+
+def _needles(rows: RowSource, needle: Needle, bound: Mapping[str, list[Any]]) -> list[str | None] | None:
+    if needle.kind == "fact":
+        return _transition_strings(rows, needle.value, ENTITY)
+    if needle.value not in bound:
+        raise ValueError(f"a `contains` needle names binding `{needle.value}`, which the plan does not bind")
+    per_episode = [None if v is MISSING else v for v in bound[needle.value]]
+    return list(chain.from_iterable(map(repeat, per_episode, rows.layout.lengths.tolist())))
+
+
+# --- in-memory episodes ----------------------------------------------------------------------------------------
+
+
+def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
+    """The fields the plan reads and their types, by source ("state", "action"): fields, lifted texts, needles,
+    and every other field the schema declares (checked, never read)."""
+    needed: dict[str, dict[str, Type]] = {"state": {}, "action": {}}
+    for source in plan.fields:
+        needed[SIDES[source.side]][source.field] = source.type
+    facts = [(lift.text, TEXT) for lift in plan.lifts]
+    facts += [(lift.needle.value, ENTITY) for lift in plan.lifts if lift.needle is not None and lift.needle.kind == "fact"]
+    for fact, type_ in facts:
+        if fact != "instruction":
+            side, field = fact.split(".", 1)
+            needed[SIDES[side]].setdefault(field, type_)
+    for declared in plan.declared:  # a wrongly typed field is an error whether or not a kernel reads it
+        needed[declared.part].setdefault(declared.field, declared.type)
+    return needed
+
+
+class EpisodeRows:
+    """A RowSource over in-memory episodes. The states (then the actions) are read a chunk at a time, and each field
+    of the plan is taken from the chunk's dicts and encoded while they are in cache: a pass per field over all of
+    them would fetch every dict from memory once per field."""
+
+    def __init__(self, episodes: Sequence[Episode], plan: FactPlan):
+        self._states = list(map(attrgetter("states"), episodes))
+        self._actions = list(map(attrgetter("actions"), episodes))
+        try:
+            n_states = np.fromiter(map(len, self._states), dtype=np.int64, count=len(episodes))
+            actions = np.fromiter(map(len, self._actions), dtype=np.int64, count=len(episodes))
+        except TypeError:  # a states or actions that is not a list: check_shape below names it
+            n_states = actions = np.zeros(len(episodes), dtype=np.int64)
+        for index in np.flatnonzero(n_states != actions + 1).tolist():
+            check_shape(episodes[index])
         self.episodes = episodes
-        actions = np.array([len(episode.actions) for episode in episodes], dtype=np.int64)
-        self.trans_offsets = np.zeros(len(episodes) + 1, dtype=np.int64)
-        np.cumsum(actions, out=self.trans_offsets[1:])
-        self.n_transitions = int(self.trans_offsets[-1])
-        # State rows: episode i's states start at trans_offsets[i] + i, so transition t of episode i has
-        # prev row t + i and next row t + i + 1.
-        self.state_offsets = self.trans_offsets + np.arange(len(episodes) + 1)
-        self.lengths = actions  # transitions per episode
-        self.prev_rows = np.arange(self.n_transitions) + np.repeat(np.arange(len(episodes)), actions)
-        self.interned: dict[str, int] = {}
+        self.names: Sequence[str] = list(map(attrgetter("episode"), episodes))
+        self.tasks: Sequence[str] = list(map(attrgetter("task"), episodes))
+        self.instructions: Sequence[str] = list(map(attrgetter("instruction"), episodes))
+        for key, values in (("episode", self.names), ("task", self.tasks), ("instruction", self.instructions)):
+            _check_strings(episodes, key, values)
+        self.layout = Layout.of(actions)
+        self.env_reward = np.array([episode.env_reward for episode in episodes], dtype=np.float64)
+        self.success = np.array([-1 if e.success is None else int(e.success) for e in episodes], dtype=np.int8)
+        self.entities = Entities()
         self.diagnostics: list[Diagnostic] = []
-        self.regexes = Regexes()
-        self._raw: dict[tuple[str, str], list[Any]] = {}
-        self._encoded: dict[tuple[str, str, Type], Column | None] = {}
+        self._texts: dict[tuple[str, str], Interned] = {}
+        self._columns: dict[tuple[str, str], tuple[Type, Column | None]] = {}
+        for source, fields in plan_fields(plan).items():
+            if fields:
+                self._read(source, fields)
 
-    def raw(self, source: str, field: str) -> list[Any]:
-        """The field of every state (or action) of the batch, in order; None where absent."""
-        key = (source, field)
-        if key not in self._raw:
-            rows = (e.states if source == "state" else e.actions for e in self.episodes)
-            self._raw[key] = [row.get(field) for row in chain.from_iterable(rows)]
-        return self._raw[key]
+    def _read(self, source: str, fields: dict[str, Type]) -> None:
+        rows = list(chain.from_iterable(self._states if source == "state" else self._actions))
+        tables = {field: self._table(source, field, type_) for field, type_ in fields.items()}
+        pieces: dict[str, list[Piece] | None] = {field: [] for field in fields}
+        gather = _Gather(list(fields))
+        for lo in range(0, max(len(rows), 1), _CHUNK):
+            try:
+                values = gather.chunk(rows[lo:lo + _CHUNK])
+            except TypeError:  # a row that is not a dict
+                raise self._not_an_object(source, rows, lo) from None
+            for field, type_ in fields.items():
+                done, raw = pieces[field], values[field]
+                if done is None:
+                    continue  # already reported
+                try:
+                    done.append(encode_piece(raw, type_, tables[field]))
+                except BadValue as bad:
+                    self.diagnostics.append(self._located(source, field, lo + bad.index, bad, raw[bad.index]))
+                    pieces[field] = None
+        for field, type_ in fields.items():
+            done = pieces[field]
+            self._columns[(source, field)] = (type_, None if done is None else join_pieces(done, type_, tables[field]))
+
+    def _table(self, source: str, field: str, type_: Type) -> Interned | None:
+        if type_.kind == "text":
+            return self._texts.setdefault((source, field), Interned())
+        return self.entities if type_.kind in ("entity", "set") else None
 
     def encoded(self, source: str, field: str, type_: Type) -> Column | None:
-        """The field encoded over all states (or actions); None (and a diagnostic) if a value does not fit."""
-        key = (source, field, type_)
-        if key not in self._encoded:
-            raw = self.raw(source, field)
-            try:
-                self._encoded[key] = encode(raw, type_, self.interned)
-            except BadValue as bad:
-                self.diagnostics.append(self._located(source, field, bad, raw[bad.index]))
-                self._encoded[key] = None
-        return self._encoded[key]
+        read_as, column = self._columns[(source, field)]
+        assert read_as == type_, f"{source} field `{field}` read as {read_as} and as {type_}"
+        return column
 
-    def column(self, side: str, field: str, type_: Type) -> Column | None:
-        """`side.field` per transition."""
-        column = self.encoded(_SIDES[side], field, type_)
-        if column is None or side == "act":
-            return column
-        return take(column, self.prev_rows + (side == "next"))
+    def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
+        column = self.encoded(source, field, TEXT)
+        return None if column is None else test_texts(column, self._texts[(source, field)], test)
 
-    def strings(self, fact: str, type_: Type) -> list[str | None] | None:
-        """The strings of a text or entity fact "side.field" per transition; None if a value is not a string."""
-        side, field = fact.split(".", 1)
-        if self.encoded(_SIDES[side], field, type_) is None:
+    def texts(self, source: str, field: str) -> list[str | None] | None:
+        type_, column = self._columns[(source, field)]
+        if column is None:
             return None
-        raw = self.raw(_SIDES[side], field)
-        if side == "act":
-            return raw
-        return list(map(raw.__getitem__, (self.prev_rows + (side == "next")).tolist()))
+        if type_.kind == "text":
+            return self._texts[(source, field)].decode(column)
+        names = self.entities.names()
+        return [names[v] if k else None for v, k in zip(column.values.tolist(), column.known.tolist())]
 
-    def broadcast(self, per_episode: list[Any]) -> list[Any]:
-        """Per-episode values repeated over each episode's transitions."""
-        return list(chain.from_iterable(map(repeat, per_episode, self.lengths.tolist())))
-
-    def bind_values(self, expr: Node, type_: Type) -> list[Any]:
-        """The binding of every episode, in its type (or MISSING); episodes that share an instruction share work."""
-        memo: dict[str, Any] = {}
-        for episode in self.episodes:
-            if episode.instruction not in memo:
-                value = convert(evaluate_binding(expr, episode.instruction, self.regexes), type_)
-                if type_.kind == "entity" and value is not MISSING:
-                    self.interned.setdefault(value, entity_id(value))
-                memo[episode.instruction] = value
-        return [memo[episode.instruction] for episode in self.episodes]
-
-    def bind_column(self, values: list[Any], type_: Type) -> Column:
-        if type_.kind == "entity":
-            values = [MISSING if v is MISSING else self.interned[v] for v in values]
-        known = np.array([v is not MISSING for v in values], dtype=np.uint8)
-        dtype = {"bool": np.uint8, "float": np.float64}.get(type_.kind, np.int64)
-        codes = np.array([0 if v is MISSING else v for v in values], dtype=dtype)
-        return Column(np.repeat(codes, self.lengths), np.repeat(known, self.lengths))
-
-    def lift(self, lift: LiftSource, bound: Mapping[str, list[Any]]) -> Column | None:
-        """A lifted text predicate per transition; unknown where the text or the needle is missing."""
-        if lift.text == "instruction":
-            texts: list[str | None] | None = self.broadcast([e.instruction for e in self.episodes])
-        else:
-            texts = self.strings(lift.text, TEXT)
-        if lift.kind == "matches":
-            return None if texts is None else _matches(texts, self.regexes.get(lift.pattern, lift.ignore_case))
-        assert lift.needle is not None, f"`contains` lift {lift.column} has no needle"
-        needles = self._needles(lift.needle, bound)
-        if texts is None or needles is None:
-            return None
-        if isinstance(needles, str):
-            hits = [text is not None and needles in text for text in texts]
-            return Column(np.array(hits, dtype=np.uint8), known_mask(texts))
-        hits = [text is not None and needle is not None and needle in text for text, needle in zip(texts, needles)]
-        return Column(np.array(hits, dtype=np.uint8), known_mask(texts) & known_mask(needles))
-
-    def _needles(self, needle: Needle, bound: Mapping[str, list[Any]]) -> str | list[str | None] | None:
-        if needle.kind == "const":
-            return needle.value
-        if needle.kind == "fact":
-            return self.strings(needle.value, ENTITY)
-        if needle.value not in bound:
-            raise ValueError(f"a `contains` needle names binding `{needle.value}`, which the plan does not bind")
-        return self.broadcast([None if v is MISSING else v for v in bound[needle.value]])
-
-    def _located(self, source: str, field: str, bad: BadValue, value: Any) -> Diagnostic:
-        offsets = self.state_offsets if source == "state" else self.trans_offsets
-        index = int(np.searchsorted(offsets, bad.index, side="right")) - 1
+    def _not_an_object(self, source: str, rows: list[Any], lo: int) -> DataError:
+        row = next(i for i in range(lo, len(rows)) if not isinstance(rows[i], dict))
+        index, position = self.layout.episode_of(source, row)
         episode = self.episodes[index]
-        message = (f"episode {episode.episode}: field `{field}` of {source} {bad.index - int(offsets[index])}: "
-                   f"expected {bad.expected}, got {shown(value)}")
-        return episode.where.diagnostic(message)
+        return DataError([episode.where.diagnostic(
+            f"episode {episode.episode}: {source} {position} must be an object, got {shown(rows[row])}")])
+
+    def _located(self, source: str, field: str, row: int, bad: BadValue, value: Any) -> Diagnostic:
+        index, position = self.layout.episode_of(source, row)
+        episode = self.episodes[index]
+        return episode.where.diagnostic(f"episode {episode.episode}: field `{field}` of {source} {position}: "
+                                        f"expected {bad.expected}, got {shown(value)}")
 
 
-def _matches(texts: list[str | None], regex: Any) -> Column:
-    memo: dict[str, bool] = {}  # texts repeat a lot ("Nothing happens."); search each distinct one once
-    hits = []
-    for text in texts:
-        if text is None:
-            hits.append(False)
-        elif text in memo:
-            hits.append(memo[text])
-        else:
-            # Searching UTF-8 bytes gives the same answer and skips the wrapper's character-offset bookkeeping.
-            hits.append(memo.setdefault(text, regex.search(text.encode("utf-8")) is not None))
-    return Column(np.array(hits, dtype=np.uint8), known_mask(texts))
+def test_texts(column: Column, texts: Interned, test: Callable[[str], bool]) -> Column:
+    """`test` of each row of a text column (codes into `texts`), run once per distinct string."""
+    results = np.array([test(text) for text in texts.strings] + [False], dtype=np.uint8)
+    return Column(results[column.values], column.known)
+
+
+class _Gather:
+    """Fields of dicts, a chunk of rows at a time: the fields every row has so far with one `itemgetter` a row (a
+    row's dict is read once, for all of them), a field found missing somewhere with `dict.get` from then on."""
+
+    def __init__(self, fields: list[str]):
+        self.everywhere = list(fields)
+        self.somewhere: list[str] = []
+
+    def chunk(self, rows: list[Any]) -> dict[str, Sequence[Any]]:
+        """{field: its value in each row (None where absent)}; TypeError if a row is not a dict."""
+        while True:
+            try:
+                values = self._rowwise(rows)
+                break
+            except KeyError as missing:
+                self.everywhere.remove(missing.args[0])
+                self.somewhere.append(missing.args[0])
+        for field in self.somewhere:
+            values[field] = list(map(dict.get, rows, repeat(field)))
+        return values
+
+    def _rowwise(self, rows: list[Any]) -> dict[str, Sequence[Any]]:
+        fields = self.everywhere
+        if len(fields) == 1:
+            return {fields[0]: list(map(itemgetter(fields[0]), rows))}
+        if not fields or not rows:
+            return dict.fromkeys(fields, ())  # type: ignore[arg-type]
+        return dict(zip(fields, zip(*map(itemgetter(*fields), rows))))
+
+
+def _check_strings(episodes: Sequence[Episode], key: str, values: Sequence[Any]) -> None:
+    """Episode ids, tasks and instructions are valid Unicode strings (they are written out, hashed, matched)."""
+    if set(map(type, values)) <= {str} and is_unicode("".join(values)):
+        return
+    for episode, value in zip(episodes, values):
+        if not isinstance(value, str) or not is_unicode(value):
+            expected = "a string" if not isinstance(value, str) else "a valid Unicode string (no lone surrogates)"
+            prefix = "" if key == "episode" else f"episode {episode.episode}: "
+            raise DataError([episode.where.diagnostic(f"{prefix}`{key}` must be {expected}, got {shown(value)}")])

@@ -1,32 +1,139 @@
-"""Per-step evaluation records to disk: JSONL, or Parquet when the file name ends in `.parquet`.
+"""Results and records to disk: JSONL, or Parquet when the file name ends in `.parquet`; written atomically, so an
+error halfway leaves the old file (or none), never half a file.
 
-Written atomically, so an error halfway leaves nothing half-written.
+`write_evaluation` writes an `Evaluation` per step (episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S,
+A) straight from its arrays: the Parquet table is built column by column (`ops` a struct of one uint8 column per
+operator, the rewards float64 columns, episode and task gathered from the per-episode strings), and JSONL is
+formatted a chunk of steps at a time into the stream, each line exactly `json.dumps` of that step's record. Output is
+always valid: a non-finite reward is refused with the step it belongs to (JSON has no NaN; a NaN in Parquet would
+poison whatever reads it). `write_records` writes any records (trajectories, say), streamed the same way.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
 
 from tracec.atomic import atomic_open, atomic_path
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from tracec.runtime.evaluate import Evaluation
 
-def write_records(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+REWARDS = ("r_F", "r_B", "r_TRCA", "R", "A_E", "A_S", "A")
+OUTPUT_SUFFIXES = (".jsonl", ".parquet")
+_LINES_PER_CHUNK = 4096
+
+
+def write_evaluation(result: Evaluation, path: str | os.PathLike[str]) -> None:
+    """Every step of `result` to `path` (JSONL or Parquet by its suffix); DataError for a non-finite reward."""
+    _check_finite(result, os.fspath(path))
     if Path(path).suffix == ".parquet":
-        _write_parquet(list(records), path)
+        import pyarrow.parquet as pq
+
+        table = evaluation_table(result)
+        with atomic_path(path) as tmp:  # dictionary pages only where values repeat: trying it on floats is waste
+            pq.write_table(table, tmp, use_dictionary=["episode", "task"])
         return
     with atomic_open(path) as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
+        write_evaluation_lines(result, handle)
 
 
-def _write_parquet(records: list[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+def write_evaluation_lines(result: Evaluation, handle: IO[str]) -> None:
+    """Every step of `result` as one JSON object a line, into an open text stream (stdout, say)."""
+    _check_finite(result, "<stdout>")
+    for lines in _evaluation_lines(result):
+        handle.write(lines)
+
+
+def evaluation_table(result: Evaluation) -> pa.Table:
+    """The per-step table of `result`, built from its arrays."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    table = pa.Table.from_pylist(records)  # `ops` becomes a struct column with one bool-like field per operator
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp)
+    batch, n = result.batch, result.batch.n_transitions
+    episode_of = _episode_of_step(batch.episode_offsets)
+    ops = pa.StructArray.from_arrays([pa.array(result.fired[:, j]) for j in range(len(result.operator_names))],
+                                     fields=[pa.field(name, pa.uint8()) for name in result.operator_names])
+    if not result.operator_names:
+        ops = pa.array([{}] * n, type=pa.struct([]))
+    columns = {
+        "episode": pa.array(batch.episodes, type=pa.string()).take(episode_of),
+        "task": pa.array(batch.tasks, type=pa.string()).take(episode_of),
+        "t": pa.array(np.arange(n, dtype=np.int64) - batch.episode_offsets[episode_of]),
+        "ops": ops,
+    }
+    for name in REWARDS:
+        columns[name] = pa.array(getattr(result.rewards, name))
+    return pa.table(columns)
+
+
+def write_records(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Records (plain JSON values) one a line, or as a Parquet table (columns inferred by pyarrow)."""
+    if Path(path).suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist(list(records))
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)
+        return
+    with atomic_open(path) as handle:
+        for index, record in enumerate(records):
+            try:
+                handle.write(json.dumps(record, allow_nan=False) + "\n")
+            except ValueError as error:  # NaN or infinity: not JSON
+                raise DataError([Diagnostic(os.fspath(path), NOWHERE,
+                                            f"cannot write record {index} as JSON: {error}")]) from None
+
+
+def _episode_of_step(offsets: np.ndarray) -> np.ndarray:
+    return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
+
+
+def _check_finite(result: Evaluation, path: str) -> None:
+    for name in REWARDS:
+        values = getattr(result.rewards, name)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            step = int(bad[0])
+            episode = int(np.searchsorted(result.batch.episode_offsets, step, side="right")) - 1
+            t = step - int(result.batch.episode_offsets[episode])
+            message = (f"cannot write the results: `{name}` of episode {result.batch.episodes[episode]} step {t} is "
+                       f"{values[step]}, which is not a finite number")
+            raise DataError([Diagnostic(path, NOWHERE, message.encode("utf-8", "backslashreplace").decode())])
+
+
+def _evaluation_lines(result: Evaluation) -> Iterator[str]:
+    """The JSONL text of `result`, a chunk of steps at a time: what `json.dumps(record)` gives, built per column."""
+    batch = result.batch
+    offsets = batch.episode_offsets
+    heads = [f'{{"episode": {json.dumps(e)}, "task": {json.dumps(task)}, "t": '
+             for e, task in zip(batch.episodes, batch.tasks)]
+    names = [json.dumps(name) for name in result.operator_names]
+    episode_of = _episode_of_step(offsets)
+    t_of = np.arange(batch.n_transitions, dtype=np.int64) - offsets[episode_of]
+    patterns, pattern_of = _op_patterns(result.fired)
+    ops = ["{" + ", ".join(f"{name}: {bit}" for name, bit in zip(names, row)) + "}" for row in patterns.tolist()]
+    template = '%s%d, "ops": %s, ' + ", ".join(f'"{name}": %r' for name in REWARDS) + "}\n"
+    rewards = [getattr(result.rewards, name) for name in REWARDS]
+    for lo in range(0, batch.n_transitions, _LINES_PER_CHUNK):
+        hi = min(lo + _LINES_PER_CHUNK, batch.n_transitions)
+        columns = [map(heads.__getitem__, episode_of[lo:hi].tolist()), t_of[lo:hi].tolist(),
+                   map(ops.__getitem__, pattern_of[lo:hi].tolist())] + [r[lo:hi].tolist() for r in rewards]
+        yield "".join(map(template.__mod__, zip(*columns)))
+
+
+def _op_patterns(fired: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows of O (k, n_ops), index of each step's row (n_steps,)): rows repeat, so each is formatted once."""
+    if fired.shape[1] == 0 or fired.shape[0] == 0:
+        return np.zeros((1, fired.shape[1]), dtype=np.uint8), np.zeros(fired.shape[0], dtype=np.int64)
+    packed = np.packbits(fired != 0, axis=1)  # (n, ceil(n_ops / 8)): a row as bytes
+    keys = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return (fired[first] != 0).astype(np.uint8), inverse.reshape(-1)

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
+from tracec.runtime.context_groups import exact_context_keys
+from tracec.runtime.jit import fixed_kernel
 from tracec.runtime.row_mask import row_mask
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
@@ -51,6 +53,8 @@ class RewardConfig:
                 raise ValueError(f"RewardConfig.{name} must lie in [0, 1], got {getattr(self, name)!r}")
         if self.eps < 0:
             raise ValueError(f"RewardConfig.eps must be >= 0, got {self.eps!r}")
+        if not math.isfinite(self.budget_evidence + self.budget_execution + abs(self.budget_invalidity)):
+            raise ValueError("RewardConfig budgets must add up to a finite number (a step's reward is their sum)")
 
 
 def operator_weights(categories: Sequence[str], config: RewardConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -93,7 +97,7 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _chunk_table(weights: np.ndarray) -> np.ndarray:
     """(n_chunks, 256): for each block of 8 operators, the summed weight of every pattern of them firing."""
     n_chunks = (weights.shape[0] + 7) // 8
@@ -106,7 +110,7 @@ def _chunk_table(weights: np.ndarray) -> np.ndarray:
     return table
 
 
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
                      returns: np.ndarray) -> None:
     if stop == start:
@@ -120,7 +124,7 @@ def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: floa
 
 # The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
 # a kernel the page faults cost more than the arithmetic.
-@njit(cache=True, nogil=True)
+@fixed_kernel(nogil=True)
 def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cover_table: np.ndarray,
                  accumulate: bool, lam: float, env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray,
                  r_trca: np.ndarray, returns: np.ndarray) -> None:
@@ -162,7 +166,7 @@ def _step_rewards(O: np.ndarray, offsets: np.ndarray, tables: tuple[np.ndarray, 
                      gamma, r_f, r_b, r_trca if last else r_trca[:0], returns if last else returns[:0])
 
 
-@njit(cache=True)
+@fixed_kernel()
 def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndarray, gamma: float,
                     returns: np.ndarray) -> None:
     for e in range(offsets.shape[0] - 1):
@@ -194,6 +198,34 @@ def _check_operators(O: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(O)
 
 
+@fixed_kernel()
+def _first_overflowing_return(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
+                              coverage_weight: np.ndarray) -> int:
+    """The first episode whose return bound |env_reward| + steps * (sum |fire| + sum |coverage|), with room for the
+    rounding of that many additions, leaves the float range, or -1; in one call, so that small batches do not pay
+    numpy's cost per call."""
+    per_step = np.abs(fire_weight).sum() + np.abs(coverage_weight).sum()
+    for e in range(env_reward.shape[0]):
+        length = offsets[e + 1] - offsets[e]
+        bound = (abs(env_reward[e]) + length * per_step) * (1.0 + 4.0 * length * 2.0**-53)
+        if not bound <= 1.7976931348623157e308:
+            return e
+    return -1
+
+
+def _check_returns_fit(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
+                       coverage_weight: np.ndarray) -> None:
+    """Every return is finite: |R_t| <= |env_reward| + steps * (the largest |r_TRCA|). An episode whose bound leaves
+    the float range is refused by index rather than given an infinite return."""
+    fire, coverage = np.asarray(fire_weight, dtype=np.float64), np.asarray(coverage_weight, dtype=np.float64)
+    e = _first_overflowing_return(env_reward, offsets, fire, coverage)
+    if e >= 0:
+        per_step = float(np.abs(fire).sum() + np.abs(coverage).sum())
+        raise ValueError(f"episode {e}: env_reward {float(env_reward[e])!r} and {int(offsets[e + 1] - offsets[e])} "
+                         f"steps of rewards up to {per_step!r} each could overflow its return (the largest float is "
+                         "about 1.8e308)")
+
+
 def _check_env_reward(env_reward: np.ndarray, n_episodes: int) -> np.ndarray:
     env_reward = np.ascontiguousarray(env_reward, dtype=np.float64)
     if env_reward.shape != (n_episodes,):
@@ -223,12 +255,14 @@ def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offse
 
 
 def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.ndarray, task_group: np.ndarray,
-                     context_key: np.ndarray | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
+                     context_key: np.ndarray | ContextKeys | None, fire_weight: np.ndarray, coverage_weight: np.ndarray,
                      config: RewardConfig, threads: int | None = None, out: np.ndarray | None = None) -> StepRewards:
     """All of TRCA for one batch: step rewards, returns, and A = A_E (broadcast to the steps) + A_S.
 
-    `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` `(n_steps,)` int64 (hashes
-    of the rubric's context tuple) or None when the rubric declares no context. Episodes, then task groups, are
+    `task_group` `(n_episodes,)` int64 names each episode's task instance; `context_key` is what a compiled
+    rubric's kernel returns (`ContextKeys`: hashes of the context tuple, checked against the tuples so that a step
+    group holds equal tuples only), or `(n_steps,)` int64 keys taken as they are (equal keys, one step group), or
+    None when the rubric declares no context. Episodes, then task groups, are
     shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
     The seven outputs are the first n_steps columns of the rows of `out`, a float64 `(7, m >= n_steps)` block with
     contiguous rows (reusing a block saves the page faults of fresh memory), or of a new block.
@@ -237,8 +271,14 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     offsets = check_offsets(episode_offsets, O.shape[0])
     tables = _weight_tables(fire_weight, coverage_weight, O.shape[1])
     env_reward = finite_values("env_reward", _check_env_reward(env_reward, offsets.size - 1))
+    _check_returns_fit(env_reward, offsets, fire_weight, coverage_weight)
     task_keys = int_keys("task_group", task_group, offsets.size - 1)
-    context_keys = None if context_key is None else int_keys("context_key", context_key, O.shape[0])
+    threads = threads or default_threads()
+    context_keys: np.ndarray | None
+    if isinstance(context_key, ContextKeys):  # hashes: made exact inside every task group
+        context_keys = exact_context_keys(context_key, offsets, task_keys, threads)
+    else:
+        context_keys = None if context_key is None else int_keys("context_key", context_key, O.shape[0])
     # One block for all seven outputs: fresh memory costs a page fault per page, and one block aligns to huge pages
     # where seven arrays each start and end in small ones (measured: 16 ms -> 9 ms to fill them at 10^6 steps).
     block = output_rows("out", np.empty((7, O.shape[0])) if out is None else out, 7, O.shape[0])
@@ -248,9 +288,8 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
         _step_rewards(O, offsets[lo:hi + 1], tables, config.lam, env_reward[lo:hi], config.gamma, r_f, r_b, r_trca,
                       returns)
 
-    threads = threads or default_threads()
     run_parts(rewards_part, balanced_cuts(offsets, threads, MIN_STEPS_PER_PART), threads)
-    # The returns come from checked, finite inputs: the advantages take them as they are.
+    # The returns come from checked inputs and are finite: the advantages take them as they are.
     fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:])
     a_e, a_s, a = block[4:]
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

@@ -1,21 +1,28 @@
-"""Trajectory files: JSONL, one episode a line (PIPELINE.md, "Trajectory file"), read into `Episode`s.
+"""Trajectory files: JSONL, one episode a line (docs/trajectories.md), read into `Episode`s.
 
 Reading checks the shape of every episode (an object with an `episode` id, lists of state and action objects,
 `states` one longer than `actions`, a numeric `env_reward`, a boolean `success`) and stops at the first problem
-with its file and line: nothing partial comes back. The fields inside states and actions are left as parsed JSON;
-`tracec.runtime.facts` checks them against a schema, reporting through `Where` so that every trajectory error reads
-`file:line:1: error: episode ID: ...`.
+with its file and line: nothing partial comes back. Hostile lines are located errors too: numbers beyond what
+Python parses (over 4,300 digits) or than a float holds, arrays nested thousands deep. Episode ids are unique within
+a file (a repeated one is most likely a file appended twice, which would count its episodes twice in every group).
+The fields inside states and actions are left as parsed JSON; `tracec.runtime.facts` checks them against a schema,
+reporting through `Where` so that every trajectory error reads `file:line:1: error: episode ID: ...`.
+
+Speed: the cyclic garbage collector is paused while a file is parsed (`gc_paused`): the parsed objects hold no
+cycles, and otherwise full collections over the growing pile of them cost three times the parsing itself.
 
 Defaults: a missing `task` makes the episode its own task, a missing `instruction` is the empty string, a missing
-`env_reward` is 0.0, a missing `success` is None. Left out: compressed files, Parquet input, episodes that span lines.
+`env_reward` is 0.0, a missing `success` is None. Left out: compressed files, episodes that span lines.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +33,22 @@ _SHOWN = 60  # characters of an offending value quoted in an error
 
 @dataclass(frozen=True)
 class Where:
-    """The file and 1-based line an episode was read from; line 0 for an episode built in memory."""
+    """Where an episode was read from: a file and 1-based line (JSONL), or a 1-based `row` of a table (Parquet,
+    Arrow) with line 0; line 0 and no row for an episode built in memory."""
 
     path: str
     line: int
+    row: int = 0
 
     def diagnostic(self, message: str, column: int = 1) -> Diagnostic:
         loc = Loc(self.line, column, self.line, column + 1) if self.line > 0 else NOWHERE
-        return Diagnostic(self.path, loc, message)
+        if self.row > 0:
+            message = f"row {self.row}: {message}"
+        # A lone surrogate quoted from the data could not even be printed: show it escaped.
+        return Diagnostic(self.path, loc, message.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+    def describe(self) -> str:
+        return f"row {self.row}" if self.row > 0 else f"line {self.line}"
 
 
 IN_MEMORY = Where("<memory>", 0)
@@ -55,8 +70,26 @@ class Episode:
 
 def shown(value: Any) -> str:
     """An offending value as JSON, cut short: `5`, `"tke"`, `[1, 2]`."""
-    text = json.dumps(value, ensure_ascii=False, default=repr)
+    if type(value) is int and value.bit_length() > 200:  # json.dumps refuses ints of over 4,300 digits
+        return f"an integer of {len(str(value)) if value.bit_length() < 14000 else 'over 4,300'} digits"
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, RecursionError):
+        text = repr(type(value))
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block (as it was, after): for code that makes millions of
+    acyclic objects, which reference counting frees anyway."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def check_shape(episode: Episode) -> None:
@@ -67,6 +100,18 @@ def check_shape(episode: Episode) -> None:
         raise DataError([episode.where.diagnostic(message)])
 
 
+def check_unique_ids(episodes: Sequence[Episode]) -> None:
+    """Raise a DataError at the first episode whose id an earlier one already has."""
+    if len({episode.episode for episode in episodes}) == len(episodes):
+        return
+    first: dict[str, Episode] = {}
+    for episode in episodes:
+        earlier = first.setdefault(episode.episode, episode)
+        if earlier is not episode:
+            message = f"episode {episode.episode}: this id is already used, {earlier.where.describe()}; ids must be unique"
+            raise DataError([episode.where.diagnostic(message)])
+
+
 def read_trajectories(path: str | os.PathLike[str]) -> list[Episode]:
     """Every episode of a JSONL file, in file order; blank lines are skipped. Raises DataError on any problem."""
     name = os.fspath(path)
@@ -75,10 +120,11 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Episode]:
             lines = handle.readlines()
     except OSError as error:
         raise DataError([Diagnostic(name, NOWHERE, f"cannot read trajectories: {error.strerror}")]) from None
-    episodes = []
-    for number, raw in enumerate(lines, start=1):
-        if raw.strip():
-            episodes.append(_episode(raw, Where(name, number)))
+    if lines and lines[0].startswith(b"\xef\xbb\xbf"):  # a byte order mark, as some editors write
+        lines[0] = lines[0][3:]
+    with gc_paused():
+        episodes = [_episode(raw, Where(name, number)) for number, raw in enumerate(lines, start=1) if raw.strip()]
+    check_unique_ids(episodes)
     return episodes
 
 
@@ -89,6 +135,15 @@ def _episode(raw: bytes, where: Where) -> Episode:
         raise DataError([where.diagnostic("line is not valid UTF-8", error.start + 1)]) from None
     except json.JSONDecodeError as error:
         raise DataError([where.diagnostic(f"malformed JSON: {error.msg}", error.colno)]) from None
+    except RecursionError:
+        raise DataError([where.diagnostic("JSON nested too deeply to read")]) from None
+    except ValueError as error:  # an integer of over 4,300 digits (sys.set_int_max_str_digits)
+        raise DataError([where.diagnostic(f"unreadable JSON: {error}")]) from None
+    return episode_from_record(record, where)
+
+
+def episode_from_record(record: Any, where: Where) -> Episode:
+    """An Episode from a parsed JSON record (one line of a trajectory file); raises DataError on a bad shape."""
 
     def fail(message: str) -> DataError:
         return DataError([where.diagnostic(message)])
@@ -111,7 +166,10 @@ def _episode(raw: bytes, where: Where) -> Episode:
     instruction = get("instruction", (str,), "a string", "")
     states = _objects(get("states", (list,), "a list of objects", None), "state", name, fail)
     actions = _objects(get("actions", (list,), "a list of objects", None), "action", name, fail)
-    env_reward = float(get("env_reward", (int, float), "a number", 0.0))
+    try:
+        env_reward = float(get("env_reward", (int, float), "a number", 0.0))
+    except OverflowError:  # an integer beyond the float range
+        env_reward = math.inf
     if not math.isfinite(env_reward):
         raise fail(f"episode {name}: `env_reward` must be a finite number, got {shown(record['env_reward'])}")
     success = get("success", (bool,), "true or false", None)
@@ -123,6 +181,8 @@ def _episode(raw: bytes, where: Where) -> Episode:
 def _objects(items: list[Any] | None, what: str, name: str, fail: Callable[[str], DataError]) -> list[dict[str, Any]]:
     if items is None:
         raise fail(f"episode {name}: missing `{what}s` (a list of objects)")
+    if set(map(type, items)) <= {dict}:
+        return items
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             raise fail(f"episode {name}: {what} {index} must be an object, got {shown(item)}")

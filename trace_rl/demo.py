@@ -4,12 +4,15 @@
 walkthrough agent, seeded random agents and an LLM agent (a tiny model built locally with random weights, through the
 CPU rollout backend), one task group, and score the trajectories with the compiled TextWorld rubric;  4. validate a capability environment;  5. replay a tau2-bench task's gold actions and score the episode with
 the tau2 rubric, when the tau2 data is found. Every artefact lands in `workdir`.
-Left out: training (the GRPO trainer runs on top of these scores).
+The examples are package data (`tracec.examples`), found through `importlib.resources`, so the demo runs from any
+working folder and from an installed wheel. Left out: training (the GRPO trainer runs on top of these scores), and
+installs that are zipped rather than unpacked on disk.
 """
 
 from __future__ import annotations
 
 import sys
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -26,20 +29,29 @@ MAX_STEPS = 40
 LLM_STEPS = 8  # the tiny model's random text is mostly invalid; a few steps show that the rubric says so
 
 
-def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
+def shipped_examples() -> Path:
+    """The folder of the examples installed with the package (`examples/` of the checkout, in an editable install)."""
+    root = resources.files("tracec.examples")
+    if not isinstance(root, Path):
+        raise TypeError(f"the examples are not files on disk ({root!r}); install tracec unzipped")
+    return root
+
+
+def run_demo(workdir: Path, examples: Path | None = None) -> int:
+    examples = shipped_examples() if examples is None else examples
     workdir.mkdir(parents=True, exist_ok=True)
     _section("1. check the shipped examples")
     for path in sorted(examples.rglob("*.rubric")):
         checked = check(parse_file(str(path)))
-        print(f"  {path}: {len(checked.rubrics)} rubrics, {len(checked.capabilities)} capabilities, "
-              f"{len(checked.environments)} environments")
+        print(f"  {path.relative_to(examples)}: {len(checked.rubrics)} rubrics, {len(checked.capabilities)} "
+              f"capabilities, {len(checked.environments)} environments")
 
-    _section("2. explain examples/household.rubric (first lines)")
+    _section("2. explain household.rubric (first lines)")
     household = examples / "household.rubric"
     listing = explain(load_rubric(household.read_text(encoding="utf-8"), str(household))).splitlines()
     print("\n".join("  " + line for line in listing[:20]))
 
-    _section("3. TextWorld: a generated game; walkthrough, random and tiny-LLM agents; scored by examples/textworld.rubric")
+    _section("3. TextWorld: a generated game; walkthrough, random and tiny-LLM agents; scored by textworld.rubric")
     trajectories = _play_textworld(workdir)
     scorer = RubricScorer.from_file(examples / "textworld.rubric")
     result = scorer.evaluate(trajectories)
@@ -53,7 +65,7 @@ def run_demo(workdir: Path, examples: Path = Path("examples")) -> int:
     report = validate(load_environment(str(examples / "envs" / "structured_data_reasoning.rubric")), seeds=20)
     print("\n".join("  " + line for line in report.render().splitlines()))
 
-    _section("5. tau2-bench: gold episode of a retail task, scored by examples/tau2.rubric")
+    _section("5. tau2-bench: gold episode of a retail task, scored by tau2.rubric")
     _tau2(workdir, examples)
     print(f"\nartefacts in {workdir}/")
     return 0 if report.ok else 1

@@ -18,16 +18,19 @@ and in SmolLM2 tied to the embeddings) gets no gradient buffer at all.
 
 `sequence_logprobs(model, batch)` runs a causal LM's decoder body on a `PackedBatch` (see `packing.py`) and sends
 only the hidden states whose next token carries a loss through the head. It passes `attention_mask=None`,
-`use_cache=False` and position ids that restart per sequence: transformers (4.5x and 5.x, `masking_utils`) then
-finds the sequence boundaries from the position ids and builds a block-diagonal causal mask. An all-ones mask or a
-cache turns that detection off and lets packed sequences attend to each other (the tests show both).
+`use_cache=False` and position ids that restart per sequence: transformers (since 4.54, `masking_utils`; checked
+here with 5.24) then finds the sequence boundaries from the position ids and builds a block-diagonal causal mask for
+the eager, SDPA and flex attention kernels (flash attention, untested here, reads the same position ids). An all-ones mask or a
+cache turns that detection off and lets packed sequences attend to each other (the tests show both); an older
+transformers is refused with an error.
 
 The tile arithmetic (fold a logits tile into the running statistics; turn a tile into the head's gradient) is the
 part `logprobs_triton.py` replaces with Triton kernels on GPUs (`backend="triton"`); the GEMMs and the walk over
 chunks are shared, so the torch version here is the reference for both.
 Left out: a gradient through the entropy (it is returned for logging and metrics), a bias on the LM head, logit
 soft-capping or scaling (Gemma 2, Cohere: refused with an error), and an LM head that is itself adapted (LoRA on
-`lm_head`: refused, since its weight alone would be wrong).
+`lm_head`: refused, since its weight alone would be wrong); and bf16 GEMMs: bf16 and fp16 inputs are multiplied
+in fp32, exact but slower on a GPU than tensor-core GEMMs with fp32 outputs would be.
 """
 
 from __future__ import annotations
@@ -256,6 +259,7 @@ def sequence_logprobs(model: Any, batch: PackedBatch, *, temperature: float = 1.
     Token i is scored under the logits at position i-1 of its own sequence. With `with_entropy`, also the entropy of
     those same distributions. `model` is a transformers causal LM (Llama-like) or a peft model wrapping one.
     """
+    _require_packed_masks()
     body, head = decoder_and_head(model)
     device = head.weight.device
     hidden = body(input_ids=batch.input_ids.to(device), position_ids=batch.position_ids.to(device),
@@ -285,3 +289,15 @@ def decoder_and_head(model: Any) -> tuple[Any, torch.nn.Linear]:
     if head.bias is not None:
         raise ValueError("sequence_logprobs: the LM head has a bias; chunked log-probs support a head without one")
     return base.get_decoder(), head
+
+
+
+def _require_packed_masks() -> None:
+    import transformers
+
+    try:
+        from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401
+    except ImportError:
+        raise RuntimeError(f"sequence_logprobs needs transformers >= 4.54, which builds block-diagonal masks from "
+                           f"position ids (installed: {transformers.__version__}); with an older one packed "
+                           "sequences would attend to each other") from None

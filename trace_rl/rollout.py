@@ -6,9 +6,12 @@ new tokens, and sampled by `model.generate` with exactly the temperature and top
 repetition penalties a checkpoint's generation config may set are turned off, so samples follow the policy).
 Call n of a backend samples under a seed drawn from (config.seed, n) inside a forked RNG: a fresh backend with the
 same seed replays the same replies, asking twice gives two samples, and the global RNG is left as it was.
+It also speaks `SamplingBackend`: `sample(messages, Sampling(...))` overrides max tokens, temperature and top-p for
+one call, stops at stop strings (generation ends at the first one, and the reply is cut before it), and returns n
+replies decoded as one batch; a given seed makes the call replay exactly, without one it takes the next call seed.
 Models load only from local folders (`local_files_only`); nothing is downloaded.
-Left out: batching prompts, returning token ids or log-probs (the trainer recomputes them), stop strings, and
-vLLM (the GPU backend lives behind the same protocol).
+Left out: batching different prompts, returning token ids or log-probs (the trainer's token-level engine does),
+and vLLM (`trace_rl/llm/vllm_backend.py`, behind the same protocol).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tracec.runtime.chat import Sampling, cut_at_stop
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 
@@ -61,20 +65,14 @@ def render_fallback(messages: list[dict[str, str]]) -> str:
 class TransformersBackend:
     """One causal LM and its tokenizer as a chat backend; the model's device and dtype are left as given."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, config: SamplingConfig = SamplingConfig()) -> None:
-        positions = _max_positions(model.config)
-        if config.max_new_tokens >= positions:
-            raise ValueError(f"TransformersBackend: max_new_tokens={config.max_new_tokens} leaves no room for a prompt "
-                             f"in a model of {positions} positions; lower max_new_tokens below {positions}")
+    def __init__(self, model: Any, tokenizer: Any, *, config: SamplingConfig = SamplingConfig(),
+                 name: str | None = None) -> None:
+        self.positions = _max_positions(model.config)
+        _check_room(config.max_new_tokens, self.positions, "max_new_tokens")
         self.model, self.tokenizer, self.config = model, tokenizer, config
-        self.max_prompt_tokens = positions - config.max_new_tokens
+        self.max_prompt_tokens = self.positions - config.max_new_tokens
+        self._name = name or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
         self._calls = 0
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self._generation = GenerationConfig(
-            do_sample=config.temperature > 0, temperature=config.temperature or 1.0, top_p=config.top_p, top_k=0,
-            repetition_penalty=1.0, max_new_tokens=config.max_new_tokens, pad_token_id=pad,
-            eos_token_id=tokenizer.eos_token_id,
-        )
 
     @classmethod
     def from_pretrained(cls, path: str | Path, *, config: SamplingConfig = SamplingConfig(),
@@ -86,7 +84,7 @@ class TransformersBackend:
                                     "save_pretrained (models are never downloaded)")
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model: Any = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
-        return cls(model.to(device).eval(), tokenizer, config=config)
+        return cls(model.to(device).eval(), tokenizer, config=config, name=folder.name)
 
     def save_pretrained(self, folder: str | Path) -> Path:
         """Write the model and tokenizer to `folder`, which `from_pretrained` reads back."""
@@ -94,6 +92,10 @@ class TransformersBackend:
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         return path
+
+    @property
+    def name(self) -> str:
+        return self._name
 
     @property
     def uses_chat_template(self) -> bool:
@@ -110,26 +112,54 @@ class TransformersBackend:
             return text
         return render_fallback(messages)
 
-    def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        """The prompt's token ids, cut from the left to `max_prompt_tokens` (the reply's start is what matters)."""
+    def prompt_ids(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> list[int]:
+        """The prompt's token ids, cut from the left to leave room for the reply (its start is what matters)."""
+        room = self.max_prompt_tokens if max_new_tokens is None else self.positions - max_new_tokens
         # A chat template writes its own BOS; the fallback relies on the tokenizer adding one if it has one.
         # verbose=False: a prompt over the tokenizer's length is expected here, the next line cuts it.
         ids = self.tokenizer(self.render(messages), add_special_tokens=not self.uses_chat_template,
                              verbose=False)["input_ids"]
-        return list(ids[-self.max_prompt_tokens :])
+        return list(ids[-room:])
 
     def generate(self, messages: list[dict[str, str]]) -> str:
-        """The model's reply to `messages`: only the new text, special tokens removed."""
-        ids = self.prompt_ids(messages)
+        """The model's reply to `messages` under the backend's config: only the new text, special tokens removed."""
+        return self.sample(messages, Sampling())[0]
+
+    def sample(self, messages: list[dict[str, str]], sampling: Sampling) -> list[str]:
+        """`sampling.n` replies to `messages`; unset fields of `sampling` fall back to the backend's config."""
+        max_new = sampling.max_tokens or self.config.max_new_tokens
+        _check_room(max_new, self.positions, "max_tokens")
+        temperature = self.config.temperature if sampling.temperature is None else sampling.temperature
+        top_p = self.config.top_p if sampling.top_p is None else sampling.top_p
+        ids = self.prompt_ids(messages, max_new)
         device = self.model.device
         input_ids = torch.tensor([ids], dtype=torch.long, device=device)
-        seed = _call_seed(self.config.seed, self._calls)
-        self._calls += 1
+        if sampling.seed is None:
+            seed = _call_seed(self.config.seed, self._calls)
+            self._calls += 1
+        else:
+            seed = _call_seed(sampling.seed, 0)
+        greedy = temperature == 0
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        generation = GenerationConfig(
+            do_sample=not greedy, temperature=temperature or 1.0, top_p=top_p, top_k=0, repetition_penalty=1.0,
+            max_new_tokens=max_new, pad_token_id=pad, eos_token_id=self.tokenizer.eos_token_id,
+            num_return_sequences=1 if greedy else sampling.n, stop_strings=list(sampling.stop) or None,
+        )
         with _forked_rng(device):
             torch.manual_seed(seed)
             output = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                         generation_config=self._generation)
-        return str(self.tokenizer.decode(output[0, len(ids) :].tolist(), skip_special_tokens=True))
+                                         generation_config=generation,
+                                         tokenizer=self.tokenizer if sampling.stop else None)
+        replies = [cut_at_stop(str(self.tokenizer.decode(row[len(ids) :].tolist(), skip_special_tokens=True)),
+                               sampling.stop) for row in output]
+        return replies * sampling.n if greedy else replies  # greedy decoding gives one reply, n times
+
+
+def _check_room(max_new_tokens: int, positions: int, field: str) -> None:
+    if max_new_tokens >= positions:
+        raise ValueError(f"TransformersBackend: {field}={max_new_tokens} leaves no room for a prompt in a model of "
+                         f"{positions} positions; lower {field} below {positions}")
 
 
 def _max_positions(config: Any) -> int:

@@ -11,6 +11,9 @@ import hashlib
 import json
 from typing import Any
 
+# The digest's JSON, built once (json.dumps builds an encoder per call); rows are trees, so no cycle check.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
 
 class Database:
     __slots__ = ("index", "keys", "rows")
@@ -27,5 +30,4 @@ class Database:
         return Database({table: [dict(row) for row in table_rows] for table, table_rows in self.rows.items()}, self.keys)
 
     def digest(self) -> str:
-        text = json.dumps(self.rows, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(_CANONICAL.encode(self.rows).encode()).hexdigest()

@@ -2,20 +2,26 @@
 
 A compiled expression is `fn(row, frame) -> value`: `row` is the row a `where` reads (None elsewhere), `frame`
 holds the database, the `let` values and the tool call's parameters. Values are str, int, float, bool, a row (a
-dict) or None for missing; missing follows Kleene logic (`false and unknown = false`, any comparison or arithmetic
-with a missing operand is missing), and a condition holds only when it is definitely true. Names resolve as the
-checker resolved them: a column of the row, else a `let`, else a table, else an enum member (a string).
+dict) or None for missing. Logic and numbers are those of the rubric language, from the one definition in
+`tracec.compiler.values`: Kleene logic (`false and unknown = false`), any comparison or arithmetic with a missing
+operand is missing, an int result beyond 64 bits, a float result that is not finite and `x / 0` are missing, and an
+int compares with a float exactly; a condition holds only when it is definitely true. A tool parameter that is no
+value of the language (an int beyond 64 bits, a NaN) is missing. Names resolve as the checker resolved them: a
+column of the row, else a `let`, else a table, else an enum member (a string).
 Left out: regexes and transition facts, which the checker keeps out of environments.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracec.compiler import values as V
 from tracec.dsl import ast
 from tracec.runtime.env.database import Database
 
@@ -77,8 +83,19 @@ def add_days(day: str, count: int) -> str | None:
 
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "+": operator.add, "-": operator.sub, "*": operator.mul,
+    "+": V.add, "-": V.subtract, "*": V.multiply,
 }
+
+
+def _language_value(value: Any) -> Any:
+    """A parameter as a value of the language: an int beyond 64 bits or a float that is not finite is missing."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if V.fits_int64(value) else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
 
 
 class _Compiler:
@@ -105,7 +122,7 @@ class _Compiler:
 
     def param(self, expr: ast.Param) -> Fn:
         name = expr.id
-        return lambda row, fr: fr.params.get(name)
+        return lambda row, fr: _language_value(fr.params.get(name))
 
     def score(self, expr: ast.Score) -> Fn:
         kind = expr.kind
@@ -133,8 +150,8 @@ class _Compiler:
     def unary(self, expr: ast.Unary) -> Fn:
         operand = self.compile(expr.operand)
         if expr.op == "not":
-            return lambda row, fr: None if (v := operand(row, fr)) is None else not v
-        return lambda row, fr: None if (v := operand(row, fr)) is None else -v
+            return lambda row, fr: V.kleene_not(operand(row, fr))
+        return lambda row, fr: None if (v := operand(row, fr)) is None else V.negate(v)
 
     def binary(self, expr: ast.Binary) -> Fn:
         op = expr.op
@@ -215,9 +232,10 @@ class _Compiler:
         if func == "lower":
             return _strict(lambda s: s.lower(), args)
         if func == "abs":
-            return _strict(abs, args)
+            return _strict(V.absolute, args)
         if func in ("min", "max"):
-            return _strict(min if func == "min" else max, args)
+            pair = V.minimum if func == "min" else V.maximum
+            return _strict(lambda *xs: functools.reduce(pair, xs), args)
         if func == "contains":
             return _strict(lambda text, needle: str(needle) in text, args)
         assert func == "add_days", f"unchecked function {func}"
@@ -237,12 +255,7 @@ def _strict(fn: Callable[..., Any], args: list[Fn]) -> Fn:
 def _and(left: Fn, right: Fn) -> Fn:
     def conj(row: dict | None, fr: Frame) -> Any:
         a = left(row, fr)
-        if a is False:
-            return False
-        b = right(row, fr)
-        if b is False:
-            return False
-        return None if a is None or b is None else True
+        return False if a is False else V.kleene_and(a, right(row, fr))  # the right side only when it can matter
 
     return conj
 
@@ -250,12 +263,7 @@ def _and(left: Fn, right: Fn) -> Fn:
 def _or(left: Fn, right: Fn) -> Fn:
     def disj(row: dict | None, fr: Frame) -> Any:
         a = left(row, fr)
-        if a is True:
-            return True
-        b = right(row, fr)
-        if b is True:
-            return True
-        return None if a is None or b is None else False
+        return True if a is True else V.kleene_or(a, right(row, fr))
 
     return disj
 
@@ -263,8 +271,6 @@ def _or(left: Fn, right: Fn) -> Fn:
 def _divide(left: Fn, right: Fn) -> Fn:
     def divide(row: dict | None, fr: Frame) -> Any:
         a, b = left(row, fr), right(row, fr)
-        if a is None or b is None or b == 0:
-            return None
-        return a / b
+        return None if a is None or b is None else V.divide(a, b)
 
     return divide

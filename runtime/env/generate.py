@@ -101,5 +101,6 @@ class TableMaker:
         assert kind == "ref", f"unchecked generator {kind}"
         target = args[0]
         key = self.keys[target]
+        assert key is not None, f"the checker lets `ref {target}` name only a table with a key"
         keys = [row[key] for row in rows[target]]
         return [rng.choice(keys) if keys else None for _ in range(count)]

@@ -59,10 +59,12 @@ class RandomAgent:
 
     def __init__(self, env: Environment):
         self.env = env
+        self._drawn_for: Scenario | None = None
 
     def act(self, messages: Sequence[Message]) -> str:
-        if turns_taken(messages) == 0:  # a new episode: draw from its seed and its tables
-            scenario = _scenario(self.env)
+        scenario = _scenario(self.env)
+        if scenario is not self._drawn_for:  # a new episode: draw from its seed and its tables
+            self._drawn_for = scenario
             self.rng = rng_for(scenario.seed, "validate/random-agent")
             values = [v for rows in scenario.db.rows.values() for row in rows for v in row.values()]
             self.pool = {kind: [v for v in values if type(v) is t] or [fallback]

@@ -1,57 +1,29 @@
-"""The `tracec` command line: exit codes, located errors without tracebacks, outputs written whole or not at all."""
+"""The `tracec` command line: one place maps errors to exit codes, a command is one registration, located errors
+without tracebacks, outputs written whole or not at all, `--version`, and the shipped examples found from anywhere."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from cli_fixtures import DOOR_RUBRIC, run_tracec
+from tracec.cli import Command, main
+from tracec.compiler.backends import compile_kernel
+from tracec.compiler.c_backend import load_artifact
+from tracec.runtime.evaluate import load_rubric
+from tracec.runtime.facts import build_fact_batch
+from tracec.runtime.trajectories import read_trajectories
 
-from tracec.cli import main
-
-RUBRIC = """
-schema door {
-  state { room: entity  open: set(entity)  note: text }
-  action { verb: enum(go, open, wait)  obj: entity }
-}
-rubric door_rubric for door {
-  evidence   moves   "changes room":       changed(room)
-  execution  opens   "opens the door":     act.verb == open and "door" in next.open
-  invalidity waits   "waits":              act.verb == wait
-  invalidity stuck   "the game says no":   contains(next.note, "can't")
-  context prev.room
-}
-"""
-
-
-def _episode(name: str, task: str, verbs: list[str], reward: float) -> dict:
-    states = [{"room": "hall", "open": [], "note": ""}]
-    for verb in verbs:
-        last = dict(states[-1])
-        if verb == "open":
-            last["open"] = ["door"]
-        if verb == "go":
-            last["room"] = "yard" if last["room"] == "hall" else "hall"
-        last["note"] = "You can't." if verb == "wait" else "ok"
-        states.append(last)
-    actions = [{"verb": v, "obj": "door"} for v in verbs]
-    return {"episode": name, "task": task, "instruction": "leave", "states": states, "actions": actions,
-            "env_reward": reward, "success": reward > 0}
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path]:
-    rubric = tmp_path / "door.rubric"
-    rubric.write_text(RUBRIC)
-    episodes = [
-        _episode("a", "t1", ["open", "go"], 1.0),
-        _episode("b", "t1", ["wait", "wait", "go"], 0.0),
-        _episode("c", "t2", ["go"], 0.0),
-    ]
-    trajectories = tmp_path / "t.jsonl"
-    trajectories.write_text("".join(json.dumps(e) + "\n" for e in episodes))
-    return rubric, trajectories
+import tracec
+from tracec import cli
 
 
 def test_check_reports_ok_and_errors_with_location(files, tmp_path, capsys):
@@ -59,7 +31,7 @@ def test_check_reports_ok_and_errors_with_location(files, tmp_path, capsys):
     assert main(["check", str(rubric)]) == 0
     assert "ok (1 schemas, 1 rubrics" in capsys.readouterr().out
     bad = tmp_path / "bad.rubric"
-    bad.write_text(RUBRIC.replace("act.verb == wait", "act.verb == wiat"))
+    bad.write_text(DOOR_RUBRIC.replace("act.verb == wait", "act.verb == wiat"))
     assert main(["check", str(rubric), str(bad)]) == 1
     captured = capsys.readouterr()
     assert f"{bad}:9:" in captured.err and "did you mean `wait`?" in captured.err and "^^^^" in captured.err
@@ -67,25 +39,106 @@ def test_check_reports_ok_and_errors_with_location(files, tmp_path, capsys):
 
 
 def test_usage_errors_exit_2(files, capsys):
-    rubric, _ = files
+    rubric, trajectories = files
     assert main([]) == 2
     assert main(["compile", str(rubric), "--backend", "fortran"]) == 2
     assert main(["compile", str(rubric), "-o", "x.so"]) == 2
     assert "use it with --backend c" in capsys.readouterr().err
+    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", "scores.txt"]) == 2
+    assert "must end in .jsonl or .parquet" in capsys.readouterr().err
 
 
 def test_missing_file_is_a_user_error(capsys):
     assert main(["explain", "no/such.rubric"]) == 1
-    assert "No such file or directory: no/such.rubric" in capsys.readouterr().err
+    assert capsys.readouterr().err == "no/such.rubric: error: no such file or directory\n"
 
 
-def test_explain_prints_the_operator_table(files, capsys):
+def test_version_is_the_package_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"tracec {tracec.__version__}\n"
+    assert importlib.metadata.version("tracec") == tracec.__version__  # pyproject reads it from tracec/__init__
+
+
+# A command module as another engineer would write one: arguments, a run, and its library's own user errors.
+PLUGIN = '''
+class RecipeError(ValueError):
+    pass
+
+USER_ERRORS = (RecipeError,)
+
+def add_arguments(parser):
+    parser.add_argument("what")
+
+def run(args):
+    from tracec.cli.errors import UsageError, UserError
+    if args.what == "ok":
+        print("done")
+        return 0
+    if args.what == "user":
+        raise UserError("the recipe is missing", "cake.toml")
+    if args.what == "usage":
+        raise UsageError("--eggs needs --flour")
+    if args.what == "library":
+        raise RecipeError("cake.toml:3:7: error: unknown key `sugr`")
+    if args.what == "interrupt":
+        raise KeyboardInterrupt
+    raise RuntimeError("a bug")
+'''
+
+
+@pytest.fixture
+def bake(tmp_path, monkeypatch):
+    (tmp_path / "tracec_test_bake.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "tracec_test_bake", raising=False)  # each test imports it afresh
+    monkeypatch.setattr(cli, "COMMANDS", (*cli.COMMANDS, Command("bake", "bake a cake", "tracec_test_bake")))
+
+
+@pytest.mark.parametrize(
+    ("what", "code", "err"),
+    [
+        ("ok", 0, ""),
+        ("user", 1, "cake.toml: error: the recipe is missing\n"),
+        ("usage", 2, "tracec bake: error: --eggs needs --flour\n(see `tracec bake --help`)\n"),
+        ("library", 1, "cake.toml:3:7: error: unknown key `sugr`\n"),
+        ("interrupt", 130, "tracec bake: interrupted\n"),
+    ],
+)
+def test_a_registered_command_gets_every_exit_code(bake, capsys, what, code, err):
+    assert main(["bake", what]) == code
+    assert capsys.readouterr().err == err
+
+
+def test_a_command_bug_is_an_internal_error_with_its_traceback(bake, capsys):
+    assert main(["bake", "crash"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("tracec: internal error; please report it") and "RuntimeError: a bug" in err
+
+
+def test_help_lists_every_command_and_imports_only_the_one_that_runs(bake, capsys):
+    assert main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    assert all(command.name in listing for command in cli.COMMANDS)
+    assert "tracec_test_bake" not in sys.modules  # listed from its registration alone
+    assert main(["bake", "--help"]) == 0 and "tracec_test_bake" in sys.modules
+    code = "import sys; from tracec.cli import main; main(['check', '--help']); print(sorted(m for m in " \
+           "('numba', 'torch', 'pyarrow', 'tracec.runtime.evaluate') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_explain_gives_each_operator_its_category_and_weight(files, capsys):
     rubric, _ = files
     assert main(["explain", str(rubric)]) == 0
     out = capsys.readouterr().out
-    assert "opens     execution   1       opens the door" in out
-    assert "waits     invalidity  0.5     waits" in out
-    assert "lift.0: bool = contains(next.note, \"can't\")" in out
+    table = {}
+    for line in out.splitlines()[3:7]:
+        name, category, weight, description = line.split(maxsplit=3)
+        table[name] = (category, float(weight), description)
+    # budget/M_c: one evidence and one execution operator get their whole budget, two invalidity ones half each
+    assert table == {"moves": ("evidence", 1.0, "changes room"), "opens": ("execution", 1.0, "opens the door"),
+                     "waits": ("invalidity", 0.5, "waits"), "stuck": ("invalidity", 0.5, "the game says no")}
+    assert "lift.0: bool = contains(next.note, \"can't\")" in out  # the text test is lifted into a fact
 
 
 def test_eval_writes_one_record_per_step(files, tmp_path):
@@ -121,17 +174,73 @@ def test_a_bad_trajectory_line_leaves_no_output(files, tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-def test_compile_c_artifact_is_written(files, tmp_path, capsys, monkeypatch):
+def test_compile_c_artifact_scores_like_the_interpreter(files, tmp_path, monkeypatch):
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
-    rubric, _ = files
+    rubric, trajectories = files
     artifact = tmp_path / "door.so"
     assert main(["compile", str(rubric), "--backend", "c", "-o", str(artifact)]) == 0
-    assert artifact.is_file() and "door_rubric: 4 operators" in capsys.readouterr().out
+    compiled = load_rubric(rubric.read_text(), str(rubric))
+    batch = build_fact_batch(read_trajectories(trajectories), compiled.plan)
+    fired, keys = load_artifact(artifact).run(batch.columns, batch.n_transitions)  # no compiler, no cache
+    expected, expected_keys = compile_kernel(compiled.program, "interp", None).run(batch.columns, batch.n_transitions)
+    np.testing.assert_array_equal(fired, expected)
+    np.testing.assert_array_equal(keys, expected_keys)
 
 
-def test_env_prints_the_task(repo_dir, capsys):
-    env = repo_dir / "examples" / "envs" / "structured_data_reasoning.rubric"
-    assert main(["env", str(env), "--seed", "3"]) == 0
-    first = capsys.readouterr().out
-    assert main(["env", str(env), "--seed", "3"]) == 0
-    assert capsys.readouterr().out == first and first.strip()
+def test_env_prints_the_seeds_task(repo_dir, capsys):
+    from tracec.runtime.env import load_environment
+
+    path = repo_dir / "examples" / "envs" / "structured_data_reasoning.rubric"
+    program = load_environment(str(path))
+    printed = {}
+    for seed in (3, 4):
+        assert main(["env", str(path), "--seed", str(seed)]) == 0
+        printed[seed] = capsys.readouterr().out
+        assert f"  {program.scenario(seed).task}\n" in printed[seed]
+    assert printed[3] != printed[4]
+
+
+def _named_default(help_text: str) -> str:
+    flat = " ".join(help_text.split())
+    found = re.search(r"\$TRACEC_TAU2_DATA, .*?; (now (\S+)|none found now)\)", flat)
+    assert found, flat
+    return found.group(2) or ""
+
+
+def test_tau2_replay_help_names_the_default_it_then_uses(shared_dir, tmp_path, monkeypatch, capsys):
+    data = shared_dir / "data" / "tau2"
+    monkeypatch.setenv("TRACEC_TAU2_DATA", str(data))
+    assert main(["tau2", "replay", "--help"]) == 0
+    assert Path(_named_default(capsys.readouterr().out)) == data
+    assert main(["tau2", "replay", "--domain", "retail", "--task", "0"]) == 0  # no --data-dir: that default
+    assert "db hash: " in capsys.readouterr().out
+    monkeypatch.setenv("TRACEC_TAU2_DATA", str(tmp_path))  # a folder without the data: said, and refused alike
+    assert main(["tau2", "replay", "--help"]) == 0
+    assert _named_default(capsys.readouterr().out) == ""
+    assert main(["tau2", "replay", "--domain", "retail", "--task", "0"]) == 1
+    assert "tau2 data not found" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_demo_runs_from_any_directory(tmp_path, shared_dir):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"TRACEC_CACHE_DIR": str(tmp_path / "cache"), "TRACEC_TAU2_DATA": str(shared_dir / "data" / "tau2")}
+    result = run_tracec(["demo", "--workdir", "w"], cwd=elsewhere, env=env, cpu_limit=600, timeout=600)
+    assert result.code == 0, result.err
+    checked = re.findall(r"^  (\S+\.rubric): ", result.out, flags=re.MULTILINE)
+    assert "household.rubric" in checked and "envs/structured_data_reasoning.rubric" in checked and len(checked) >= 13
+    scored = [json.loads(line) for line in (elsewhere / "w" / "textworld_eval.jsonl").read_text().splitlines()]
+    assert {record["episode"] for record in scored} >= {"walkthrough", "random0", "tiny-llm"}
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_every_example(repo_dir, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+         str(repo_dir)], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("tracec-*.whl")
+    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("tracec/examples/")}
+    expected = {f"tracec/examples/{p.relative_to(repo_dir / 'examples')}" for p in (repo_dir / "examples").rglob("*.rubric")}
+    assert len(expected) >= 13 and expected <= shipped

@@ -1,5 +1,7 @@
-"""Every backend equals the reference interpreter bit for bit: O and context keys, on random well-typed programs over
-random fact columns with missing values, empty sets and garbage behind missing values.
+"""Every backend equals the reference interpreter bit for bit: O and context keys (hashes and the words of computed
+context expressions), on random well-typed programs over random fact columns with missing values, empty sets,
+garbage behind missing values and extreme numbers drawn on purpose (INT64_MIN / MAX, 2^53 +- 1, -0.0, huge and
+tiny floats), where int64 overflow and exact int/float comparison decide the answer.
 
 Compiling costs seconds, so the always-on tests compile one large random program per backend and vary the data;
 the generated Numba source runs un-jitted on fresh random programs for every example; the `slow` test compiles
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 from tracec.compiler import interp, numba_backend
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.cache import KernelCache
+from tracec.compiler.context import ContextKeys
 from tracec.compiler.ir import KERNEL_OPS, ColumnSpec, KernelProgram, Node, entity_id
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, Type, enum
 
@@ -33,7 +36,13 @@ SETS = ("prev.holding", "next.holding")
 NAMES = ("mug", "cup", "table", "kitchen", "apple")
 ENTITIES = tuple(sorted({entity_id(name) for name in NAMES} | {-(2**63), 2**63 - 1}))
 MAX_DEPTH = 3  # of bool expressions
-NUMBER_LEVELS = 2  # numbers nest at most two ops deep, so products of |x| <= 1000 stay far inside int64 and 2^53
+NUMBER_LEVELS = 3
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Numbers where the contract is decided: int64 overflow, floats that cannot hold an int, signed zeros, subnormals.
+EXTREME_INTS = (INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1, 2**62, -(2**62), 3, 2**53, 2**53 + 1,
+                2**53 - 1, -(2**53) - 1, 2**32, -1, 0)
+EXTREME_FLOATS = (-0.0, 0.0, 2.0**53, 2.0**53 + 2, 2.0**63, -(2.0**63), 2.0**62, 1e308, -1e308, 5e-324, 1e-300,
+                  0.5, -1.5, 1.7976931348623157e308)
 
 
 @dataclass(frozen=True)
@@ -97,9 +106,9 @@ def gen_number(ch: Chooser, levels: int = NUMBER_LEVELS) -> Node:
         if kind == "load_float":
             return load(ch.choice(["prev.x", "next.x"]))
         if kind == "int":
-            return const(ch.choice([0, 1, -1, 2, 3, 1000, -7]), INT)
+            return const(ch.choice([0, 1, -1, 2, 3, 1000, -7, *EXTREME_INTS]), INT)
         if kind == "float":
-            return const(ch.choice([0.0, -0.0, 0.5, -1.5, 2.0, 1e-3, 999.25]), FLOAT)
+            return const(ch.choice([0.0, -0.0, 0.5, -1.5, 2.0, 1e-3, 999.25, *EXTREME_FLOATS]), FLOAT)
         return node("count", INT, load_set(ch.choice(SETS)))
     op = ch.choice(["neg", "abs", "add", "sub", "mul", "div", "min", "max"])
     args = [gen_number(ch, levels - 1) for _ in range(1 if op in ("neg", "abs") else 2)]
@@ -202,10 +211,13 @@ def gen_columns(seed: int, n: int) -> dict[str, Col]:
         if type_ == BOOL:
             values: np.ndarray = rng.integers(0, 2, n).astype(np.uint8)
         elif type_ == INT:
-            values = np.where(rng.random(n) < 0.5, rng.integers(-3, 4, n), rng.integers(-1000, 1001, n))
+            extreme = rng.choice(np.array(EXTREME_INTS, dtype=np.int64), n)
+            values = np.where(rng.random(n) < 0.4, rng.integers(-3, 4, n), rng.integers(-1000, 1001, n))
+            values = np.where(rng.random(n) < 0.3, extreme, values)
         elif type_ == FLOAT:
-            special = rng.choice([0.0, -0.0, 0.5, -1.5, 2.0, 1e-3], n)
+            special = rng.choice([0.0, -0.0, 0.5, -1.5, 2.0, 1e-3, *EXTREME_FLOATS], n)
             values = np.where(rng.random(n) < 0.5, special, rng.uniform(-1000, 1000, n))
+            values = np.where(known == 0, np.nan, values)  # garbage behind missing values, even NaN
         elif type_.kind == "enum":
             values = rng.integers(0, 3, n)
         else:
@@ -222,14 +234,29 @@ def gen_columns(seed: int, n: int) -> dict[str, Col]:
     return columns
 
 
-def assert_same(expected: tuple[np.ndarray, np.ndarray | None], got: tuple[np.ndarray, np.ndarray | None]) -> None:
+def tuple_arrays(keys: ContextKeys) -> list[np.ndarray]:
+    """What identifies the context tuples: the hashes, then per scalar component its known flags and its words where
+    known, per set component its known flags and elements."""
+    words, known = keys.scalar_words()
+    values, offsets, set_known = keys.sets()
+    out = [np.asarray(keys.hash)]
+    for w, k in zip(words, known):
+        out += [k != 0, np.where(k != 0, w, 0)]
+    for v, o, k in zip(values, offsets, set_known):
+        out += [k != 0, *(v[o[t]:o[t + 1]] for t in range(len(k)) if k[t])]
+    return out
+
+
+def assert_same(expected: tuple[np.ndarray, ContextKeys | None], got: tuple[np.ndarray, ContextKeys | None]) -> None:
     np.testing.assert_array_equal(got[0], expected[0])
     assert got[0].dtype == np.uint8 and got[0].shape == expected[0].shape
     if expected[1] is None:
         assert got[1] is None
-    else:
-        assert got[1] is not None and got[1].dtype == np.int64
-        np.testing.assert_array_equal(got[1], expected[1])
+        return
+    assert got[1] is not None and got[1].hash.dtype == np.int64
+    assert [c.kind for c in got[1].components] == [c.kind for c in expected[1].components]
+    for a, b in zip(tuple_arrays(got[1]), tuple_arrays(expected[1])):
+        np.testing.assert_array_equal(a, b)
 
 
 # --- tests -------------------------------------------------------------------------------------------------------
@@ -297,7 +324,7 @@ def test_threaded_runs_equal_one_thread(big_kernels: dict[str, Any], big_cache: 
     head = interp.run(BIG, columns, 300)
     assert single[1] is not None and head[1] is not None
     np.testing.assert_array_equal(single[0][:300], head[0])
-    np.testing.assert_array_equal(single[1][:300], head[1])
+    np.testing.assert_array_equal(single[1].hash[:300], head[1].hash)
 
 
 def test_backends_accept_bool_and_read_only_arrays(big_kernels: dict[str, Any]) -> None:
@@ -330,7 +357,7 @@ def test_division_by_zero_and_signed_zero() -> None:
     columns["prev.x"] = Col(np.array([1.0, -0.0, 0.0, 0.0]), np.ones(n, np.uint8))
     expected = interp.run(program, columns, n)
     assert expected[0].tolist() == [[0, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 0]]
-    assert len(set(expected[1][[1, 3]].tolist())) == 1  # -0.0 and 0.0 hash alike
+    assert expected[1] is not None and len(set(expected[1].hash[[1, 3]].tolist())) == 1  # -0.0 and 0.0 hash alike
     for backend in ("numba", "c"):
         assert_same(expected, compile_kernel(program, backend, None).run(columns, n))
 

@@ -156,7 +156,7 @@ def test_c_artifact_runs_in_a_fresh_process(tmp_path: Path) -> None:
     assert report["from_cache"] and report["names"] == list(names)
     assert_interpreted(report, program())
     loaded = c_backend.load_artifact(artifact)
-    assert loaded.columns == program().columns and loaded.n_operators == 3 and loaded.has_context
+    assert loaded.columns == program().columns and loaded.n_operators == 3 and bool(loaded.context)
 
 
 def test_artifact_without_a_cache_leaves_only_the_artifact(tmp_path: Path) -> None:

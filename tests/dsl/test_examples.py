@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
 

@@ -10,7 +10,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, Loc, RubricError
 from tracec.dsl.parse import parse
@@ -81,8 +80,22 @@ def test_error(case: Path, update_golden: bool) -> None:
     _compare(case.with_suffix(".err"), str(info.value) + "\n", update_golden)
 
 
-def test_enough_error_cases() -> None:
-    assert len(ERROR_CASES) >= 30
+@pytest.mark.parametrize("case", ERROR_CASES, ids=lambda p: p.stem)
+def test_every_error_quotes_its_own_line_with_the_caret_under_its_column(case: Path) -> None:
+    text = case.read_text()
+    with pytest.raises(RubricError) as info:
+        check(parse(text, case.name))
+    lines = text.split("\n")
+    for diagnostic in info.value.diagnostics:
+        formatted = diagnostic.format().splitlines()
+        if diagnostic.loc == NOWHERE:
+            assert len(formatted) == 1
+            continue
+        _, quoted, caret = formatted
+        source_line = lines[diagnostic.loc.line - 1].expandtabs(1)
+        assert quoted == "    " + source_line
+        column = caret.index("^") - 4
+        assert column == diagnostic.loc.column - 1 and column < max(1, len(source_line))
 
 
 def test_one_file_reports_many_errors() -> None:

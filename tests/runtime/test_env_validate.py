@@ -13,11 +13,9 @@ ENVS = sorted((REPO / "examples" / "envs").glob("*.rubric"))
 TRIPS = (REPO / "examples" / "envs" / "structured_data_reasoning.rubric").read_text()
 
 
-def test_six_environments_ship() -> None:
-    assert [p.stem for p in ENVS] == [
-        "datetime_reasoning", "multi_step_completion", "permission_error_recovery", "precondition_verification",
-        "structured_data_reasoning", "tool_calling_precision",
-    ]
+def test_each_shipped_environment_isolates_its_own_capability() -> None:
+    capabilities = [load_environment(str(path)).capability for path in ENVS]
+    assert capabilities == [path.stem for path in ENVS] and len(set(capabilities)) == 6
 
 
 @pytest.mark.parametrize("path", ENVS, ids=lambda p: p.stem)
@@ -28,11 +26,14 @@ def test_shipped_environment_validates(path: Path) -> None:
     assert report.distinct_tasks >= 90 and report.seeds == 100
 
 
-def test_render_shows_the_table_and_the_verdict() -> None:
+def test_render_shows_the_reports_figures_and_the_verdict() -> None:
     report = validate(compile_environment(TRIPS), seeds=5)
     lines = report.render().splitlines()
-    assert lines[0].split() == ["environment", "seeds", "gold", "mean", "null", "mean", "random", "mean", "distinct", "tasks"]
-    assert lines[1].split()[:4] == ["cancel_trip", "5", "1.000", "0.000"] and lines[2] == "ok"
+    name, seeds, gold, null, rand, distinct = lines[1].split()
+    assert (name, int(seeds), int(distinct)) == (report.environment, report.seeds, report.distinct_tasks)
+    assert [float(v) for v in (gold, null, rand)] == pytest.approx([report.gold_mean, report.null_mean,
+                                                                    report.random_mean], abs=5e-4)
+    assert lines[2] == "ok" and report.ok
 
 
 @pytest.mark.parametrize(
@@ -44,8 +45,8 @@ def test_render_shows_the_table_and_the_verdict() -> None:
          "seed 0: doing nothing scores 1; the task needs no change and no answer"),
         ('task "Hi, I\'m {me.name}. Please cancel my trip from {target.origin} to {target.dest} on {target.day}, and tell me the refund."',
          'task "Please cancel my trip."', "only 1 distinct tasks in 10 seeds (need 90%); the task text should name what the seed picked"),
-        ("status == active)", "status == active and price > 900)",
-         "seed 0: <string>:8:16: error: `pick(trips ...)` found no row in 32 draws of seed 0; loosen its condition or generate more rows"),
+        ("status == active and origin != dest)", "status == active and origin != dest and price > 900)",
+         "seed 0: <string>:9:16: error: `pick(trips ...)` found no row in 32 draws of seed 0; loosen its condition or generate more rows"),
         ("set trips[$trip].status = cancelled", "set trips[$trip].status = active",
          "seed 0: doing nothing scores 1; the task needs no change and no answer"),
     ],

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
-
-from tracec.dsl.errors import CheckError
+from tracec.dsl.errors import CheckError, DataError
 from tracec.runtime.evaluate import RubricScorer, load_rubric, trl_reward_func
-from tracec.runtime.trajectories import Episode
+from tracec.runtime.trajectories import Episode, read_trajectories
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }
@@ -74,24 +75,31 @@ def _batch(n: int) -> list[Episode]:
                     task=f"t{i % 4}") for i in range(n)]
 
 
-def test_the_scorer_reuses_its_output_memory_only_once_no_result_holds_it():
+def test_output_memory_is_the_callers_and_reused_only_when_handed_back():
     scorer = RubricScorer.from_source(SOURCE, backend="interp")
     big, small = _batch(12), _batch(5)
     first = scorer.evaluate(big)
     kept = {name: getattr(first.rewards, name).copy() for name in ("r_F", "R", "A")}
-    second = scorer.evaluate(big)  # `first` still holds its block: new memory
-    assert not np.shares_memory(first.rewards.A, second.rewards.A)
+    second = scorer.evaluate(big)  # nothing handed back: fresh memory, `first` untouched
+    assert not np.shares_memory(first.memory, second.memory)
     for name, values in kept.items():
         np.testing.assert_array_equal(getattr(first.rewards, name), values)
-    held_row = second.rewards.A  # one array is enough to keep the block in use
-    address = held_row.ctypes.data
-    del second
-    third = scorer.evaluate(small)
-    assert third.rewards.A.ctypes.data != address
-    np.testing.assert_array_equal(held_row, first.rewards.A)
-    address = third.rewards.A.ctypes.data
-    del third, held_row
-    fourth = scorer.evaluate(small)  # nothing holds the last block: the same memory, and the right numbers
-    assert fourth.rewards.A.ctypes.data == address
-    np.testing.assert_array_equal(fourth.rewards.A, RubricScorer.from_source(SOURCE, backend="interp")
+    third = scorer.evaluate(small, out=second)  # `second` handed back: its block is refilled
+    assert np.shares_memory(third.rewards.A, second.memory) and third.memory is second.memory
+    np.testing.assert_array_equal(third.rewards.A, RubricScorer.from_source(SOURCE, backend="interp")
                                   .evaluate(small).rewards.A)
+    grown = scorer.evaluate(_batch(40), out=third)  # too small a block to lend: fresh memory
+    assert not np.shares_memory(grown.memory, third.memory)
+    np.testing.assert_array_equal(first.rewards.A, kept["A"])
+
+
+def test_a_file_sharing_no_field_with_the_rubric_is_an_error(scorer, tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"episode": "a", "states": [{"done": True}, {}], "actions": [{"name": "x"}]}) + "\n")
+    with pytest.raises(DataError) as caught:
+        scorer.evaluate(path)
+    assert str(caught.value) == (
+        f"{path}: error: no state or action has a value for any field the rubric reads (states: solved; actions: ok, "
+        "tool); this file's states have: done; its actions: name")
+    in_memory = scorer.evaluate(read_trajectories(path))  # rollouts in memory may all miss their facts
+    assert in_memory.fired.tolist() == [[0, 0, 0]]

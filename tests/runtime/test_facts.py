@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tracec.compiler.interp import run
 from tracec.compiler.ir import (
     BindSource,
@@ -283,9 +282,9 @@ def test_lifts_contains_and_matches(tmp_path: Path) -> None:
 
 
 def test_a_field_of_the_wrong_type_names_file_line_episode_and_field(tmp_path: Path) -> None:
-    good = record("e1", [{"visible": []}, {"visible": ["a"]}], [{}])
+    good = [record(name, [{"visible": []}, {"visible": ["a"]}], [{}]) for name in ("e1", "e2")]
     bad = record("e17", [{"visible": []}, {"visible": ["a"]}, {"visible": 5}], [{}, {}])
-    path = write(tmp_path, good, good, bad)
+    path = write(tmp_path, *good, bad)
     message = data_error(path, plan(fields(prev_visible=SET, next_visible=SET)))
     assert message == f"{path}:3:1: error: episode e17: field `visible` of state 2: expected a list of strings, got 5"
 
@@ -355,8 +354,8 @@ def test_malformed_episodes(tmp_path: Path, line: str, message: str) -> None:
 
 
 def test_a_malformed_line_stops_reading_with_its_line_number(tmp_path: Path) -> None:
-    good = record("e1", [{}, {}], [{}])
-    path = write(tmp_path, good, good, good, '{"episode": "e4", "states": [{}], oops}', good)
+    good = [json.dumps(record(f"e{i}", [{}, {}], [{}])) for i in range(5)]
+    path = write(tmp_path, *good[:3], '{"episode": "e4", "states": [{}], oops}', good[4])
     with pytest.raises(DataError) as caught:
         read_trajectories(path)
     assert str(caught.value) == (f"{path}:4:35: error: malformed JSON: "
@@ -505,3 +504,101 @@ def test_the_interpreter_runs_on_a_built_batch(tmp_path: Path) -> None:
         [0, 0, 1, 0, 1, 0],  # no target binding and next.visible null: unknown -> 0
     ]
     assert keys is not None and keys[1] == keys[2] != keys[0]  # prev.location missing twice, kitchen once
+
+
+# --- hostile input -------------------------------------------------------------------------------------------
+
+_DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"episode": "e1", "env_reward": 1' + "0" * 400 + ', "states": [{}], "actions": []}',
+         "1:1: error: episode e1: `env_reward` must be a finite number, got an integer of 401 digits"),
+        ('{"episode": "e1", "states": [{"n": ' + "9" * 5000 + '}], "actions": []}',
+         ("1:1: error: unreadable JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 "
+          "digits; use sys.set_int_max_str_digits() to increase the limit")),
+        ('{"episode": "e1", "states": [{"x": ' + _DEEP + '}], "actions": []}', "1:1: error: JSON nested too deeply to read"),
+        ('{"episode": "\\ud800", "states": [{}, {}], "actions": [{}]}',
+         '1:1: error: `episode` must be a valid Unicode string (no lone surrogates), got "\\ud800"'),
+        ('{"episode": "e1", "task": "t\\udfff", "states": [{}], "actions": []}',
+         '1:1: error: episode e1: `task` must be a valid Unicode string (no lone surrogates), got "t\\udfff"'),
+        ('{"episode": "e1", "instruction": "put a \\ud800", "states": [{}], "actions": []}',
+         ("1:1: error: episode e1: `instruction` must be a valid Unicode string (no lone surrogates), got "
+          '"put a \\ud800"')),
+    ],
+)
+def test_hostile_lines_are_located_errors(tmp_path: Path, line: str, message: str) -> None:
+    path = write(tmp_path, line)
+    assert data_error(path, plan(fields(next_n=INT))) == f"{path}:{message}"
+
+
+@pytest.mark.parametrize(
+    ("type_", "value", "expected"),
+    [
+        (ENTITY, "mu\ud800g", 'expected a valid Unicode string (no lone surrogates), got "mu\\ud800g"'),
+        (SET, ["a", "\udc00"], 'expected a list of valid Unicode strings (no lone surrogates), got ["a", "\\udc00"]'),
+        (TEXT, "\ud800", 'expected a valid Unicode string (no lone surrogates), got "\\ud800"'),
+        (FLOAT, math.nan, "expected a finite number, got NaN"),
+        (FLOAT, -math.inf, "expected a finite number, got -Infinity"),
+        (FLOAT, 10**400, "expected a finite number, got an integer of 401 digits"),
+    ],
+)
+def test_values_no_output_could_hold_are_located(tmp_path: Path, type_: Type, value: Any, expected: str) -> None:
+    path = write(tmp_path, json.dumps(record("e1", [{}, {"f": value}], [{}])))
+    lifts = (LiftSource("lift.0", "matches", "next.f", pattern="x"),) if type_ == TEXT else ()
+    fact_plan = plan(() if type_ == TEXT else fields(next_f=type_), lifts=lifts)
+    assert data_error(path, fact_plan) == f"{path}:1:1: error: episode e1: field `f` of state 1: {expected}"
+
+
+def test_a_reused_episode_id_is_an_error_naming_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, record("e1", [{}], []), record("e2", [{}], []), record("e1", [{}], []))
+    with pytest.raises(DataError) as caught:
+        read_trajectories(path)
+    assert str(caught.value) == f"{path}:3:1: error: episode e1: this id is already used, line 1; ids must be unique"
+
+
+def test_a_state_in_memory_that_is_not_an_object_is_located() -> None:
+    episode = Episode("m1", "t", "", [{}, ["not", "a", "dict"]], [{}], 0.0, None)
+    with pytest.raises(DataError) as caught:
+        build_fact_batch([episode], plan(fields(next_location=ENTITY)))
+    assert str(caught.value) == '<memory>: error: episode m1: state 1 must be an object, got ["not", "a", "dict"]'
+
+
+# --- the fast column path agrees with the per-value definition -------------------------------------------------
+
+_ODD = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.sampled_from(["a", "mug", "é", "", "\ud800"]),
+    st.lists(st.one_of(st.sampled_from(["a", "mug", "\udc00"]), st.none(), st.integers(0, 2)), max_size=3),
+    st.sampled_from(["go", "take", "look", 1.0, 0, (), {}]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([BOOL, INT, FLOAT, ENTITY, TEXT, SET, VERB]), st.lists(_ODD, max_size=8), st.integers(1, 8))
+def test_the_fast_path_equals_the_reference_value_by_value(type_: Type, raw: list[Any], chunk: int) -> None:
+    from tracec.runtime.columns import (
+        BadValue,
+        Entities,
+        Interned,
+        encode_piece,
+        join_pieces,
+        piece_reference,
+    )
+
+    def column(code: Any) -> tuple[Any, ...]:
+        entities, texts = Entities(), Interned()
+        table = texts if type_.kind == "text" else entities
+        pieces = []
+        for lo in range(0, max(len(raw), 1), chunk):
+            try:
+                pieces.append(code(raw[lo:lo + chunk], type_, table))
+            except BadValue as bad:
+                return ("bad", lo + bad.index, bad.expected)
+        got = join_pieces(pieces, type_, table)
+        decoded = texts.decode(got) if type_.kind == "text" else got.values.tolist()
+        return ("ok", decoded, got.known.tolist(), None if got.offsets is None else got.offsets.tolist(),
+                str(got.values.dtype), sorted(entities.names().items()))
+
+    assert column(encode_piece) == column(piece_reference)

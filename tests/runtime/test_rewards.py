@@ -1,5 +1,6 @@
-"""TRCA rewards, returns and advantages: the Numba kernels against a loop-by-loop reading of LANGUAGE.md, and the
-properties the spec asks for."""
+"""TRCA rewards, returns and advantages: the Numba kernels against a loop-by-loop reading of LANGUAGE.md (the oracle),
+the properties the spec asks for, exact step groups (context tuples, not their hashes), and finite outputs for any
+finite input."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tracec.compiler import interp, ir
+from tracec.compiler.backends import compile_kernel
+from tracec.compiler.context import ContextKeys
+from tracec.compiler.ir import ColumnSpec, KernelProgram, Node, entity_id
 from tracec.compiler.threads import balanced_cuts
-from tracec.runtime.advantages import MIN_STEPS_PER_PART, episode_advantage, grpo_advantage, step_advantage
+from tracec.dsl.types import BOOL, INT, SET
+from tracec.runtime.advantages import MIN_STEPS_PER_PART
+from tracec.runtime.context_groups import exact_context_keys
+from tracec.runtime.facts import Column
 from tracec.runtime.rewards import (
     RewardConfig,
     StepRewards,
@@ -34,7 +42,7 @@ def _population_std(xs: list[float]) -> float:
     return math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
-def _standardized(values: list[float], keys: list[object], eps: float, divide: bool = True) -> list[float]:
+def _standardized(values: list[float], keys: list[object], eps: float) -> list[float]:
     groups: dict[object, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         groups[key].append(i)
@@ -45,7 +53,7 @@ def _standardized(values: list[float], keys: list[object], eps: float, divide: b
             continue
         mean, std = sum(xs) / len(xs), _population_std(xs)
         for i in members:
-            out[i] = (values[i] - mean) / (std + eps) if divide else values[i] - mean
+            out[i] = (values[i] - mean) / (std + eps)
     return out
 
 
@@ -157,21 +165,6 @@ def test_the_separate_entry_points_agree_with_evaluate_rewards(batch, config):
     r_f, r_b, r_trca = trca_rewards(O.astype(bool), offsets, fire, coverage, config.lam)
     np.testing.assert_array_equal(np.stack([r_f, r_b, r_trca]), np.stack([got.r_F, got.r_B, got.r_TRCA]))
     np.testing.assert_array_equal(discounted_returns(r_trca, env_reward, offsets, config.gamma), got.R)
-    # Task groups given per step (the generic path) group like task groups given per episode; the canonical
-    # summation orders differ (steps by value there, episodes by content here), hence rounding.
-    step_task = task_group[segment_ids(offsets)]
-    np.testing.assert_allclose(step_advantage(got.R, step_task, context, config.eps), got.A_S, rtol=1e-12,
-                               atol=1e-12)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-5, 5), max_size=12).flatmap(
-    lambda r: st.tuples(st.just(r), st.lists(st.sampled_from(KEYS[:3]), min_size=len(r), max_size=len(r)))),
-    st.sampled_from(["std", "none"]))
-def test_grpo_advantage_matches_transcription(rewards_and_groups, scale):
-    rewards, groups = rewards_and_groups
-    got = grpo_advantage(np.array(rewards), np.array(groups, dtype=np.int64), scale, 1e-6)
-    np.testing.assert_allclose(got, _standardized(rewards, groups, 1e-6, divide=scale == "std"), atol=1e-9)
 
 
 # --- properties the spec names ----------------------------------------------------------------------------------
@@ -225,22 +218,32 @@ def test_no_context_means_no_step_advantage(batch, config):
     np.testing.assert_array_equal(got.A, got.A_E)
 
 
+def _one_step_episodes(env_reward, task_group, eps: float) -> StepRewards:
+    """A_E of episodes of one step each, with no operators: the standardized outcomes themselves."""
+    config = RewardConfig(eps=eps)
+    n = len(env_reward)
+    fire, coverage = operator_weights([], config)
+    return evaluate_rewards(np.zeros((n, 0), np.uint8), np.arange(n + 1), np.asarray(env_reward, dtype=np.float64),
+                            np.asarray(task_group, dtype=np.int64), None, fire, coverage, config)
+
+
 def test_singleton_and_flat_groups_get_zero():
-    env_reward = np.array([0.7, 1.0, 1.0, 1.0, 0.2, 0.2 + 1e-12])
-    task_group = np.array([5, 9, 9, 9, 3, 3])
-    assert not episode_advantage(env_reward, task_group, 1e-6).any()
-    assert not step_advantage(env_reward, task_group, np.zeros(6, dtype=np.int64), 1e-6).any()
-    for scale in ("std", "none"):
-        assert not grpo_advantage(env_reward, task_group, scale, 1e-6).any()
+    env_reward = [0.7, 1.0, 1.0, 1.0, 0.2, 0.2 + 1e-12]
+    task_group = [5, 9, 9, 9, 3, 3]
+    assert not _one_step_episodes(env_reward, task_group, 1e-6).A_E.any()
+    context = np.zeros(6, dtype=np.int64)  # one step group per task: flat or singleton again
+    fire, coverage = operator_weights([], RewardConfig())
+    got = evaluate_rewards(np.zeros((6, 0), np.uint8), np.arange(7), np.array(env_reward), np.array(task_group),
+                           context, fire, coverage, RewardConfig())
+    assert not got.A_S.any()
 
 
 def test_group_relative_advantage_by_hand():
-    rewards = np.array([1.0, 0.0, 0.0, 1.0, 3.0])
-    group = np.array([2, 2, 2, 2, -(2**63)])  # the last one is alone
+    rewards = [1.0, 0.0, 0.0, 1.0, 3.0]
+    group = [2, 2, 2, 2, -(2**63)]  # the last one is alone
     std = 0.5  # population std of {1, 0, 0, 1}
-    np.testing.assert_allclose(grpo_advantage(rewards, group, "std", 0.0), [1, -1, -1, 1, 0])
-    np.testing.assert_allclose(grpo_advantage(rewards, group, "none", 0.0), [0.5, -0.5, -0.5, 0.5, 0])
-    np.testing.assert_allclose(episode_advantage(rewards, group, 0.5), [0.5 / (std + 0.5), -0.5, -0.5, 0.5, 0])
+    np.testing.assert_allclose(_one_step_episodes(rewards, group, 0.0).A_E, [1, -1, -1, 1, 0])
+    np.testing.assert_allclose(_one_step_episodes(rewards, group, 0.5).A_E, [0.5 / (std + 0.5), -0.5, -0.5, 0.5, 0])
 
 
 @settings(max_examples=80, deadline=None)
@@ -303,12 +306,12 @@ def test_bad_inputs_are_named():
         trca_rewards(O.astype(np.float32), np.array([0, 3]), fire, coverage, 0.5)
     with pytest.raises(ValueError, match=r"fire_weight must have shape \(1,\)"):
         trca_rewards(O, np.array([0, 3]), np.zeros(2), coverage, 0.5)
+    offsets, env_reward, task = np.array([0, 3]), np.array([1.0]), np.array([0])
     with pytest.raises(ValueError, match="context_key must have shape"):
-        step_advantage(np.zeros(3), np.zeros(3, dtype=np.int64), np.zeros(2, dtype=np.int64), 1e-6)
+        evaluate_rewards(O, offsets, env_reward, task, np.zeros(2, dtype=np.int64), fire, coverage, config)
     with pytest.raises(ValueError, match="env_reward has a non-finite entry at index 1"):
-        episode_advantage(np.array([0.0, math.nan]), np.zeros(2, dtype=np.int64), 1e-6)
-    with pytest.raises(ValueError, match="scale must be"):
-        grpo_advantage(np.zeros(2), np.zeros(2, dtype=np.int64), "mean", 1e-6)  # type: ignore[arg-type]
+        evaluate_rewards(O, np.array([0, 1, 3]), np.array([0.0, math.nan]), np.zeros(2, np.int64), None, fire,
+                         coverage, config)
 
 
 def test_threads_share_the_batch_without_changing_a_bit():
@@ -351,3 +354,159 @@ def test_outputs_fill_a_given_block_and_bad_blocks_are_refused():
     for bad in (np.empty((6, 15)), np.empty((7, 14)), np.empty((7, 15), dtype=np.float32), np.empty((15, 7)).T):
         with pytest.raises(ValueError, match=r"out must be a writable float64 array of shape \(7, m >= 15\)"):
             evaluate_rewards(O, offsets, env_reward, task_group, context, fire, coverage, config, out=bad)
+
+
+# --- exact step groups -----------------------------------------------------------------------------------------
+
+_S = ir.CONTEXT_SEED
+_MISSING_AS_VALUE = ir.to_signed(ir.MISSING_TAG)  # a known value that hashes as "missing" does
+
+
+def _colliding_b(a: int, b: int, other_a: int) -> int:
+    """The b' for which (other_a, b') hashes like (a, b): FNV on words cancels the first word in the second."""
+    return ir.to_signed((b & ir.MASK64) ^ ir.mix(_S, a) ^ ir.mix(_S, other_a))
+
+
+# Context tuples (prev.a, prev.b, prev.s), None for missing, and count(prev.s) after them; pairs that share a hash
+# but are different tuples.
+_TUPLES = [
+    (1, 2, ("x",)), (5, _colliding_b(1, 2, 5), ("x",)),
+    (_MISSING_AS_VALUE, 0, ()), (None, 0, ()),
+    (0, _MISSING_AS_VALUE, None), (0, None, None),
+    (-1, 2**63 - 1, ("x", "y")), (-(2**63), _colliding_b(-1, 2**63 - 1, -(2**63)), ("x", "y")),
+    (7, 7, ("y",)), (7, 7, ("y", "x")), (7, 7, None),
+]
+_CONTEXT_PROGRAM = KernelProgram(
+    (Node("load", (), BOOL, "act.ok"),),
+    (Node("load", (), INT, "prev.a"), Node("load", (), INT, "prev.b"), Node("load_set", (), SET, "prev.s"),
+     Node("count", (Node("load_set", (), SET, "prev.s"),), INT)),  # computed by the kernel: its words travel too
+    (ColumnSpec("act.ok", BOOL), ColumnSpec("prev.a", INT), ColumnSpec("prev.b", INT), ColumnSpec("prev.s", SET)),
+)
+
+
+def test_the_collisions_are_real():
+    keys = _context_keys([0, 1, 2, 3, 6, 7])
+    assert keys.hash[0] == keys.hash[1] and keys.hash[2] == keys.hash[3] and keys.hash[4] == keys.hash[5]
+
+
+def _context_columns(choices: list[int], ok: list[int] | None = None) -> dict[str, Column]:
+    rows = [_TUPLES[c] for c in choices]
+    n = len(rows)
+    columns = {name: Column(np.array([0 if r[i] is None else r[i] for r in rows], dtype=np.int64),
+                            np.array([r[i] is not None for r in rows], dtype=np.uint8))
+               for i, name in ((0, "prev.a"), (1, "prev.b"))}
+    flat = [sorted(entity_id(x) for x in (r[2] or ())) for r in rows]
+    offsets = np.concatenate([[0], np.cumsum([len(f) for f in flat])]).astype(np.int64)
+    columns["prev.s"] = Column(np.array([x for f in flat for x in f], dtype=np.int64),
+                               np.array([r[2] is not None for r in rows], np.uint8), offsets)
+    columns["act.ok"] = Column(np.array(ok or [1] * n, dtype=np.uint8), np.ones(n, np.uint8))
+    return columns
+
+
+def _context_keys(choices: list[int], ok: list[int] | None = None) -> ContextKeys:
+    _, keys = interp.run(_CONTEXT_PROGRAM, _context_columns(choices, ok), len(choices))
+    assert keys is not None
+    return keys
+
+
+def _python_tuple(choice: int) -> tuple:
+    a, b, s = _TUPLES[choice]
+    return a, b, None if s is None else frozenset(s), None if s is None else len(set(s))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=6).flatmap(lambda lengths: st.tuples(
+    st.just(lengths),
+    st.lists(st.integers(0, len(_TUPLES) - 1), min_size=sum(lengths), max_size=sum(lengths)),
+    st.lists(st.integers(0, 2), min_size=len(lengths), max_size=len(lengths)),
+    st.lists(st.integers(0, 1), min_size=sum(lengths), max_size=sum(lengths)))))
+def test_steps_share_a_step_group_only_when_their_context_tuples_are_equal(drawn):
+    lengths, choices, tasks, ok = drawn
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    keys = _context_keys(choices, ok)
+    task_group = np.array(tasks, dtype=np.int64)
+    step_task = task_group[segment_ids(offsets)]
+    exact = exact_context_keys(keys, offsets, task_group.view(np.uint64), threads=1)
+    tuples = [_python_tuple(c) for c in choices]
+    for i in range(len(choices)):
+        for j in range(len(choices)):
+            if step_task[i] == step_task[j]:
+                assert (exact[i] == exact[j]) == (tuples[i] == tuples[j]), (i, j, tuples[i], tuples[j])
+    # And the advantages group so: A_S against the transcription grouping by (task, tuple).
+    config = RewardConfig(lam=0.5, gamma=0.9)
+    fire, coverage = operator_weights(["evidence"], config)
+    O = np.array(ok, dtype=np.uint8).reshape(-1, 1)
+    env_reward = np.linspace(0.0, 1.0, len(lengths))
+    got = evaluate_rewards(O, offsets, env_reward, task_group, keys, fire, coverage, config)
+    want = reference(O.tolist(), offsets.tolist(), env_reward, tasks, tuples, ["evidence"], config)
+    np.testing.assert_allclose(got.A_S, want["A_S"], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["numba", "c"])
+def test_compiled_kernels_give_the_same_exact_step_groups(backend):
+    choices = list(range(len(_TUPLES))) * 2
+    offsets = np.array([0, len(_TUPLES), 2 * len(_TUPLES)], dtype=np.int64)
+    expected = _context_keys(choices)
+    _, keys = compile_kernel(_CONTEXT_PROGRAM, backend, None).run(_context_columns(choices), len(choices))
+    assert keys is not None
+    task = np.zeros(2, dtype=np.uint64)
+    np.testing.assert_array_equal(keys.hash, expected.hash)
+    exact = exact_context_keys(keys, offsets, task, 1)
+    np.testing.assert_array_equal(exact, exact_context_keys(expected, offsets, task, 1))
+    assert len(set(exact.tolist())) == len({_python_tuple(c) for c in choices})
+
+
+# --- finite outputs for finite inputs ---------------------------------------------------------------------------
+
+
+def test_huge_outcomes_standardize_exactly_as_their_scaled_down_copies():
+    """A task group beyond 2^480 is standardized on its values times 2^-600 (exact): with eps 0 the result is bit
+    for bit that of the same values scaled down by any power of two, and never NaN."""
+    values = np.array([1.0, -1.0, 0.5, 3.0, 0.0, 1.0])
+    task = np.array([0, 0, 0, 0, 1, 1])
+    small = _one_step_episodes(values, task, 0.0)
+    for power in (0, 500, 1000, 1020):
+        huge = _one_step_episodes(values * 2.0**power, task, 0.0)
+        np.testing.assert_array_equal(huge.A_E, small.A_E, err_msg=str(power))
+    issue = _one_step_episodes([1e308, -1e308, 1e308, 0.0], [0, 0, 0, 0], 1e-6)
+    assert np.isfinite(issue.A_E).all() and issue.A_E[0] == issue.A_E[2] > 0 > issue.A_E[1]
+    np.testing.assert_allclose(issue.A_E, _one_step_episodes([1.0, -1.0, 1.0, 0.0], [0, 0, 0, 0], 0.0).A_E, rtol=1e-12)
+
+
+def test_huge_returns_give_finite_step_advantages():
+    config = RewardConfig(eps=0.0)
+    fire, coverage = operator_weights([], config)
+    offsets = np.array([0, 2, 4])
+    context = np.zeros(4, dtype=np.int64)
+    small = evaluate_rewards(np.zeros((4, 0), np.uint8), offsets, np.array([1.0, -3.0]), np.zeros(2, np.int64),
+                             context, fire, coverage, config)
+    huge = evaluate_rewards(np.zeros((4, 0), np.uint8), offsets, np.array([2.0**1000, -3 * 2.0**1000]),
+                            np.zeros(2, np.int64), context, fire, coverage, config)
+    for name in ("A_E", "A_S", "A"):
+        assert np.isfinite(getattr(huge, name)).all()
+        np.testing.assert_array_equal(getattr(huge, name), getattr(small, name), err_msg=name)
+
+
+def test_a_return_that_could_overflow_is_refused_by_episode():
+    config = RewardConfig()
+    fire, coverage = operator_weights(["evidence"], config)
+    O = np.ones((3, 1), dtype=np.uint8)
+    with pytest.raises(ValueError, match=r"episode 1: env_reward 1\.7976931348623157e\+308 and 2 steps"):
+        evaluate_rewards(O, np.array([0, 1, 3]), np.array([1.0, 1.7976931348623157e308]), np.zeros(2, np.int64),
+                         None, fire, coverage, config)
+    with pytest.raises(ValueError, match="budgets must add up to a finite number"):
+        RewardConfig(budget_evidence=1e308, budget_execution=1e308)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1.7e308, 1.7e308), min_size=1, max_size=8), st.integers(0, 3))
+def test_any_finite_outcomes_give_finite_outputs(env_reward, n_tasks):
+    n = len(env_reward)
+    config = RewardConfig()
+    fire, coverage = operator_weights(["evidence", "invalidity"], config)
+    offsets = np.arange(n + 1, dtype=np.int64)
+    task = np.arange(n, dtype=np.int64) % (n_tasks + 1)
+    got = evaluate_rewards(np.ones((n, 2), np.uint8), offsets, np.array(env_reward), task, np.zeros(n, np.int64),
+                           fire, coverage, config)
+    for name in StepRewards.__dataclass_fields__:
+        assert np.isfinite(getattr(got, name)).all(), name

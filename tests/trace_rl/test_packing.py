@@ -227,3 +227,13 @@ def test_a_token_of_one_sequence_changes_nothing_in_its_neighbour(tiny: Any) -> 
 def test_the_neighbour_check_catches_a_mask_that_lets_sequences_mix(tiny: Any, broken: dict[str, Any]) -> None:
     with forced_decoder_arguments(tiny, **broken):
         assert neighbour_change(tiny) > 1e-3
+
+
+def test_a_transformers_without_packed_masks_is_refused(tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older transformers ignore the restarts in the position ids; refusing beats mixing sequences silently."""
+    import transformers.masking_utils
+
+    monkeypatch.delattr(transformers.masking_utils, "find_packed_sequence_indices")
+    batch = pack_sequences([[1, 2, 3]], [[False, True, True]], max_tokens_per_row=8)
+    with pytest.raises(RuntimeError, match=r"needs transformers >= 4.54"):
+        sequence_logprobs(tiny, batch)

@@ -8,7 +8,7 @@ from tracec.runtime.toolcall import ToolCall
 from tracec.trace_rl.envs.tau2.db import OPTIONAL_FIELDS
 from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
-from tracec.trace_rl.envs.tau2.replay import tau2_command
+from tracec.cli import main
 from tracec.trace_rl.envs.tau2.toolkit import STR, Param, Tool, ToolError, Toolkit
 
 EXPECTED_REFUSALS = {
@@ -98,8 +98,9 @@ def test_a_refused_call_is_rolled_back_even_after_an_edit(domains):
 def test_replay_command_dumps_the_benchmark_shape(data_dir, tmp_path, capsys):
     out = tmp_path / "airline_db.json"
     assert (
-        tau2_command(
+        main(
             [
+                "tau2",
                 "replay",
                 "--domain",
                 "airline",
@@ -129,8 +130,9 @@ def test_replay_command_dumps_the_benchmark_shape(data_dir, tmp_path, capsys):
 def test_retail_dump_has_every_optional_order_field(data_dir, tmp_path, capsys):
     out = tmp_path / "retail_db.json"
     assert (
-        tau2_command(
+        main(
             [
+                "tau2",
                 "replay",
                 "--domain",
                 "retail",
@@ -155,19 +157,19 @@ def test_retail_dump_has_every_optional_order_field(data_dir, tmp_path, capsys):
 
 
 def test_replay_command_reports_refused_gold_actions(data_dir, capsys):
-    assert tau2_command(["replay", "--domain", "retail", "--task", "2", "--data-dir", str(data_dir)]) == 0
+    assert main(["tau2", "replay", "--domain", "retail", "--task", "2", "--data-dir", str(data_dir)]) == 0
     printed = capsys.readouterr().out
     assert "err 2_" in printed and "Product not found" in printed
 
 
 def test_replay_command_errors(data_dir, tmp_path, capsys):
-    assert tau2_command(["replay", "--domain", "retail", "--task", "9999", "--data-dir", str(data_dir)]) == 1
+    assert main(["tau2", "replay", "--domain", "retail", "--task", "9999", "--data-dir", str(data_dir)]) == 1
     assert "no task `9999`" in capsys.readouterr().err
-    assert tau2_command(["replay", "--domain", "retail", "--task", "0", "--data-dir", str(tmp_path)]) == 1
+    assert main(["tau2", "replay", "--domain", "retail", "--task", "0", "--data-dir", str(tmp_path)]) == 1
     assert "tau2 data not found" in capsys.readouterr().err
-    assert tau2_command(["replay", "--domain", "telecom", "--task", "0"]) == 2
-    assert tau2_command(["replay", "--task", "0"]) == 2
+    assert main(["tau2", "replay", "--domain", "telecom", "--task", "0"]) == 2
+    assert main(["tau2", "replay", "--task", "0"]) == 2
     nested = tmp_path / "no" / "such" / "dir" / "db.json"
     argv = ["replay", "--domain", "retail", "--task", "0", "--dump-db", str(nested), "--data-dir", str(data_dir)]
-    assert tau2_command(argv) == 0  # missing parent folders are created, as for every output of tracec
+    assert main(["tau2", *argv]) == 0  # missing parent folders are created, as for every output of tracec
     assert json.loads(nested.read_text())["orders"]

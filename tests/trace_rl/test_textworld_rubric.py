@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from tracec.runtime.agent import run_episode
+from rubric_checks import assert_invalidity_profile
+from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-from tracec.trace_rl.envs.textworld_env import TextWorldEnvironment
+from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 
@@ -67,3 +70,70 @@ def _kernel(scorer, backend):
     from tracec.compiler.backends import compile_kernel
 
     return compile_kernel(scorer.compiled.program, backend, None)
+
+
+# Seeds of the tw-simple family. Seed 7's kitchen says "You can't wait to tell the folks at home about this!",
+# which the walkthrough reads; the other game is the one every TextWorld test shares.
+SEEDS = (7, 2)
+JUNK = ("xyzzy", "go up", "take the moon", "sing", "", "open sesame", "go west", "eat the door", "look", "inventory")
+
+
+class FlailingAgent:
+    """Random play as a weak model plays: mostly admissible commands, some junk the game refuses or cannot parse."""
+
+    def __init__(self, env: TextWorldEnvironment, seed: int) -> None:
+        self._env, self._seed = env, seed
+        self._rng = random.Random(seed)
+
+    def act(self, messages: list[Message]) -> str:
+        if turns_taken(messages) == 0:
+            self._rng = random.Random(self._seed)
+        commands = self._env.admissible_commands
+        if self._rng.random() < 0.3 or not commands:
+            return self._rng.choice(JUNK)
+        return self._rng.choice(commands)
+
+
+class CarelessAgent:
+    """Follows the walkthrough, but drops each thing once, right after it first takes it."""
+
+    def __init__(self, env: TextWorldEnvironment) -> None:
+        self._env = env
+
+    def act(self, messages: list[Message]) -> str:
+        if turns_taken(messages) == 0:
+            self._dropping: str | None = None
+            self._dropped: set[str] = set()
+        if self._dropping is not None:
+            command, self._dropping = f"drop {self._dropping}", None
+            return command
+        plan = self._env.policy_commands
+        command = plan[0] if plan else "look"
+        taken = re.fullmatch(r"take (.+?)(?: from .+)?", command)
+        if taken and taken.group(1) not in self._dropped:
+            self._dropping = taken.group(1)
+            self._dropped.add(self._dropping)
+        return command
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory):
+    shared = tmp_path_factory.getbasetemp().parent / "tw-cache"
+    episodes, gold = [], []
+    with TextWorldEnvironment(SimpleGame(), cache_dir=shared) as env:
+        for seed in SEEDS:
+            name = f"tw-simple{seed}"
+            gold.append(run_episode(env, WalkthroughAgent(env), seed, 60, episode=f"{name}-walkthrough"))
+            episodes.append(run_episode(env, CarelessAgent(env), seed, 40, episode=f"{name}-careless"))
+            episodes += [run_episode(env, FlailingAgent(env, s), seed, 30, episode=f"{name}-random{s}") for s in range(3)]
+    path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
+    write_records(gold + episodes, path)
+    scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
+    return scorer, scorer.evaluate(path), [e["episode"] for e in gold], [e["episode"] for e in episodes]
+
+
+def test_walkthroughs_are_never_punished_and_random_play_is(played):
+    scorer, result, gold, others = played
+    assert all(result.batch.env_reward[result.batch.episodes.index(name)] == 1.0 for name in gold)
+    fired = assert_invalidity_profile(scorer, result, gold, others)
+    assert any(name.endswith("-careless") for name in fired["drops_target"])

@@ -5,7 +5,7 @@ data folder (`find_data_dir`: an explicit path, $TRACEC_TAU2_DATA, or `shared/da
 nothing of it is copied here. Modules: `db` (copy-on-write database, stable hash), `toolkit` (typed tool
 specs), `airline`/`retail` (the tools), `tasks`, `env` (domain + one tool call), `environment` (the one
 environment protocol: the conversation with its user, the facts, the trajectory), `gold` (gold replay, the gold
-agent and its user), `scoring`, `replay` (the `tracec tau2 replay` command).
+agent and its user), `scoring`, `replay` (gold replay and the database dump, behind `tracec tau2 replay`).
 
 Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL assertions.
 """
@@ -18,7 +18,7 @@ from tracec.trace_rl.envs.tau2.environment import (
     tau2_user,
 )
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
-from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay, tau2_command
+from tracec.trace_rl.envs.tau2.replay import ReplayResult, replay
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task, load_split, load_tasks
 
@@ -41,6 +41,5 @@ __all__ = [
     "replay_gold",
     "score",
     "scripted_user",
-    "tau2_command",
     "tau2_user",
 ]

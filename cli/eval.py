@@ -1,0 +1,48 @@
+"""`tracec eval FILE --trajectories T.jsonl|T.parquet|T.arrow [-o OUT.jsonl|OUT.parquet]`: operators, rewards and
+advantages per step.
+
+Without `-o` the records go to stdout as JSONL; with it, the file's ending says the format (any other ending is a
+usage error, never a silent JSONL), and the file is written whole or not at all. Reading, scoring and writing are
+`tracec.runtime.evaluate.evaluate_file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tracec.cli.errors import EXIT_OK, UserError
+from tracec.cli.paths import input_file, kernel_cache, output_file
+from tracec.cli.rubric_file import BACKENDS, add_rubric_arguments, load
+
+OUTPUT_SUFFIXES = (".jsonl", ".parquet")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_rubric_arguments(parser)
+    parser.add_argument("--trajectories", type=Path, required=True, metavar="T",
+                        help=".jsonl, .parquet or .arrow (docs/trajectories.md)")
+    parser.add_argument("-o", "--output", type=Path, metavar="OUT", help=".jsonl or .parquet (default: JSONL on stdout)")
+    parser.add_argument("--backend", choices=BACKENDS, default="numba")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracec.compiler.backends import compile_kernel
+    from tracec.runtime.evaluate import RubricScorer, evaluate_file
+
+    if args.output is not None:
+        output_file(args.output, OUTPUT_SUFFIXES)
+    input_file(args.trajectories)
+    compiled = load(args)
+    cache = kernel_cache() if args.backend != "interp" else None
+    scorer = RubricScorer(compiled, compile_kernel(compiled.program, args.backend, cache))
+    try:
+        summary = evaluate_file(scorer, args.trajectories, args.output)
+    except OSError as error:
+        if args.output is None or isinstance(error, BrokenPipeError):
+            raise
+        raise UserError.from_os_error(error, args.output) from None
+    if args.output is not None:
+        print(summary, file=sys.stderr)
+    return EXIT_OK

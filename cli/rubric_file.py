@@ -1,0 +1,25 @@
+"""What `compile`, `explain` and `eval` share: the rubric file argument, and loading the rubric it names."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracec.cli.paths import read_source
+
+if TYPE_CHECKING:
+    from tracec.compiler.pipeline import CompiledRubric
+
+BACKENDS = ("numba", "c", "interp")
+
+
+def add_rubric_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, metavar="FILE", help="a .rubric file")
+    parser.add_argument("--rubric", help="which rubric of the file (default: its only one)")
+
+
+def load(args: argparse.Namespace) -> CompiledRubric:
+    from tracec.runtime.evaluate import load_rubric
+
+    return load_rubric(read_source(args.file), str(args.file), args.rubric)

@@ -1,0 +1,75 @@
+"""`tracec synth env | rubric`: LLM-written environments and operator libraries, checked, repaired, validated.
+
+    tracec synth env --capability NAME --description TEXT -o OUT/ [--trajectories T...] [LLM flags]
+    tracec synth env --selected selected_capabilities.json [--capability NAME] -o OUT/ [--trajectories T...]
+    tracec synth rubric --schema FILE|toolenv --description TEXT -o OUT.rubric
+                        [--trajectories T.jsonl] [--random-trajectories R.jsonl] [--env ENV.rubric] [LLM flags]
+
+`synth env` tries the environment library first (`--library DIR`, default examples/envs; `--no-library`), then
+the LLM; calibration runs `--policy` (a local model, default smollm2-135m-instruct; `--no-calibrate` skips it).
+Exit 0 when an environment or rubric passed every check, 1 when none did (the message names the check and why;
+every attempt is kept under the output), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tracec.cli.analyze import USAGE_ERRORS
+from tracec.trace_rl.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
+from tracec.trace_rl.llm.options import add_llm_arguments
+from tracec.trace_rl.synth.commands import SynthFailed
+from tracec.trace_rl.synth.reference import MissingReference
+
+__all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
+USER_ERRORS = (*ANALYSIS_ERRORS, SynthFailed, MissingReference)
+
+
+def add_arguments(synth: argparse.ArgumentParser) -> None:
+    steps = synth.add_subparsers(dest="step", required=True, metavar="STEP")
+
+    env = steps.add_parser("env", help="an environment that trains one capability")
+    env.add_argument("--capability", help="the capability's name (with --selected: which entry; default the top "
+                     "PENDING one)")
+    env.add_argument("--description", help="what the capability is (or @FILE)")
+    env.add_argument("--selected", type=Path, help="a selected_capabilities.json: name, description and failed ids "
+                     "come from it, and the entry is marked DONE on success")
+    env.add_argument("--trajectories", nargs="*", type=Path, default=[],
+                     help="trajectories whose failures (the entry's example ids, else any failed) are excerpted")
+    env.add_argument("-o", "--output", type=Path, required=True, help="output folder")
+    env.add_argument("--library", type=Path, help="environment library folder (default examples/envs)")
+    env.add_argument("--no-library", action="store_true", help="always ask the LLM to write the environment")
+    env.add_argument("--validate-seeds", type=int, default=50)
+    env.add_argument("--excerpts", type=int, default=3, help="failure excerpts in the prompt (default 3)")
+    calibration = env.add_argument_group("calibration")
+    calibration.add_argument("--no-calibrate", action="store_true")
+    calibration.add_argument("--policy", default="smollm2-135m-instruct",
+                             help="base policy: an installed model or checkpoint folder (tiny: the test model)")
+    calibration.add_argument("--calibration-seeds", type=int, default=8)
+    calibration.add_argument("--group-size", type=int, default=4)
+    calibration.add_argument("--max-steps", type=int, default=None, help="turns per rollout (default the env's)")
+    calibration.add_argument("--policy-temperature", type=float, default=1.0)
+    calibration.add_argument("--policy-max-tokens", type=int, default=128)
+    calibration.add_argument("--mean-band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
+    calibration.add_argument("--success-band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
+    calibration.add_argument("--max-constant-groups", type=float, default=0.5)
+    add_llm_arguments(env)
+
+    rubric = steps.add_parser("rubric", help="a TRCA operator library for a benchmark's schema")
+    rubric.add_argument("--schema", required=True, help="a .rubric file with the schema, or `toolenv`")
+    rubric.add_argument("--schema-name", help="which schema of the file (default: its only one)")
+    rubric.add_argument("--description", help="the benchmark's interaction type (or @FILE; with --env, default "
+                        "its description)")
+    rubric.add_argument("--trajectories", type=Path, help="recorded episodes (JSONL with `success`)")
+    rubric.add_argument("--random-trajectories", type=Path, help="random-agent episodes (JSONL)")
+    rubric.add_argument("--env", type=Path, help="record gold, do-nothing and random episodes of this environment")
+    rubric.add_argument("--seeds", type=int, default=20, help="with --env: seeds to record (default 20)")
+    rubric.add_argument("-o", "--output", type=Path, required=True, help="the rubric (.rubric)")
+    add_llm_arguments(rubric, tries=4)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.synth import commands
+
+    return int({"env": commands.env, "rubric": commands.rubric}[args.step](args))

@@ -1,0 +1,102 @@
+"""The OpenAI-compatible HTTP backend against a real HTTP server on loopback: canned replies, n samples, a 429 then
+success, 5xx retries, a timeout, a malformed body, an unreachable server, a refused key."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from scripted_llm import ChatServer, Raw, Reply, Stall, Status
+from tracec.runtime.chat import Sampling
+from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
+
+MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Two plus two?"}]
+
+
+def backend(server: ChatServer, sleeps: list[float] | None = None, **config: object) -> OpenAIChatBackend:
+    settings = {"base_url": server.base_url, "model": "served-model", "retries": 3, "backoff_s": 0.01, **config}
+    recorded = sleeps if sleeps is not None else []
+    return OpenAIChatBackend(HTTPConfig(**settings), sleep=recorded.append)  # type: ignore[arg-type]
+
+
+def test_a_canned_reply_comes_back_and_the_request_has_the_chat_completions_shape() -> None:
+    with ChatServer([Reply("four")]).running() as server:
+        sampling = Sampling(max_tokens=16, temperature=0.0, stop=("\n",), seed=7)
+        assert backend(server, api_key="sk-test").sample(MESSAGES, sampling) == ["four"]
+    body = server.requests[0]
+    assert body["_path"] == "/v1/chat/completions" and body["_auth"] == "Bearer sk-test"
+    assert body["model"] == "served-model" and body["messages"] == MESSAGES
+    assert (body["max_tokens"], body["temperature"], body["stop"], body["seed"]) == (16, 0.0, ["\n"], 7)
+    assert "n" not in body and "top_p" not in body  # unset fields stay the server's
+
+
+def test_n_samples_in_one_request_and_the_missing_ones_asked_again() -> None:
+    with ChatServer([Reply(["a", "b", "c"])]).running() as server:
+        assert backend(server).sample(MESSAGES, Sampling(n=3)) == ["a", "b", "c"]
+    assert server.requests[0]["n"] == 3
+    # A server that ignores `n` (llama.cpp) answers one choice a request: the rest are asked for, seeds moving on.
+    with ChatServer([Reply("a"), Reply("b"), Reply("c")]).running() as server:
+        assert backend(server).sample(MESSAGES, Sampling(n=3, seed=10)) == ["a", "b", "c"]
+    assert [r.get("n") for r in server.requests] == [3, 2, None]
+    assert [r["seed"] for r in server.requests] == [10, 11, 12]
+
+
+def test_stop_sequences_cut_the_reply_even_when_the_server_does_not() -> None:
+    with ChatServer([Reply('{"a": 1}\nEND and more')]).running() as server:
+        assert backend(server).sample(MESSAGES, Sampling(stop=("END",))) == ['{"a": 1}\n']
+
+
+def test_429_then_success_waits_as_the_server_asks() -> None:
+    sleeps: list[float] = []
+    script = [Status(429, {"Retry-After": "0.05"}), Status(503), Reply("four")]
+    with ChatServer(script).running() as server:
+        assert backend(server, sleeps).sample(MESSAGES, Sampling()) == ["four"]
+    assert len(server.requests) == 3
+    assert sleeps == [0.05, 0.02]  # Retry-After beats the backoff of 0.01; then the backoff doubles
+
+
+def test_retries_are_bounded_and_the_error_says_what_the_server_said() -> None:
+    with ChatServer([Status(500, body='{"error": {"message": "overloaded"}}')] * 4).running() as server, pytest.raises(LLMError, match=r"HTTP 500: overloaded \(gave up after 4 tries\)"):
+        backend(server).sample(MESSAGES, Sampling())
+    assert len(server.requests) == 4
+
+
+def test_a_client_error_is_not_retried() -> None:
+    with ChatServer([Status(401, body='{"error": {"message": "invalid api key"}}')]).running() as server, pytest.raises(LLMError, match="answered HTTP 401: invalid api key"):
+        backend(server).sample(MESSAGES, Sampling())
+    assert len(server.requests) == 1
+
+
+def test_a_timeout_is_retried_then_reported() -> None:
+    with ChatServer([Stall(1.0), Reply("on time")]).running() as server:
+        assert backend(server, timeout_s=0.2).sample(MESSAGES, Sampling()) == ["on time"]
+    with ChatServer([Stall(1.0), Stall(1.0)]).running() as server, pytest.raises(LLMError, match=r"no reply within 0.2 s \(gave up after 2 tries\)"):
+        backend(server, timeout_s=0.2, retries=1).sample(MESSAGES, Sampling())
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (b"<html>bad gateway</html>", "not JSON"),
+    (b'{"object": "error"}', "no `choices`"),
+    (b'{"choices": [{"message": {"role": "assistant"}}]}', "choice 0 has no message content"),
+])
+def test_a_malformed_body_fails_clearly_with_an_excerpt(body: bytes, says: str) -> None:
+    with ChatServer([Raw(body)]).running() as server, pytest.raises(LLMError, match=says) as raised:
+        backend(server).sample(MESSAGES, Sampling())
+    assert body.decode()[:10] in str(raised.value)
+
+
+def test_an_unreachable_server_is_named() -> None:
+    with socket.socket() as probe:  # a port nobody listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        config = HTTPConfig(base_url=f"http://127.0.0.1:{port}/v1", model="m", retries=1, backoff_s=0.0)
+        with pytest.raises(LLMError, match=r"cannot connect .*is the server running at http://127.0.0.1:\d+/v1\?"):
+            OpenAIChatBackend(config, sleep=lambda s: None).sample(MESSAGES, Sampling())
+
+
+def test_config_errors_name_the_fix() -> None:
+    with pytest.raises(ValueError, match="must start with http"):
+        HTTPConfig(base_url="127.0.0.1:8000", model="m")
+    with pytest.raises(ValueError, match="needs a model name"):
+        HTTPConfig(base_url="http://127.0.0.1:8000/v1", model="")

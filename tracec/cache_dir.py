@@ -1,0 +1,13 @@
+"""Where tracec keeps what it can rebuild (the parser's tables, compiled kernels): `$TRACEC_CACHE_DIR`, else
+`~/.cache/tracec`. A reader of the environment, for the callers that build a cache (the command line, the parser's
+first use); everything below them takes the folder as an argument."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def cache_root(environ: Mapping[str, str]) -> Path:
+    configured = environ.get("TRACEC_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tracec"

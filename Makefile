@@ -28,7 +28,7 @@ demo: venv
 	$(VENV)/bin/tracec demo
 
 test: lint typecheck
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --hypothesis-profile=gate tests
 
 test-fast: venv
 	$(PY) -m pytest -n 2 -m "not slow" tests

@@ -137,8 +137,9 @@ class _PythonWriter(StepWriter):
                    constants: list[Any]) -> tuple[list[str], str | None]:
         a, b = (operands + [""])[:2]
         v = f"v{i}"
-        if op == "div":
-            return [f"{v} = {a} / {b} if {b} != 0 else 0.0"], f"({b} != 0) & (abs({v}) <= {_FLOAT_MAX})"
+        if op == "div":  # as floats first: plain Python (the unjitted oracle) would divide two ints exactly
+            x, y = (f"float({o})" if k == "int" else o for o, k in zip((a, b), kinds))
+            return [f"{v} = {x} / {y} if {b} != 0 else 0.0"], f"({b} != 0) & (abs({v}) <= {_FLOAT_MAX})"
         if op in ("min", "max"):  # Python's min / max: the second only when strictly better
             chosen = f"{b} if {b} {'<' if op == 'min' else '>'} {a} else {a}"
             return [f"{v} = float({chosen})" if "float" in kinds else f"{v} = {chosen}"], None

@@ -1,4 +1,5 @@
-"""Shared test options: `--update-golden` rewrites golden files (review the diff), `shared_dir` finds ../shared."""
+"""Shared test options: `--update-golden` rewrites golden files (review the diff), `shared_dir` finds ../shared, the
+hypothesis profile of the gate."""
 
 from __future__ import annotations
 
@@ -6,8 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+# `make test` (CI's gate) runs the property tests derandomized, so a verdict is reproducible; plain `pytest` and
+# `make test-fast` keep drawing fresh examples, which is how they find new bugs.
+settings.register_profile("gate", derandomize=True, print_blob=True)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -269,6 +269,15 @@ def test_generated_numba_source_runs_unjitted_like_the_interpreter(program: Kern
     assert_same(interp.run(program, columns, n), numba_backend.run_unjitted(program, columns, n))
 
 
+def test_dividing_two_int_constants_divides_their_floats_in_the_unjitted_source_too() -> None:
+    # Found by the test above: plain Python divides two int literals exactly, Numba and the contract as floats.
+    ok = Node("load", (), BOOL, "act.parsed")
+    quotient = Node("div", (Node("const", (), INT, 2**53 + 1), Node("const", (), INT, 3)), FLOAT)
+    program = KernelProgram(operators=(ok,), context=(quotient,), columns=(ColumnSpec("act.parsed", BOOL),))
+    columns = gen_columns(0, 1)
+    assert_same(interp.run(program, columns, 1), numba_backend.run_unjitted(program, columns, 1))
+
+
 def big_program(seed: int) -> KernelProgram:
     """Many random operators and a context expression of every type, then a few random ones."""
     ch = RandomChooser(seed)

@@ -128,6 +128,8 @@ CASES = [
     ("max(next.g, next.h) == 9223372036854775807", (MAX, MIN, 0.0, 0.0), True),
     ("next.g / next.h == 0.5", (1, 2, 0.0, 0.0), True),
     ("next.g / 0 > 0", (1, 0, 0.0, 0.0), None),
+    ("next.g / 3 == 3002399751580330.5", (2**53 + 1, 0, 0.0, 0.0), True),  # 2^53 / 3 as floats, not (2^53 + 1) / 3
+    ("9007199254740993 / next.h == 3002399751580330.5", (0, 3, 0.0, 0.0), True),
     ("next.x / next.y > 0", (0, 0, 1.0, -0.0), None),
     ("next.x / next.y > 0", (0, 0, 1e308, 1e-10), None),  # overflows to infinity
     ("next.x * next.y > 0", (0, 0, 1e308, 10.0), None),

@@ -12,12 +12,13 @@ import sys
 from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
+from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.models import ModelError
 from tracec.trace_rl.train_config import ConfigError
 from tracec.trace_rl.turns import TemplateError
 
-# Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
-USER_ERRORS = (ConfigError, ModelError, TemplateError, ImportError)
+# Each message says what to fix; an LLMError here is vLLM missing, its message the install hint.
+USER_ERRORS = (ConfigError, ModelError, TemplateError, LLMError)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

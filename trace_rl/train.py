@@ -298,9 +298,9 @@ def _check_device(config: TrainConfig, device: str) -> None:
         raise ConfigError(f"model.device = {config.model.device!r}, but torch sees no CUDA device here "
                           f"(torch {torch.__version__}); use model.device = \"cpu\"")
     if config.rollout.backend == "vllm":
-        from tracec.trace_rl.vllm_sampler import import_vllm
+        from tracec.trace_rl.llm.vllm_backend import import_vllm
 
-        import_vllm()  # an ImportError with the install hint, before anything loads
+        import_vllm()  # the install hint (an LLMError) before anything loads
 
 
 def _check_run_dir(run_dir: Path, config: TrainConfig, resume: bool) -> Path | None:

@@ -26,22 +26,11 @@ from typing import Any
 
 import torch
 from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.llm.vllm_backend import import_vllm
 from tracec.trace_rl.models import TINY, resolve_model
 from tracec.trace_rl.policy import Policy
 from tracec.trace_rl.train_config import TrainConfig
 from tracec.trace_rl.turns import TurnTemplate
-
-INSTALL_HINT = ("rollout.backend = \"vllm\" needs vLLM on a CUDA machine: pip install 'tracec[gpu]' "
-                "(or use rollout.backend = \"transformers\")")
-
-
-def import_vllm() -> Any:
-    """The one place vLLM is imported."""
-    try:
-        import vllm
-    except ImportError as error:
-        raise ImportError(f"{INSTALL_HINT} ({error})") from None
-    return vllm
 
 
 class VLLMSampler:

@@ -5,8 +5,8 @@ real SmolLM2-135M-Instruct answering a labeling prompt with parseable JSON or a 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,8 +98,8 @@ def test_local_models_by_name() -> None:
         open_backend(flags("--model", "nope"), {"TRACEC_MODELS_DIR": "/nonexistent"})
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed: the hint is not shown")
-def test_vllm_without_vllm_says_how_to_install_it() -> None:
+def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed (the trainer asks the same helper)
     with pytest.raises(LLMError, match=r"vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec\[gpu\]'"):
         open_backend(flags("--llm", "vllm", "--model", "tiny"), {})
 

@@ -184,14 +184,6 @@ def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path:
     assert {p.name for p in folder.iterdir()} == {p.name for p in source.iterdir()}
 
 
-def test_vllm_missing_is_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracec.trace_rl.vllm_sampler import import_vllm
-
-    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
-    with pytest.raises(ImportError, match=r"pip install 'tracec\[gpu\]'"):
-        import_vllm()
-
-
 @pytest.mark.slow
 def test_the_textworld_example_trains_on_a_family_of_games_with_trca(tmp_path: Path) -> None:
     config = load_config(REPO / "examples" / "train" / "textworld_grpo.toml", [

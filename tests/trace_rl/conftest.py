@@ -1,16 +1,27 @@
-"""Fixtures the target-environment tests share: one TextWorld game per run (shared by xdist workers), and the
-tau2-bench data and domains, loaded once per worker."""
+"""Fixtures the trace_rl tests share: one TextWorld game per run (shared by xdist workers), the tau2-bench data and
+domains, loaded once per worker, and one torch thread for the modules that run the tiny model."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
+import torch
 from tracec.trace_rl.envs.tau2.env import Domain, find_data_dir, load_domain
 from tracec.trace_rl.envs.textworld_env import SimpleGame, make_game
 
 GAME = SimpleGame(seed=2)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """A model this small runs many times slower on two busy threads than on one: thread hand-offs cost more than
+    its matrix products (and xdist already runs a worker per core)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

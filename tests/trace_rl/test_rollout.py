@@ -3,7 +3,6 @@ the agents and users that talk through it (a TextWorld game, a capability enviro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,14 +28,7 @@ MESSAGES = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    # A model this small runs ~20x slower with two threads on a busy 2-core machine: thread hand-offs cost more
-    # than the matrix products.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_backend(seed: int = 0, *, max_positions: int = 256, **sampling: float) -> TransformersBackend:

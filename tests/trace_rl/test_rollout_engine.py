@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,13 +17,7 @@ from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEng
 from tracec.trace_rl.train_config import LoraSection
 from tracec.trace_rl.turns import TurnTemplate
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: thread hand-offs cost more than the products on a busy machine
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

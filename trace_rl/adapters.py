@@ -9,12 +9,12 @@
 `AdapterModel` is the protocol; `PeftAdapters` is its CPU implementation: the trainer's `Policy` (peft) with every
 adapter loaded beside the others under its own name, so switching is `set_adapter` (or `disable_adapter` for the
 base) and never reloads the base weights. Decoding is greedy through `TransformersBackend` over the peft model
-(the chat template renders the conversation, as in training). On GPUs `trace_rl.vllm_adapters.VLLMAdapters`
-speaks the same protocol with one vLLM `LoRARequest` per request.
+(the chat template renders the conversation, as in training), in eval mode; `--device cuda` runs it on a GPU.
 
 `BaseModelUser` is the base model as a chat backend with every adapter off: the simulated user of tau2-bench is
 "the same base model" as the agent (TRACE's protocol) without a second copy of the weights in memory.
-Left out: weighted mixtures of adapters (TRACE's nucleus composition); one adapter is active per episode.
+Left out: a vLLM implementation (one `LoRARequest` per request), which no machine here could test; weighted
+mixtures of adapters (TRACE's nucleus composition): one adapter is active per episode.
 """
 
 from __future__ import annotations

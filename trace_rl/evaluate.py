@@ -26,12 +26,15 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tracec.runtime.agent import Agent, run_episode
 from tracec.runtime.environment import Environment, EnvironmentFactory
-from tracec.trace_rl.eval_table import EvalTable, TaskResult, summarize
+from tracec.trace_rl.adapters import BASE, AdapterModel
+from tracec.trace_rl.eval_table import ROUTED, EvalTable, TaskResult, summarize
+from tracec.trace_rl.routing import AdapterAgent, RoutedAgent, Router
 
 from tracec.atomic import write_atomic
 
@@ -206,3 +209,33 @@ def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]
             if each not in out:
                 out.append(each)
     return out
+
+
+def policy_conditions(model: AdapterModel, names: Iterable[str], router: Router | None) -> list[Condition]:
+    """The conditions a user names over one multi-adapter model: `base` (no adapter), `adapters` (each adapter) or
+    an adapter's name (that adapter, fixed), `routed` (the router's choice per episode); a ValueError names any
+    other, or `routed` without a router."""
+    chosen = conditions_named(names, model.adapter_names)
+    unknown = [n for n in chosen if n not in (BASE, ROUTED, *model.adapter_names)]
+    if unknown:
+        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, routed or an "
+                         f"adapter's name ({', '.join(model.adapter_names) or 'none loaded'})")
+    if ROUTED in chosen and router is None:
+        raise ValueError("the routed condition needs routing options (each adapter's description and example)")
+    conditions = []
+    for name in chosen:
+        if name == ROUTED:
+            assert router is not None
+            conditions.append(Condition(name=name, make_agent=partial(_routed_agent, model, router)))
+        else:
+            conditions.append(Condition(name=name, make_agent=partial(_adapter_agent, model,
+                                                                      None if name == BASE else name)))
+    return conditions
+
+
+def _routed_agent(model: AdapterModel, router: Router, env: Environment) -> Agent:
+    return RoutedAgent(model, router)
+
+
+def _adapter_agent(model: AdapterModel, adapter: str | None, env: Environment) -> Agent:
+    return AdapterAgent(model, adapter)

@@ -12,17 +12,19 @@ exactly those label tokens, choose: the largest wins, and their softmax is repor
 
 Labels default to `A`, `B`, ... in capability order, with `base` last; each must be one token of the model's
 tokenizer that decodes back to itself (an error names any that is not), and all must be distinct tokens.
-On CPU the scores are logits (`PeftAdapters`); through vLLM they are log-probs, whose differences are the same.
+The scores are logits (`PeftAdapters`); a backend that gives log-probs instead routes alike (same differences).
 Left out: TRACE's retrieval pre-filter (top-k similar trajectories by embedding; the candidate list here is every
 capability) and its nucleus mixture of adapters (one adapter runs an episode).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tracec.runtime.agent import Message, turns_taken
@@ -80,6 +82,25 @@ def route_options(capabilities: Sequence[tuple[str, str, str]], labels: Sequence
     options = [RouteOption(name=name, label=label, description=description, example=example)
                for (name, description, example), label in zip(capabilities, chosen)]
     return [*options, RouteOption(name=BASE, label=chosen[-1], description=BASE_DESCRIPTION)]
+
+
+def read_options(path: str | Path) -> list[RouteOption]:
+    """Routing options from JSON (`tracec pipeline`'s `route/options.json`): a list of {name, label, description,
+    example}, the `base` option last; a `RouteError` names the file and what is wrong."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RouteError(f"{path}:{error.lineno}:{error.colno}: error: not JSON: {error.msg}") from None
+    fields = {"name", "label", "description", "example"}
+    if not isinstance(data, list) or not data or not all(isinstance(o, dict) and {"name", "label"} <= set(o)
+                                                           and set(o) <= fields for o in data):
+        raise RouteError(f"{path}: error: routing options are a JSON list of objects with `name`, `label`, "
+                         "`description` and `example` (as `tracec pipeline` writes route/options.json)")
+    options = [RouteOption(name=str(o["name"]), label=str(o["label"]), description=str(o.get("description", "")),
+                           example=str(o.get("example", ""))) for o in data]
+    if options[-1].name != BASE:
+        raise RouteError(f"{path}: error: the last routing option is `base` (no adapter)")
+    return options
 
 
 def routing_messages(task: str, options: Sequence[RouteOption], settings: RoutingSettings) -> list[dict[str, str]]:

@@ -57,8 +57,9 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
     for name, entry in adapters.items():
         assert (root / "train" / entry["adapter"] / "adapter_config.json").is_file() and entry["iterations"] == 1
         assert (root / "train" / name / "curve.png").is_file()
-    for name in first:  # each record's digest is its folder's
-        assert first[name]["digest"] == folder_digest(root / name)
+    for name in first:  # each record's digest is its folder's (the selection only, for select)
+        only = ("selected_capabilities.json",) if name == "select" else ()
+        assert first[name]["digest"] == folder_digest(root / name, only)
     before = {name: (root / name).stat().st_mtime_ns for name in first}
 
     trainings: list[Any] = []
@@ -88,8 +89,14 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
         assert f"| {name} |" in report
     assert "| routed |" in report and (root / "report.png").stat().st_size > 0
 
-    # A change to [evaluate] reruns route and evaluate only.
-    changed = load_pipeline_config(write_config(tmp_path), ["evaluate.conditions=[\"base\", \"routed\"]"])
+    # A change flows downstream as far as it changes what a step wrote: a new delta that keeps the same selection
+    # reruns select only (no relabeling, no retraining); a change to [evaluate] reruns route and evaluate.
+    changed = load_pipeline_config(write_config(tmp_path), ["analysis.delta=0.3"])
+    result = run_pipeline(changed, llm=llm)
+    assert [name for name, o in result.outcomes.items() if not o.skipped] == ["select"] and not llm.calls
+    assert "Delta >= 0.3" in (root / "select" / "table.txt").read_text()
+    changed = load_pipeline_config(write_config(tmp_path), ["analysis.delta=0.3",
+                                                            "evaluate.conditions=[\"base\", \"routed\"]"])
     result = run_pipeline(changed, llm=llm)
     assert [name for name, o in result.outcomes.items() if not o.skipped] == ["route", "evaluate"]
     assert json.loads((root / "evaluate" / "table.json").read_text())["conditions"] == ["base", "routed"]
@@ -175,3 +182,23 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
     kept = json.loads((chosen / "selected_capabilities.json").read_text())
     assert [s["skill"] for s in kept] == ["tool_calling_precision"]  # every do-nothing episode lacks it, no gold one
     assert kept[0]["mean_cov"] == 1.0 and kept[0]["n_runs_total"] == 1
+
+
+def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> None:
+    from tracec.trace_rl.config_io import ConfigError
+    from tracec.trace_rl.pipeline.config import Tau2TargetSection, TargetSection
+    from tracec.trace_rl.pipeline.targets import target_domains
+
+    target = TargetSection(kind="tau2", tau2=Tau2TargetSection(user="scripted"))
+    airline, retail = target_domains(target, first_seed=48, tasks=5)
+    assert (airline.name, airline.seeds) == ("airline", (48, 49))  # airline has 50 tasks
+    assert (retail.name, retail.seeds) == ("retail", (48, 49, 50, 51, 52))
+    first, second = airline.make_env(), airline.make_env()
+    assert first is not second and first.reset(49).text == second.reset(49).text
+    with pytest.raises(ConfigError, match="airline has 50 tasks"):
+        target_domains(target, first_seed=50, tasks=1)
+    with pytest.raises(ConfigError, match="needs the base model"):
+        target_domains(TargetSection(kind="tau2"), first_seed=0, tasks=1)
+    envs = TargetSection(environments=tuple(str(REPO / "examples" / "envs" / f"{n}.rubric") for n in ENVS.values()))
+    assert [(d.name, d.seeds) for d in target_domains(envs, first_seed=3, tasks=2)] == [
+        (name, (3, 4)) for name in ENVS]

@@ -26,6 +26,9 @@ from tracec.trace_rl.pipeline.steps import StepOutcome, StepStore, file_digest
 
 from tracec.atomic import write_atomic
 
+_SOURCE = ("labeler", "rubric", "capabilities")  # where labels come from: what discovery and labeling share
+# The outputs later steps read, where a step writes more (tables and charts for people).
+_READ_BY_LATER_STEPS = {"select": (analysis_steps.SELECTED,)}
 STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "route", "evaluate")
 
 
@@ -88,7 +91,8 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
     write_atomic(root / "pipeline.toml", [to_toml(config)])  # what `tracec route / evaluate --run` read
     done: dict[str, StepOutcome] = {}
     for number, (name, inputs, produce) in enumerate(_steps(context, root, done), 1):
-        outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES))
+        outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES),
+                            digest_of=_READ_BY_LATER_STEPS.get(name, ()))
         done[name] = outcome
         if after_step is not None:
             after_step(outcome)
@@ -107,6 +111,10 @@ def _steps(context: Context, root: Path, done: dict[str, StepOutcome]) -> list[t
     def sections(*names: str) -> dict[str, Any]:
         return {name: config.section(name) for name in names}
 
+    def analysis(*keys: str) -> dict[str, Any]:  # only what the step reads: a new delta relabels nothing
+        values = config.section("analysis")
+        return {key: values.get(key) for key in keys}
+
     def folder(name: str) -> Path:
         return done[name].folder
 
@@ -119,12 +127,15 @@ def _steps(context: Context, root: Path, done: dict[str, StepOutcome]) -> list[t
     return [
         ("collect", lambda: {**sections("model", "target", "collect"), "files": target_files},
          lambda f: analysis_steps.collect(context, f)),
-        ("discover", lambda: {**sections("analysis"), "llm": analyst, "files": label_files, **digest("collect")},
+        ("discover", lambda: {"analysis": analysis(*_SOURCE, "discover_runs", "max_candidates", "cases_per_run",
+                                                   "case_chars"),
+                              "llm": analyst, "files": label_files, **digest("collect")},
          lambda f: analysis_steps.discover(context, f, folder("collect"))),
-        ("label", lambda: {**sections("analysis"), "llm": analyst, "files": label_files,
-                           **digest("collect", "discover")},
+        ("label", lambda: {"analysis": analysis(*_SOURCE, "label_runs", "case_chars"), "llm": analyst,
+                           "files": label_files, **digest("collect", "discover")},
          lambda f: analysis_steps.label(context, f, folder("collect"), folder("discover"))),
-        ("select", lambda: {**sections("analysis"), **digest("discover", "label")},
+        ("select", lambda: {"analysis": analysis("labeler", "rho", "delta", "k", "max_selected"),
+                            **digest("discover", "label")},
          lambda f: analysis_steps.select(context, f, folder("discover"), folder("label"))),
         ("environments", lambda: {**sections("environments", "model"), "llm": analyst,
                                   "max_turns": config.train.env.max_turns, **digest("collect", "select")},

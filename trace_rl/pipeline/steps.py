@@ -7,7 +7,7 @@ A step's key is the SHA-256 of its inputs: its config section, the digests of th
 of the files it reads from outside the run. `produce(folder)` writes into a staging folder `.partial/NAME-KEY/`,
 which is kept across a kill, so a step that resumes on its own (the trainer's checkpoints, an evaluation's
 result lines, labeling's progress file) continues there; when it returns, the folder's digest (every file's path
-and content) is taken, the folder replaces `NAME/` (a rename), and `steps/NAME.json` records key, digest and
+and content, or only the files the next steps read) is taken, the folder replaces `NAME/` (a rename), and `steps/NAME.json` records key, digest and
 times, written atomically and last. A step whose record has the same key and whose folder is there is skipped;
 any other is run again, and the steps after it see its new digest, so a change flows downstream and no further.
 Left out: garbage collection of stale staging folders from other keys (they are removed when their step runs).
@@ -47,12 +47,13 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def folder_digest(folder: Path) -> str:
-    """Every file's relative path and content, in sorted order (logs of LLM calls and timings left out)."""
+def folder_digest(folder: Path, only: tuple[str, ...] = ()) -> str:
+    """Every file's relative path and content, in sorted order (logs of LLM calls and progress files left out);
+    with `only`, just those files (what the next steps read)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = path.relative_to(folder).as_posix()
-        if relative.endswith(("llm_calls.jsonl", ".progress.jsonl")):
+        if relative.endswith(("llm_calls.jsonl", ".progress.jsonl")) or (only and relative not in only):
             continue
         digest.update(relative.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
@@ -73,8 +74,9 @@ class StepStore:
             return None
 
     def run(self, name: str, inputs: dict[str, Any], produce: Callable[[Path], str], *, number: int = 0,
-            total: int = 0) -> StepOutcome:
-        """Run step `name` unless it is up to date; `produce(folder)` returns a one-line summary."""
+            total: int = 0, digest_of: tuple[str, ...] = ()) -> StepOutcome:
+        """Run step `name` unless it is up to date; `produce(folder)` returns a one-line summary. `digest_of`
+        names the files the next steps read, when not all of them (a table for people is not an input)."""
         key = content_key({"step": name, **inputs})
         final = self.root / name
         where = f"[{number}/{total}] " if total else ""
@@ -91,7 +93,7 @@ class StepStore:
         self.report(f"{where}{name}: running" + (" (resuming its partial outputs)" if resumed else ""))
         began, started = time.perf_counter(), time.time()
         summary = produce(staging)
-        digest = folder_digest(staging)
+        digest = folder_digest(staging, digest_of)
         (self.root / STEPS / f"{name}.json").unlink(missing_ok=True)  # outputs and record change together
         if final.exists():
             shutil.rmtree(final)

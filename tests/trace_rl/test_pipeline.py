@@ -186,7 +186,7 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
 
 def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> None:
     from tracec.trace_rl.config_io import ConfigError
-    from tracec.trace_rl.pipeline.config import Tau2TargetSection, TargetSection
+    from tracec.trace_rl.pipeline.config import TargetSection, Tau2TargetSection
     from tracec.trace_rl.pipeline.targets import target_domains
 
     target = TargetSection(kind="tau2", tau2=Tau2TargetSection(user="scripted"))
@@ -202,3 +202,48 @@ def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> N
     envs = TargetSection(environments=tuple(str(REPO / "examples" / "envs" / f"{n}.rubric") for n in ENVS.values()))
     assert [(d.name, d.seeds) for d in target_domains(envs, first_seed=3, tasks=2)] == [
         (name, (3, 4)) for name in ENVS]
+
+
+@pytest.mark.slow
+def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
+    """`tracec pipeline` in a subprocess, SIGKILLed once training has its first checkpoint; run again, it skips
+    the five steps before, and training continues from that checkpoint instead of starting over."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
+    argv = [sys.executable, "-m", "tracec.cli", "pipeline", str(write_config(tmp_path, iterations=3)),
+            "--set", "llm.backend=\"none\"", "--set", "analysis.labeler=\"rubric\"",
+            "--set", f"analysis.rubric=\"{rubric}\"", "--set", "environments.calibrate=false"]
+    root = tmp_path / "run"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    process = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pattern = ".partial/train-*/tool_calling_precision/checkpoints/iter_000001"
+    deadline = time.monotonic() + 900  # a bound on waiting, not an assertion on speed
+    while not list(root.glob(pattern)) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, process.communicate()[1].decode()[-2000:]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    (staging,) = root.glob(".partial/train-*/tool_calling_precision")
+    first_iteration = (staging / "metrics.jsonl").read_text().splitlines()[0]
+    done = _records(root)
+    assert sorted(done) == sorted(STEP_NAMES[:5])
+
+    rerun = subprocess.run([*argv, "--verbose"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           check=False)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    lines = [line for line in rerun.stderr.splitlines() if line.startswith("[")]
+    assert [line.split(":")[0] for line in lines if "up to date, skipped" in line] == [
+        f"[{n}/8] {name}" for n, name in enumerate(STEP_NAMES[:5], 1)]
+    assert "[6/8] train: running (resuming its partial outputs)" in lines
+    assert all(_records(root)[name] == done[name] for name in done)
+    metrics = (root / "train" / "tool_calling_precision" / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == 3 and metrics[0] == first_iteration  # iteration 1 kept...
+    trained = [line.split(":", 1)[1].split()[1] for line in rerun.stderr.splitlines()
+               if line.startswith("train tool_calling_precision: iter")]
+    assert trained == ["2/3", "3/3"]  # ...and not played again
+    assert "| routed |" in rerun.stdout and rerun.stdout.rstrip().endswith("report.md")

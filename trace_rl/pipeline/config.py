@@ -129,7 +129,7 @@ class AnalysisSection:
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentsSection:
     library: str = ""  # the environment library folder; "" = the shipped examples/envs
-    synthesize: bool = True  # a capability the library lacks is written by [llm] (when there is one)
+    synthesize: bool = True  # [llm] judges library matches and writes what the library lacks; false: by name only
     validate_seeds: int = 20
     calibrate: bool = True
     calibration_seeds: int = 8

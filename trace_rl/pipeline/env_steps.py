@@ -1,7 +1,7 @@
 """The environments step: one validated, calibrated training environment per selected capability.
 
-For each selected capability, in selection order: the library environment whose capability or name it is (else
-the one `[llm]` judges to fit), else, with `environments.synthesize` and an LLM, one the LLM writes, through
+For each selected capability, in selection order: the library environment whose capability or name it is, else
+(with `environments.synthesize` and an LLM) the one `[llm]` judges to fit, else one the LLM writes, through
 `synth.env.synthesize` and its three checks (compiler, validation, calibration). Calibration plays the base model
 (`calibration_seeds` x `group_size` sampled rollouts, TRACE's bands). With `require_calibrated` (the default) an
 environment outside the bands is not used: a library one is then handed to the LLM to rewrite when there is one,
@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracec.trace_rl.pipeline.analysis_steps import SELECTED, PipelineFailed, read_json
+from tracec.trace_rl.pipeline.analysis_steps import SELECTED, TRAJECTORIES, PipelineFailed, read_json
 
 from tracec.atomic import write_atomic
 
@@ -30,7 +30,6 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
     from tracec.runtime.chat import Sampling
     from tracec.trace_rl.analysis.cases import read_cases
     from tracec.trace_rl.llm.options import local_backend
-    from tracec.trace_rl.pipeline.analysis_steps import TRAJECTORIES
     from tracec.trace_rl.synth.calibration import Bands
     from tracec.trace_rl.synth.env import CalibrationSettings, EnvSettings
     from tracec.trace_rl.synth.library import load_library
@@ -86,7 +85,8 @@ def _environment(context: Context, out: Path, name: str, description: str, excer
     from tracec.trace_rl.synth.env import EnvFailed, Target, synthesize
 
     section = context.config.environments
-    backend = context.analyst() if context.has_analyst() else None
+    # Without synthesis the library is matched by name only: no LLM call at all.
+    backend = context.analyst() if context.has_analyst() and section.synthesize else None
     log = CallLog(out / "llm_calls.jsonl", command="pipeline environments") if backend is not None else None
     target = Target(name=name, description=description, excerpts=excerpts)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def _environment(context: Context, out: Path, name: str, description: str, excer
         result = synthesize(backend, target, settings, library=library, use_library=True, policy=policy,
                             out_dir=out, log=log, report=context.detail)
     except EnvFailed as failed:
-        if backend is None or not section.synthesize or "library environment" not in str(failed):
+        if backend is None or "library environment" not in str(failed):
             raise PipelineFailed(str(failed)) from None
         context.detail(f"environments: {name}: {failed}; asking the LLM for one")
         try:
@@ -102,8 +102,6 @@ def _environment(context: Context, out: Path, name: str, description: str, excer
                                 out_dir=out, log=log, report=context.detail)
         except EnvFailed as again:
             raise PipelineFailed(str(again)) from None
-    if result.origin == "llm" and not section.synthesize:
-        raise PipelineFailed("no library environment trains it and environments.synthesize = false")
     write_atomic(out / f"{name}.rubric", [result.source])
     write_atomic(out / "validation.txt", [result.validation + "\n"])
     origin = "llm" if result.origin == "llm" else "library:" + Path(result.origin.split(":", 1)[1]).name

@@ -72,18 +72,23 @@ def _figure(path: Path, selected: list[dict[str, Any]], curves: dict[str, list[d
     names = [s["skill"] for s in selected]
     gaps.barh(names, [s["mean_delta"] for s in selected], color="tab:blue")
     gaps.set_title("selected: contrastive gap (Delta)")
+    gaps.set_xlim(min(0.0, *(s["mean_delta"] for s in selected)) if selected else 0.0, 1.0)
     gaps.invert_yaxis()
     for name, records in curves.items():
         training.plot([r["iteration"] for r in records], [r.get("reward_mean", math.nan) for r in records],
                       marker="o", markersize=3, label=name)
     training.set(title="training: mean reward", xlabel="iteration")
+    training.xaxis.get_major_locator().set_params(integer=True)
     if curves:
         training.legend()
     training.grid(alpha=0.3)
     if table is not None:
         conditions = table["conditions"]
-        passes.bar(conditions, [table["table"][c]["overall"]["pass_rate"] for c in conditions], color="tab:green")
-        passes.set_ylim(0, 1)
+        rates = [table["table"][c]["overall"]["pass_rate"] for c in conditions]
+        bars = passes.bar(conditions, rates, color="tab:green")
+        passes.bar_label(bars, labels=[f"{100 * r:.0f}%" for r in rates])  # a 0% bar is otherwise invisible
+        passes.tick_params(axis="x", rotation=20)
+    passes.set_ylim(0, 1.05)
     passes.set_title("evaluation: pass rate (all tasks)")
     figure.tight_layout()
     staging = path.with_name(f".{path.name}.tmp.png")

@@ -18,7 +18,7 @@ from tracec.trace_rl.adapters import AdapterError
 from tracec.trace_rl.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.trace_rl.config_io import ConfigError
 from tracec.trace_rl.evaluate import EvalError
-from tracec.trace_rl.pipeline.analysis_steps import PipelineFailed
+from tracec.trace_rl.pipeline.steps import PipelineFailed
 from tracec.trace_rl.routing import RouteError
 from tracec.trace_rl.synth.reference import MissingReference
 from tracec.trace_rl.turns import TemplateError

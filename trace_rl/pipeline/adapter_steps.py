@@ -18,8 +18,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracec.trace_rl.pipeline.analysis_steps import PipelineFailed, read_json
+from tracec.trace_rl.pipeline.analysis_steps import read_json
 from tracec.trace_rl.pipeline.env_steps import MANIFEST
+from tracec.trace_rl.pipeline.steps import PipelineFailed
 
 from tracec.atomic import write_atomic
 

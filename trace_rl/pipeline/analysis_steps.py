@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracec.trace_rl.pipeline.steps import PipelineFailed
+
 from tracec.atomic import write_atomic
 
 if TYPE_CHECKING:
@@ -24,10 +26,6 @@ if TYPE_CHECKING:
 
 CANDIDATES, SELECTED = "candidate_capabilities.json", "selected_capabilities.json"
 TRAJECTORIES = Path("trajectories") / "base.jsonl"
-
-
-class PipelineFailed(Exception):
-    """A step that cannot produce what the next one needs; the message says which step, why and what to do."""
 
 
 def collect(context: Context, folder: Path) -> str:

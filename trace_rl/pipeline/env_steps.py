@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracec.trace_rl.pipeline.analysis_steps import SELECTED, TRAJECTORIES, PipelineFailed, read_json
+from tracec.trace_rl.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
+from tracec.trace_rl.pipeline.steps import PipelineFailed
 
 from tracec.atomic import write_atomic
 

@@ -22,7 +22,7 @@ from tracec.runtime.chat import SamplingBackend
 from tracec.trace_rl.config_io import to_toml
 from tracec.trace_rl.pipeline import adapter_steps, analysis_steps, env_steps
 from tracec.trace_rl.pipeline.config import PipelineConfig
-from tracec.trace_rl.pipeline.steps import StepOutcome, StepStore, file_digest
+from tracec.trace_rl.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
 
 from tracec.atomic import write_atomic
 
@@ -53,7 +53,7 @@ class Context:
 
             section = self.config.llm
             if section.backend == "none":
-                raise analysis_steps.PipelineFailed("this step needs an analyst LLM: set [llm] backend")
+                raise PipelineFailed("this step needs an analyst LLM: set [llm] backend")
             args = argparse.Namespace(llm=section.backend, model=section.model or None,
                                       base_url=section.base_url or None, timeout=section.timeout,
                                       retries=section.retries, device=section.device, tries=section.tries,

@@ -29,6 +29,10 @@ from tracec.atomic import write_atomic
 STEPS, PARTIAL = "steps", ".partial"
 
 
+class PipelineFailed(Exception):
+    """A step that cannot produce what the next one needs; the message says which step, why and what to do."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StepOutcome:
     name: str

@@ -50,6 +50,9 @@ COMMANDS = (
     Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.cli.train"),
     Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
     Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
+    Command("route", "TRACE: the adapter the base model routes a task to, with the label logits", "tracec.cli.route"),
+    Command("evaluate", "base, each adapter and routed on a target: the pass-rate table", "tracec.cli.evaluate"),
+    Command("pipeline", "TRACE end to end: analysis, environments, adapters, routing, evaluation", "tracec.cli.pipeline"),
     Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
 )
 

@@ -1,0 +1,151 @@
+"""`tracec evaluate`: base, each adapter and routed on a target, greedy, resumable; the pass-rate table.
+
+    tracec evaluate --run runs/pipeline --target tau2 --domain airline --domain retail --user base -o runs/eval
+    tracec evaluate --model smollm2-135m-instruct --adapter pv=runs/p/train/pv/checkpoints/iter_000010/adapter \
+        --options runs/p/route/options.json --target capability --env examples/envs/multi_step_completion.rubric \
+        --conditions base,adapters,routed --tasks 20 --max-turns 8 -o runs/eval
+
+The adapters and routing options come from a pipeline's run folder (`--run`: its `train/adapters.json`,
+`route/options.json` and `[model]`) or are named one by one (`--adapter NAME=DIR`, `--options FILE`). Targets:
+capability environments (`--env FILE`, one domain each), a TextWorld family (`--challenge`), tau2-bench domains
+(`--domain`, with the scripted user or the base model as the user, `--user`). Per-task results go to
+`OUT/results.jsonl` as they finish (a rerun plays only the missing tasks; `--fresh` starts over), the table to
+`OUT/table.md` and `OUT/table.json` and to stdout, the routing confusion table with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from tracec.cli.errors import EXIT_OK, UsageError
+from tracec.cli.paths import input_file, work_folder
+from tracec.trace_rl.adapters import AdapterError
+from tracec.trace_rl.config_io import ConfigError, FieldError, to_dict
+from tracec.trace_rl.evaluate import EvalError
+from tracec.trace_rl.models import ModelError
+from tracec.trace_rl.routing import RouteError
+
+USER_ERRORS = (AdapterError, ConfigError, EvalError, ModelError, RouteError)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the model and its adapters")
+    group.add_argument("--run", type=Path, help="a `tracec pipeline` run folder: its model, adapters and routing")
+    group.add_argument("--model", help="the base model (default: the run's, else smollm2-135m-instruct)")
+    group.add_argument("--adapter", action="append", default=[], metavar="NAME=DIR",
+                       help="an adapter folder under a name (repeatable)")
+    group.add_argument("--options", type=Path, help="routing options JSON (default: the run's route/options.json)")
+    group.add_argument("--device", default=None, help="torch device (default: the run's, else cpu)")
+    group.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default 128)")
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the target")
+    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=True)
+    group.add_argument("--env", action="append", default=[], type=Path, help="capability: a .rubric (repeatable)")
+    group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
+    group.add_argument("--domain", action="append", default=[], help="tau2: airline and/or retail (default both)")
+    group.add_argument("--user", choices=("base", "scripted"), default="base",
+                       help="tau2: the simulated user: the base model (TRACE) or scripted (default base)")
+    group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
+    group.add_argument("--max-turns", type=int, default=30, help="agent turns per episode (default 30)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    add_target_arguments(parser)
+    parser.add_argument("--conditions", default="base,adapters,routed",
+                        help="comma-separated: base, adapters (each), routed, or adapter names")
+    parser.add_argument("--tasks", type=int, default=20, help="tasks per domain (default 20)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first task's seed (default 0)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="the output folder")
+    parser.add_argument("--fresh", action="store_true", help="start over in an output folder of other settings")
+    parser.add_argument("--quiet", action="store_true", help="no line per task on stderr")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.adapters import BaseModelUser
+    from tracec.trace_rl.evaluate import evaluate, policy_conditions
+    from tracec.trace_rl.pipeline.targets import target_domains
+    from tracec.trace_rl.routing import Router
+
+    if args.tasks < 1 or args.max_turns < 1 or args.first_seed < 0:
+        raise UsageError("--tasks and --max-turns must be at least 1, --first-seed at least 0")
+    target = target_from_args(args)
+    out = work_folder(args.output)
+    model, options = load_model(args)
+    router = Router(model, options) if options is not None else None
+    try:
+        conditions = policy_conditions(model, [c.strip() for c in args.conditions.split(",") if c.strip()], router)
+    except ValueError as error:
+        raise UsageError(f"--conditions: {error}") from None
+    domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=BaseModelUser(model))
+    fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in model_adapters(args).items()},
+                   "options": [o.__dict__ for o in options or []], "target": to_dict(target),
+                   "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
+    say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    table = evaluate(domains, conditions, out, max_turns=args.max_turns, fingerprint=fingerprint, fresh=args.fresh,
+                     report=say)
+    sys.stdout.write(table.markdown())
+    say(f"{out}: results.jsonl, table.md, table.json, trajectories/")
+    return EXIT_OK
+
+
+def target_from_args(args: argparse.Namespace) -> Any:
+    from tracec.trace_rl.pipeline.config import TargetSection, Tau2TargetSection
+    from tracec.trace_rl.train_config import TextWorldEnvSection
+
+    try:
+        return TargetSection(kind=args.target, environments=tuple(str(input_file(p)) for p in args.env),
+                             textworld=TextWorldEnvSection(challenge=args.challenge),
+                             tau2=Tau2TargetSection(domains=tuple(args.domain) or ("airline", "retail"),
+                                                    data=args.tau2_data, user=args.user),
+                             max_turns=args.max_turns)
+    except FieldError as error:
+        flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain"}.get(error.name,
+                                                                                               error.name)
+        raise UsageError(f"{flag}: {error.problem}") from None
+
+
+def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
+    """The adapters named: the run's (`train/adapters.json`), then each `--adapter NAME=DIR`."""
+    import json
+
+    adapters: dict[str, Path] = {}
+    if args.run is not None:
+        manifest = input_file(args.run / "train" / "adapters.json")
+        for name, entry in json.loads(manifest.read_text(encoding="utf-8")).items():
+            adapters[name] = args.run / "train" / entry["adapter"]
+    for item in args.adapter:
+        name, sep, folder = item.partition("=")
+        if not sep or not name or not folder:
+            raise UsageError(f"--adapter {item}: write --adapter NAME=DIR")
+        adapters[name] = Path(folder)
+    return adapters
+
+
+def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The base model with the adapters loaded, and the routing options (None when there are none)."""
+    from tracec.trace_rl.adapters import PeftAdapters
+    from tracec.trace_rl.routing import read_options
+
+    settings = _run_model(args.run) if args.run is not None else {}
+    name = args.model or settings.get("name") or "smollm2-135m-instruct"
+    device = args.device or settings.get("device") or "cpu"
+    model = PeftAdapters.load(name, model_adapters(args), device=device, dtype=settings.get("dtype", "float32"),
+                              max_new_tokens=args.max_new_tokens)
+    path = args.options or (args.run / "route" / "options.json" if args.run is not None else None)
+    return model, read_options(input_file(path)) if path is not None else None
+
+
+def _run_model(run: Path) -> dict[str, Any]:
+    path = input_file(run / "pipeline.toml")
+    try:
+        model = tomllib.loads(path.read_text(encoding="utf-8")).get("model", {})
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: error: not valid TOML: {error}") from None
+    return model if isinstance(model, dict) else {}

@@ -1,0 +1,81 @@
+"""`tracec route`: the adapter the base model routes a task to, and the label logits that chose it.
+
+    tracec route --run runs/pipeline --task "Hi, I'm Ana. Please cancel order O12 ..."
+    tracec route --run runs/pipeline --target capability --env examples/envs/multi_step_completion.rubric --seed 3
+    tracec route --adapter pv=DIR --adapter msc=DIR --options options.json --task @task.txt --json
+
+The task is given as text (`--task TEXT` or `--task @FILE`), or as the first message of a target's task `--seed`
+(the arguments of `tracec evaluate`). stdout: the choice, then one line per option (label, name, logit, softmax
+weight over the labels), the chosen one marked; `--json` prints the decision as JSON instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from tracec.cli.errors import EXIT_OK, UsageError
+from tracec.cli.evaluate import USER_ERRORS, add_model_arguments, load_model, target_from_args
+from tracec.cli.paths import input_file
+
+__all__ = ["USER_ERRORS", "add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--task", help="the task's first message (or @FILE)")
+    parser.add_argument("--seed", type=int, default=0, help="with --target: the task's seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    group = parser.add_argument_group("a target's task instead of --task")
+    group.add_argument("--target", choices=("capability", "textworld", "tau2"))
+    group.add_argument("--env", action="append", default=[], type=Path, help="capability: the .rubric")
+    group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
+    group.add_argument("--domain", action="append", default=[], help="tau2: airline or retail")
+    group.add_argument("--user", choices=("base", "scripted"), default="scripted",
+                       help="tau2: who opens the conversation (default scripted: the scenario's own opening)")
+    group.add_argument("--tau2-data", default="")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.routing import Router
+
+    if (args.task is None) == (args.target is None):
+        raise UsageError("give the task: --task TEXT (or @FILE), or --target ... --seed N")
+    model, options = load_model(args)
+    if options is None:
+        raise UsageError("routing needs its options: --run DIR (a pipeline's run folder) or --options FILE")
+    router = Router(model, options)
+    task = _task(args, model)
+    decision = router.route(task)
+    if args.json:
+        print(json.dumps(decision.record(), indent=2))
+        return EXIT_OK
+    print(f"route: {decision.choice} (label {decision.label}, {decision.prompt_tokens} prompt tokens)")
+    for option in options:
+        mark = "*" if option.name == decision.choice else " "
+        print(f"{mark} {option.label:>4}  {option.name:<32} logit {decision.logits[option.name]:9.4f}  "
+              f"weight {decision.weights[option.name]:.4f}")
+    return EXIT_OK
+
+
+def _task(args: argparse.Namespace, model: object) -> str:
+    if args.task is not None:
+        if args.task.startswith("@"):
+            return input_file(Path(args.task[1:])).read_text(encoding="utf-8")
+        return str(args.task)
+    from tracec.trace_rl.adapters import BaseModelUser
+    from tracec.trace_rl.pipeline.targets import target_domains
+
+    args.max_turns = 1
+    target = target_from_args(args)
+    domains = target_domains(target, first_seed=args.seed, tasks=1, user=BaseModelUser(model))  # type: ignore[arg-type]
+    if len(domains) != 1:
+        raise UsageError("--target: name exactly one domain (one --env, or one --domain)")
+    env = domains[0].make_env()
+    try:
+        return env.reset(args.seed).text
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()

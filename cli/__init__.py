@@ -49,6 +49,7 @@ COMMANDS = (
     Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
     Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
     Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
+    Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.trace_rl.train_cli"),
     Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
 )
 

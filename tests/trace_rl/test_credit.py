@@ -1,0 +1,95 @@
+"""Credit assignment: GRPO's group advantage per episode, TRCA's per step, each on its own action tokens only."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from toy_env import capability_env
+from tracec.trace_rl.credit import (
+    constant_groups,
+    episode_token_advantages,
+    grpo_advantages,
+    load_scorer,
+    trca_step_advantages,
+)
+from tracec.trace_rl.kv_sampler import KVCacheSampler
+from tracec.trace_rl.policy import Policy
+from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.train_config import LoraSection
+from tracec.trace_rl.turns import TurnTemplate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@settings(max_examples=50, deadline=None)
+@given(rewards=st.lists(st.floats(-5, 5), min_size=2, max_size=12), groups=st.integers(1, 3),
+       scale=st.sampled_from(["std", "none"]))
+def test_grpo_advantages_are_the_group_normalised_reward(rewards: list[float], groups: int, scale: str) -> None:
+    ids = np.arange(len(rewards)) % groups
+    got = grpo_advantages(np.array(rewards), ids, scale=scale)
+    for i, reward in enumerate(rewards):
+        members = [r for r, g in zip(rewards, ids) if g == ids[i]]
+        mean = sum(members) / len(members)
+        std = (sum((r - mean) ** 2 for r in members) / len(members)) ** 0.5
+        expected = (reward - mean) / (std + 1e-6) if scale == "std" else reward - mean
+        assert got[i] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def episodes() -> Iterator[list[EpisodeRollout]]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    policy = Policy.load("tiny", LoraSection(rank=4), seed=0)
+    template = TurnTemplate(policy.tokenizer)
+    sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids, pad_id=0)
+    engine = RolloutEngine(sampler, template, capability_env, RolloutSettings(max_turns=3, max_new_tokens=24,
+                                                                              max_context_tokens=1024))
+    yield engine.run([GroupTask(group=0, seed=5), GroupTask(group=1, seed=6)], group_size=3, seed=0, iteration=0)
+    torch.set_num_threads(before)
+
+
+def test_trca_gives_each_step_its_own_advantage_on_its_action_tokens(episodes: list[EpisodeRollout]) -> None:
+    scorer = load_scorer(REPO / "examples" / "toolenv.rubric")
+    steps = trca_step_advantages(scorer, episodes)
+    tokens = episode_token_advantages(episodes, kind="trca", scorer=scorer)
+    for episode, per_step, per_token in zip(episodes, steps, tokens):
+        assert len(per_step) == episode.turns
+        for t in range(episode.turns):
+            assert np.all(per_token[episode.step_of_token == t] == np.float32(per_step[t]))
+        assert np.all(per_token[~episode.loss_mask] == 0)
+    # the rubric's task groups are the rollout groups: a group scores alike alone or beside another
+    alone = trca_step_advantages(scorer, [e for e in episodes if e.group == 1])
+    for together, single in zip([s for e, s in zip(episodes, steps) if e.group == 1], alone):
+        assert np.allclose(together, single)
+
+
+def test_lambda_and_gamma_overrides_change_the_returns(episodes: list[EpisodeRollout]) -> None:
+    path = REPO / "examples" / "toolenv.rubric"
+    plain, overridden = load_scorer(path), load_scorer(path, lam=0.0, gamma=0.5)
+    assert (overridden.config.lam, overridden.config.gamma) == (0.0, 0.5)
+    assert plain.config.lam == 0.8
+    a = trca_step_advantages(plain, episodes)
+    b = trca_step_advantages(overridden, episodes)
+    assert any(not np.allclose(x, y) for x, y in zip(a, b))
+
+
+def test_grpo_gives_every_action_token_the_episode_advantage(episodes: list[EpisodeRollout]) -> None:
+    rewarded = [_with_reward(e, float(e.member)) for e in episodes]  # rewards 0, 1, 2 in each group
+    tokens = episode_token_advantages(rewarded, kind="grpo", scale="none")
+    for episode, per_token in zip(rewarded, tokens):
+        assert np.all(per_token[episode.loss_mask] == np.float32(episode.member - 1.0))
+        assert np.all(per_token[~episode.loss_mask] == 0)
+    assert constant_groups(rewarded, tokens) == set()
+    flat = [_with_reward(e, 1.0) for e in episodes]
+    assert constant_groups(flat, episode_token_advantages(flat, kind="grpo")) == {0, 1}
+
+
+def _with_reward(episode: EpisodeRollout, reward: float) -> EpisodeRollout:
+    return dataclasses.replace(episode, reward=reward)

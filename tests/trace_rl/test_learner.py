@@ -1,0 +1,124 @@
+"""The learner: only the adapter moves, an update follows the advantages, and DDP gives the one-process update."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from ddp_update import synthetic_batch
+from safetensors.torch import load_file
+from tracec.trace_rl.distributed import Distributed
+from tracec.trace_rl.learner import ROW_TARGET, Learner, LearnSettings, SequenceInfo, _rows_needed, row_width
+from tracec.trace_rl.packing import pack_sequences
+from tracec.trace_rl.policy import Policy
+from tracec.trace_rl.train_config import LoraSection
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _table(batch: list) -> list[SequenceInfo]:  # type: ignore[type-arg]
+    return [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=int(s.loss_mask.sum()), rank=0) for s in batch]
+
+
+def test_only_the_lora_weights_move() -> None:
+    policy = Policy.load("tiny", LoraSection(rank=4), seed=0)
+    before = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
+    batch = synthetic_batch(policy)
+    learner = Learner(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2),
+                      LearnSettings(mini_batches=2), Distributed())
+    stats = learner.update(batch, _table(batch), seed=0, iteration=0)
+    assert stats.steps == 2
+    moved = {name for name, p in policy.model.named_parameters() if not torch.equal(p, before[name])}
+    assert moved and all("lora_" in name for name in moved)
+    # B starts at zero, so the first step moves B (A's gradient is B-weighted); both train
+    assert any("lora_B" in name for name in moved)
+    assert all(not p.requires_grad for name, p in policy.model.named_parameters() if "lora_" not in name)
+
+
+def test_an_update_raises_the_log_prob_of_good_actions_and_lowers_the_bad() -> None:
+    policy = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=0)
+    batch = synthetic_batch(policy, groups=2, members=4, seed=3)
+    learner = Learner(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=3e-3),
+                      LearnSettings(mini_batches=1, epochs=1), Distributed())
+
+    def logprobs() -> list[float]:
+        packed = pack_sequences([s.token_ids.tolist() for s in batch], [s.loss_mask.tolist() for s in batch],
+                                max_tokens_per_row=4096)
+        with torch.no_grad():
+            return [float(lp.mean()) for lp in learner.scorer(packed, False)[0]]
+
+    start = logprobs()
+    learner.update(batch, _table(batch), seed=0, iteration=0)
+    change = np.array(logprobs()) - np.array(start)
+    advantage = np.array([float(s.advantages[s.loss_mask][0]) for s in batch])
+    assert np.corrcoef(change, advantage)[0, 1] > 0.5
+    assert np.all(np.sign(change[np.abs(advantage) > 0.5]) == np.sign(advantage[np.abs(advantage) > 0.5]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean"])
+def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    script = str(HERE / "ddp_update.py")
+    subprocess.run([sys.executable, script, str(one), aggregation], check=True, env=env, capture_output=True)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,
+                    str(two), aggregation], check=True, env=env, capture_output=True)
+    a, b = load_file(str(one / "adapter.safetensors")), load_file(str(two / "adapter.safetensors"))
+    start = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=0).adapter_state()
+    moved = max(float((a[k] - start[k]).abs().max()) for k in a)
+    gap = max(float((a[k] - b[k]).abs().max()) for k in a)
+    # AdamW turns the last bits of a gradient into a step of up to lr (1e-2), so compare against the move
+    assert moved > 1e-2 and gap <= 1e-5
+    stats_one, stats_two = (json.loads((d / "stats.json").read_text()) for d in (one, two))
+    for key in ("loss", "clip_fraction", "ratio", "grad_norm", "entropy"):
+        assert stats_two[key] == pytest.approx(stats_one[key], rel=1e-5, abs=1e-7)
+    assert stats_one["steps"] == stats_two["steps"] == 4
+
+
+def test_rollouts_from_another_engine_get_the_trainers_old_log_probs_and_masked_weights() -> None:
+    policy = Policy.load("tiny", LoraSection(rank=4), seed=0)
+    batch = synthetic_batch(policy)  # "sampler" log-probs: the policy's own plus noise
+    learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0),
+                      LearnSettings(micro_batch_tokens=100), Distributed())
+    corrected = learner.off_policy_correction(batch, cap=3.0)
+    assert [s.key for s in corrected] == [s.key for s in batch]
+    packed = pack_sequences([s.token_ids.tolist() for s in batch], [s.loss_mask.tolist() for s in batch],
+                            max_tokens_per_row=4096)
+    with torch.no_grad():
+        own = [lp.numpy() for lp in learner.scorer(packed, False)[0]]
+    for before, after, trainer in zip(batch, corrected, own):
+        assert np.allclose(after.old_logprobs[after.loss_mask], trainer, atol=1e-5)
+        ratio = float(np.exp(np.sum(trainer.astype(np.float64) - before.old_logprobs[before.loss_mask])))
+        assert after.weight == (pytest.approx(ratio, rel=1e-4) if ratio <= 3.0 else 0.0)
+    assert any(s.weight == 0.0 for s in corrected) and any(s.weight > 0 for s in corrected)
+
+
+@given(lengths=st.lists(st.integers(2, 700), min_size=1, max_size=40), most=st.integers(700, 4096))
+def test_rows_are_about_the_target_width_and_evenly_filled(lengths: list[int], most: int) -> None:
+    width = row_width(lengths, most)
+    assert max(lengths) <= width <= most
+    rows = _rows_needed(lengths, width)
+    if width < most:  # as few rows as rows of ROW_TARGET tokens would hold
+        assert rows <= -(-sum(lengths) // ROW_TARGET)
+    if len(set(lengths)) == 1 and width < most:  # equal lengths fill the rows evenly: at most one row's slack
+        assert rows * width - sum(lengths) <= width

@@ -1,0 +1,218 @@
+"""The trainer end to end on the CPU: a few iterations with the tiny model, GRPO and TRCA, on a shipped capability
+environment and a toy one; exact resume after SIGKILL; the DDP launch; the command line's errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from tracec.cli import main as cli_main
+from tracec.trace_rl.checkpoint import latest_checkpoint
+from tracec.trace_rl.policy import Policy
+from tracec.trace_rl.train import train
+from tracec.trace_rl.train_config import ConfigError, TrainConfig, load_config
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TINY = ["model.name=tiny", "model.threads=1", "lora.rank=4", "lora.alpha=8", "rollout.group_size=4",
+        "rollout.groups_per_batch=2", "rollout.max_new_tokens=16", "rollout.max_context_tokens=1024", "optim.lr=3e-3",
+        "checkpoint_every=1"]
+LETTERS = ["env.kind=python", "env.python.factory=toy_env:letter_env"]
+CAPABILITY = [f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "env.max_turns=2"]
+
+
+def _config(*overrides: str) -> TrainConfig:
+    return load_config(None, [*TINY, *overrides])
+
+
+def _adapter(folder: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(folder / "adapter" / "adapter_model.safetensors"))
+
+
+def _initial_adapter() -> dict[str, torch.Tensor]:
+    return {k: v for k, v in Policy.load("tiny", _config().lora, seed=0).adapter_state().items()}
+
+
+def test_grpo_on_a_toy_environment_trains_and_records_everything(tmp_path: Path) -> None:
+    config = _config(*LETTERS, "iterations=3", "keep_checkpoints=2", "loss.kl_beta=0.05")
+    seen: list[dict] = []  # type: ignore[type-arg]
+    result = train(config, out=tmp_path, on_iteration=seen.append)
+    assert [m["iteration"] for m in result.metrics] == [1, 2, 3] == [m["iteration"] for m in seen]
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines == result.metrics
+    for record in lines:
+        assert 0 <= record["reward_mean"] <= 1 and 0 <= record["clip_fraction"] <= 1 and record["kl"] >= 0
+        assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2  # rewards differ within groups
+        assert record["time_rollout"] > 0 and record["tokens_per_s"] > 0 and record["entropy"] > 0
+    assert lines[-1]["kl"] > 0  # the adapter has moved away from the base
+    # checkpoints: the newest two, each whole, with the run's config beside it
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["iter_000002", "iter_000003"]
+    assert load_config(tmp_path / "checkpoints" / "iter_000003" / "config.toml") == config
+    moved = _adapter(tmp_path / "checkpoints" / "iter_000003")
+    assert any(not torch.equal(moved[k], v) for k, v in _initial_adapter().items())
+    assert (tmp_path / "curve.png").stat().st_size > 1000
+    with pytest.raises(ConfigError, match="already holds a run; pass --resume"):
+        train(config, out=tmp_path)
+
+
+def test_grpo_with_sparse_rewards_skips_constant_groups_and_resamples(tmp_path: Path) -> None:
+    # The tiny model never solves the booking task: every group's reward is 0, so no group teaches anything.
+    config = _config(*CAPABILITY, "iterations=1", "advantage.max_resample_batches=2")
+    result = train(config, out=tmp_path)
+    (record,) = result.metrics
+    assert record["constant_fraction"] == 1.0 and record["groups_trained"] == 0
+    assert record["resample_batches"] == 2 and record["optimizer_steps"] == 0
+    assert all(torch.equal(_adapter(tmp_path / "checkpoints" / "iter_000001")[k], v)
+               for k, v in _initial_adapter().items())
+
+
+def test_trca_gives_an_all_failed_group_step_advantages_to_learn_from(tmp_path: Path) -> None:
+    config = _config(*CAPABILITY, "iterations=2", "advantage.kind=trca",
+                     f"advantage.rubric={REPO}/examples/toolenv.rubric", "optim.epochs=2")
+    result = train(config, out=tmp_path)
+    for record in result.metrics:
+        assert record["success_rate"] == 0.0 and record["groups_trained"] == 2
+        assert record["optimizer_steps"] == 4 and 0 < record["ratio"] < 2
+    moved = _adapter(tmp_path / "checkpoints" / "iter_000002")
+    assert any(not torch.equal(moved[k], v) for k, v in _initial_adapter().items())
+
+
+def _toml(tmp_path: Path, *overrides: str) -> Path:
+    from tracec.trace_rl.train_config import save_config
+
+    path = tmp_path / "train.toml"
+    save_config(_config(*LETTERS, *overrides), path)
+    return path
+
+
+def _run(args: list[str], **kwargs: object) -> subprocess.Popen:  # type: ignore[type-arg]
+    env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "tracec.trace_rl.train", *args, "--quiet"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_iteration_resumes_to_the_same_adapter(tmp_path: Path) -> None:
+    config = _toml(tmp_path, "iterations=4", "optim.mini_batches=2")
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert _run([str(config), "--out", str(whole)]).wait(timeout=600) == 0
+    process = _run([str(config), "--out", str(killed)])
+    deadline = time.monotonic() + 600
+    while not (killed / "checkpoints" / "iter_000002").exists():  # published by one rename: whole when seen
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # iteration 3 is under way
+    process.wait()
+    assert latest_checkpoint(killed) == killed / "checkpoints" / "iter_000002"
+    assert _run([str(config), "--out", str(killed), "--resume"]).wait(timeout=600) == 0
+    a, b = _adapter(whole / "checkpoints" / "iter_000004"), _adapter(killed / "checkpoints" / "iter_000004")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-6
+    rewards = [[json.loads(line)["reward_mean"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+               for run in (whole, killed)]
+    assert rewards[0] == rewards[1] and len(rewards[0]) == 4
+
+
+@pytest.mark.slow
+def test_torchrun_with_two_gloo_ranks_trains_like_one_process(tmp_path: Path) -> None:
+    config = _toml(tmp_path, "iterations=2", "rollout.groups_per_batch=4")
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert _run([str(config), "--out", str(one)]).wait(timeout=600) == 0
+    env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           "-m", "tracec.trace_rl.train", str(config), "--out", str(two), "--quiet"], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    a, b = _adapter(one / "checkpoints" / "iter_000002"), _adapter(two / "checkpoints" / "iter_000002")
+    start = _initial_adapter()
+    assert max(float((a[k] - start[k]).abs().max()) for k in a) > 1e-3
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-5
+    metrics = [[json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (one, two)]
+    for x, y in zip(*metrics):
+        assert x["reward_mean"] == pytest.approx(y["reward_mean"], abs=1e-9)
+        assert x["groups_trained"] == y["groups_trained"] == 4
+
+
+def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[rollout]\ngroup_size = 1\n", encoding="utf-8")
+    assert cli_main(["train", str(bad)]) == 1
+    assert f"{bad}:2:1: error: rollout.group_size = 1" in capsys.readouterr().err
+    assert cli_main(["train", str(bad), "--set", "rollout.group_size=4", "--set", "model.name=no-such-model"]) == 1
+    assert "no model 'no-such-model'" in capsys.readouterr().err
+    assert cli_main(["train", str(tmp_path / "missing.toml")]) == 1
+    assert "no such config file" in capsys.readouterr().err
+    assert cli_main(["train", str(bad), "--bogus"]) == 2
+    long = ["--set", "rollout.group_size=4", "--set", "model.name=tiny", "--set", "rollout.max_context_tokens=5000",
+            "--out", str(tmp_path / "long")]
+    assert cli_main(["train", str(bad), *long]) == 1
+    assert "the model 'tiny' has 4096 positions; use at most 4096" in capsys.readouterr().err
+    gpu = ["--set", "rollout.group_size=4", "--set", "model.device=cuda", "--out", str(tmp_path / "gpu")]
+    if not torch.cuda.is_available():
+        assert cli_main(["train", str(bad), *gpu]) == 1
+        assert "torch sees no CUDA device here" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_smollm2_trains_an_iteration_on_a_capability_environment(tmp_path: Path) -> None:
+    config = load_config(REPO / "examples" / "train" / "tool_calling_trca.toml",
+                         ["iterations=1", "rollout.group_size=2", "rollout.max_new_tokens=24", "env.max_turns=2"])
+    result = train(config, out=tmp_path)
+    (record,) = result.metrics
+    assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2 and np.isfinite(record["loss"])
+    assert (tmp_path / "checkpoints" / "iter_000001" / "adapter" / "adapter_config.json").is_file()
+
+
+def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path: Path) -> None:
+    from tracec.trace_rl.models import resolve_model
+    from tracec.trace_rl.vllm_sampler import _clean_model_folder
+
+    source = resolve_model("smollm2-135m-instruct")
+    folder = _clean_model_folder(source, tmp_path / "base")
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["architectures"] == ["LlamaForCausalLM"]
+    assert (folder / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert {p.name for p in folder.iterdir()} == {p.name for p in source.iterdir()}
+
+
+def test_vllm_missing_is_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracec.trace_rl.vllm_sampler import import_vllm
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'tracec\[gpu\]'"):
+        import_vllm()
+
+
+@pytest.mark.slow
+def test_the_textworld_example_trains_on_a_family_of_games_with_trca(tmp_path: Path) -> None:
+    config = load_config(REPO / "examples" / "train" / "textworld_grpo.toml", [
+        *TINY, "iterations=1", "env.max_turns=2", f"env.textworld.cache={tmp_path / 'games'}", "advantage.kind=trca",
+        f"advantage.rubric={REPO}/examples/textworld.rubric", "rollout.max_context_tokens=4096"])
+    result = train(config, out=tmp_path / "run")
+    (record,) = result.metrics
+    assert len(list((tmp_path / "games").rglob("*.z8"))) == 2  # one game per seed of the batch
+    assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2 and record["turns_mean"] == 2
+
+
+@pytest.mark.slow
+def test_a_tau2_domain_trains_with_a_scripted_user(tmp_path: Path, data_dir: Path) -> None:
+    # SmolLM2: the domain's policy and tools make a system prompt of ~10k characters, too long for the tiny
+    # model's character tokens
+    config = _config("model.name=smollm2-135m-instruct", "env.kind=tau2", f"env.tau2.data={data_dir}",
+                     "env.tau2.user=scripted", "env.max_turns=2", "iterations=1", "rollout.group_size=2",
+                     "advantage.kind=trca", f"advantage.rubric={REPO}/examples/tau2.rubric",
+                     "rollout.max_context_tokens=8192")
+    result = train(config, out=tmp_path)
+    (record,) = result.metrics
+    assert record["turns_mean"] == 2  # the scripted user never ends the conversation
+    assert record["groups_trained"] + record["constant_fraction"] * 2 == pytest.approx(2)
+    assert 0.0 <= record["reward_mean"] <= 1.0

@@ -1,0 +1,79 @@
+"""The GRPO objective on loss tokens: a clipped surrogate, an optional k3 KL to the base model, two aggregations.
+
+For loss token t with ratio rho_t = exp(logp_t - logp_old_t) and advantage A_t:
+
+    l_t = -( min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  -  beta * k3_t ),
+    k3_t = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1            (Schulman's unbiased, positive estimate)
+
+and the batch loss is `sum_t c_t w_s(t) l_t` with weights `c_t` from the aggregation, computed over the whole
+mini-batch on every rank (so gradient accumulation over micro-batches and DDP's gradient average give exactly the
+one-process gradient):
+- `sequence_mean` (GRPO, TRACE): c_t = 1 / (n_loss_tokens(s) * n_sequences), a mean over each sequence, then over
+  sequences;
+- `token_mean` (DAPO): c_t = 1 / n_loss_tokens, one mean over all loss tokens (long sequences weigh more).
+Sequences without loss tokens count in neither. `w_s` is 1, or the masked sequence-level importance weight of
+rollouts from another engine (vLLM): `exp(sum_t (logp_old_t - logp_sampler_t))`, set to 0 above a cap, as TRL's
+`sequence_mask` mode does.
+Left out: token-level importance weights, GSPO's sequence-level ratio, entropy bonuses, value baselines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class SurrogateTerms:
+    """A micro-batch's weighted loss and the weighted sums behind the metrics (divide by the weights' sum)."""
+
+    loss: Tensor  # scalar, with gradient
+    clipped: Tensor  # sum_t c_t [the clip bound is active at t]
+    kl: Tensor  # sum_t c_t k3_t (0 without a reference)
+    ratio: Tensor  # sum_t c_t rho_t
+
+
+def aggregation_weights(loss_counts: Sequence[int], aggregation: str, *, total_tokens: int,
+                        total_sequences: int) -> Tensor:
+    """c_t for the loss tokens of these sequences, given the mini-batch's totals over every rank. (sum counts,)"""
+    if aggregation == "token_mean":
+        per_sequence = [1.0 / total_tokens] * len(loss_counts)
+    elif aggregation == "sequence_mean":
+        per_sequence = [1.0 / (count * total_sequences) if count else 0.0 for count in loss_counts]
+    else:
+        raise ValueError(f"aggregation={aggregation!r}: use 'sequence_mean' or 'token_mean'")
+    return torch.repeat_interleave(torch.tensor(per_sequence, dtype=torch.float64),
+                                   torch.tensor(list(loss_counts), dtype=torch.long)).float()
+
+
+def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor, *, clip_eps: float,
+                      ref_logp: Tensor | None = None, kl_beta: float = 0.0) -> SurrogateTerms:
+    """The weighted loss of loss tokens (all (N,) fp32; `weights` = c_t w_s, with w_s folded in by the caller)."""
+    log_ratio = logp - old_logp
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    objective = torch.minimum(unclipped, clipped)
+    active = ((ratio < 1.0 - clip_eps) & (advantages < 0)) | ((ratio > 1.0 + clip_eps) & (advantages > 0))
+    kl = torch.zeros_like(logp)
+    if ref_logp is not None:
+        delta = ref_logp - logp
+        kl = torch.exp(delta) - delta - 1.0
+        objective = objective - kl_beta * kl
+    loss = -(weights * objective).sum()
+    with torch.no_grad():
+        return SurrogateTerms(loss=loss, clipped=(weights * active.float()).sum(), kl=(weights * kl).sum(),
+                              ratio=(weights * ratio).sum())
+
+
+def sequence_importance_weights(trainer_logp: Sequence[Tensor], sampler_logp: Sequence[Tensor], *,
+                                cap: float) -> list[float]:
+    """Per sequence, exp(sum of trainer - sampler log-probs over its loss tokens), or 0 where that exceeds `cap`."""
+    weights = []
+    for trainer, sampler in zip(trainer_logp, sampler_logp, strict=True):
+        ratio = float(torch.exp((trainer.double() - sampler.double()).sum()))
+        weights.append(ratio if ratio <= cap else 0.0)
+    return weights

@@ -1,0 +1,252 @@
+"""One policy update from a batch of episodes: epochs x mini-batches of AdamW steps on the GRPO loss.
+
+Each episode is ONE sequence (its prompt, turns and observations, exactly the sampled ids); its loss tokens are the
+action tokens of its turns, each with its step's advantage. Per epoch the batch's sequences are shuffled (seeded
+by run seed, iteration, epoch) and split into `mini_batches` parts, one optimizer step each: after the first step
+the ratio moves away from 1 and the clip acts. A part is run as micro-batches of at most `micro_batch_tokens`
+tokens, each packed into rows (`packing.pack_sequences`) and scored by the packed log-prob kernel
+(`logprobs.sequence_logprobs`: no padding, only the loss positions reach the LM head); gradients accumulate.
+Old log-probs are the sampler's (the same weights drew the tokens) or, for rollouts from another engine, the
+trainer's own, recomputed before the update, with each sequence weighted by its masked importance weight.
+
+The sequence table (which sequences exist, their lengths and loss-token counts, who owns them) is global: every
+rank plans every part and micro-batch alike, runs its own sequences of each, and pads with empty micro-batches to
+the longest rank's count, so DDP sees the same number of backward passes everywhere. Loss weights use the part's
+totals over all ranks, which makes the averaged gradient equal to the one-process gradient.
+Left out: gradient checkpointing, mixed precision on CPU, learning-rate schedules per optimizer step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+from tracec.trace_rl.distributed import Distributed
+from tracec.trace_rl.grpo_loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
+from tracec.trace_rl.logprobs import sequence_logprobs
+from tracec.trace_rl.packing import PackedBatch, pack_sequences
+from tracec.trace_rl.policy import Policy
+
+ROW_TARGET = 512  # tokens a packed row aims at: attention in a row costs its width squared (a dense mask)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnSequence:
+    """One episode to learn from, held by the rank that sampled it."""
+
+    key: tuple[int, int]  # (group, member): its place in the batch, the same on every rank
+    token_ids: np.ndarray  # (T,) int64
+    loss_mask: np.ndarray  # (T,) bool
+    advantages: np.ndarray  # (T,) float32, read at loss tokens
+    old_logprobs: np.ndarray  # (T,) float32, read at loss tokens
+    weight: float = 1.0  # importance weight of the sequence (1 for on-policy rollouts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceInfo:
+    key: tuple[int, int]
+    length: int
+    loss_tokens: int
+    rank: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnSettings:
+    epochs: int = 1
+    mini_batches: int = 1
+    clip_eps: float = 0.28
+    aggregation: str = "sequence_mean"
+    kl_beta: float = 0.0
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    row_tokens: int = 2048
+    micro_batch_tokens: int = 8192
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearnStats:
+    steps: int
+    loss: float
+    clip_fraction: float
+    kl: float
+    ratio: float
+    entropy: float
+    grad_norm: float
+    loss_tokens: int
+
+
+def row_width(lengths: Sequence[int], most: int) -> int:
+    """The width to pack sequences of `lengths` into: rows of about ROW_TARGET tokens, as few as fit, filled evenly.
+
+    Too wide wastes attention (a row's block-diagonal mask is dense: 2048 columns for sequences of 60 tokens spend
+    more on masked attention than on the model); too narrow or uneven wastes padding (eight sequences of 67 tokens
+    in rows of 512 leave a second row of one sequence padded to 469)."""
+    longest, total = max(lengths), sum(lengths)
+    rows = max(1, math.ceil(total / ROW_TARGET))
+    width = max(longest, math.ceil(total / rows))
+    while width < most and _rows_needed(lengths, width) > rows:
+        width += max(1, longest // 8)
+    return min(width, most)
+
+
+def _rows_needed(lengths: Sequence[int], width: int) -> int:
+    """Rows first-fit decreasing fills at `width` (the packer's own rule)."""
+    fills: list[int] = []
+    for length in sorted(lengths, reverse=True):
+        row = next((r for r, fill in enumerate(fills) if fill + length <= width), None)
+        if row is None:
+            fills.append(length)
+        else:
+            fills[row] += length
+    return len(fills)
+
+
+class PackedLogprobs(torch.nn.Module):
+    """`sequence_logprobs` as a module, so that DDP's forward (which arms the gradient all-reduce) runs it."""
+
+    def __init__(self, model: torch.nn.Module, temperature: float) -> None:
+        super().__init__()
+        self.model, self.temperature = model, temperature
+
+    def forward(self, batch: PackedBatch, with_entropy: bool) -> tuple[list[Tensor], list[Tensor] | None]:
+        if with_entropy:
+            logprobs, entropy = sequence_logprobs(self.model, batch, temperature=self.temperature, with_entropy=True)
+            return logprobs, entropy
+        return sequence_logprobs(self.model, batch, temperature=self.temperature), None  # type: ignore[return-value]
+
+
+class Learner:
+    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, settings: LearnSettings,
+                 dist: Distributed) -> None:
+        self.policy, self.optimizer, self.settings, self.dist = policy, optimizer, settings, dist
+        self.scorer = PackedLogprobs(policy.model, settings.temperature)
+        self.module = dist.wrap(self.scorer, policy.device)
+        pad = policy.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else 0)
+
+    def update(self, local: Sequence[LearnSequence], table: Sequence[SequenceInfo], *, seed: int,
+               iteration: int) -> LearnStats:
+        """Train on the batch whose sequences `table` lists (every rank's); `local` are this rank's."""
+        by_key = {s.key: s for s in local}
+        order = sorted(table, key=lambda info: info.key)
+        sums = np.zeros(5)  # loss, clipped, kl, ratio, grad_norm: per optimizer step
+        entropy_sum = entropy_count = steps = 0.0
+        for epoch in range(self.settings.epochs):
+            permutation = np.random.default_rng([seed, iteration, epoch]).permutation(len(order))
+            for part in np.array_split(permutation, self.settings.mini_batches):
+                members = [order[i] for i in part]
+                total_tokens = sum(m.loss_tokens for m in members)
+                if total_tokens == 0:
+                    continue
+                step, entropy = self._step(members, by_key, total_tokens, with_entropy=epoch == 0)
+                sums += step
+                entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
+                steps += 1
+        steps_done = max(steps, 1)
+        mean = [float(v) / steps_done for v in sums]
+        return LearnStats(steps=int(steps), loss=mean[0], clip_fraction=mean[1], kl=mean[2], ratio=mean[3],
+                          grad_norm=mean[4], entropy=float(entropy_sum) / max(entropy_count, 1),
+                          loss_tokens=sum(m.loss_tokens for m in order))
+
+    def _step(self, members: list[SequenceInfo], by_key: dict[tuple[int, int], LearnSequence], total_tokens: int, *,
+              with_entropy: bool) -> tuple[np.ndarray, tuple[float, float]]:
+        """One optimizer step on a mini-batch; returns its (loss, clipped, kl, ratio, grad norm) and entropy sums."""
+        total_sequences = sum(1 for m in members if m.loss_tokens)
+        plans = [self._micro_batches([m for m in members if m.rank == rank]) for rank in range(self.dist.world)]
+        mine = plans[self.dist.rank]
+        count = max(len(plan) for plan in plans)
+        terms = torch.zeros(4, dtype=torch.float64)
+        entropy_sum = entropy_count = 0.0
+        for index in range(count):
+            last = index == count - 1
+            sequences = [by_key[m.key] for m in mine[index]] if index < len(mine) else []
+            sync = contextlib.nullcontext() if last or not self.dist.active else self.module.no_sync()  # type: ignore[operator]
+            with sync:
+                loss, parts, entropy = self._micro_batch(sequences, total_tokens, total_sequences, with_entropy)
+                loss.backward()
+            terms += parts
+            entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
+        norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(),
+                                              self.settings.max_grad_norm or float("inf"))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals = self._sum_over_ranks(torch.cat([terms, torch.tensor([entropy_sum, entropy_count])]))
+        return np.array([*totals[:4].tolist(), float(norm)]), (float(totals[4]), float(totals[5]))
+
+    def _micro_batches(self, members: list[SequenceInfo]) -> list[list[SequenceInfo]]:
+        batches: list[list[SequenceInfo]] = []
+        tokens = 0
+        for member in members:
+            if not batches or tokens + member.length > self.settings.micro_batch_tokens:
+                batches.append([])
+                tokens = 0
+            batches[-1].append(member)
+            tokens += member.length
+        return batches
+
+    def _micro_batch(self, sequences: list[LearnSequence], total_tokens: int, total_sequences: int,
+                     with_entropy: bool) -> tuple[Tensor, Tensor, tuple[float, float]]:
+        if not sequences:  # this rank has nothing here: a zero-weight pass keeps DDP's backward count in step
+            batch = pack_sequences([[self.pad_id, self.pad_id]], [[False, True]],
+                                   max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
+            logprobs, _ = self.module(batch, False)
+            return logprobs[0].sum() * 0.0, torch.zeros(4, dtype=torch.float64), (0.0, 0.0)
+        batch = self._pack(sequences)
+        logprobs, entropy = self.module(batch, with_entropy)
+        logp = torch.cat(logprobs)
+        device = logp.device
+        old = torch.from_numpy(np.concatenate([s.old_logprobs[s.loss_mask] for s in sequences])).to(device)
+        advantages = torch.from_numpy(np.concatenate([s.advantages[s.loss_mask] for s in sequences])).to(device)
+        counts = [int(s.loss_mask.sum()) for s in sequences]
+        weights = aggregation_weights(counts, self.settings.aggregation, total_tokens=total_tokens,
+                                      total_sequences=total_sequences)
+        weights = weights * torch.repeat_interleave(torch.tensor([s.weight for s in sequences], dtype=torch.float32),
+                                                    torch.tensor(counts))
+        ref = None
+        if self.settings.kl_beta > 0:
+            with torch.no_grad(), self.policy.base_model():
+                ref = torch.cat(self.scorer(batch, False)[0])
+        terms = clipped_surrogate(logp, old, advantages, weights.to(device), clip_eps=self.settings.clip_eps,
+                                  ref_logp=ref, kl_beta=self.settings.kl_beta)
+        # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
+        loss = terms.loss * self.dist.world
+        parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio)],
+                             dtype=torch.float64)
+        spread = (float(torch.cat(entropy).sum()), float(len(logp))) if entropy is not None else (0.0, 0.0)
+        return loss, parts, spread
+
+    @torch.no_grad()
+    def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:
+        """For rollouts another engine sampled: old log-probs recomputed by this model, and each sequence weighted
+        by its masked importance weight against the sampler's (`grpo_loss.sequence_importance_weights`)."""
+        by_key = {s.key: s for s in sequences}
+        infos = [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=0, rank=0) for s in sequences]
+        out = []
+        for chunk in self._micro_batches(infos):
+            members = [by_key[info.key] for info in chunk]
+            batch = self._pack(members)
+            trainer = [logp.cpu() for logp in self.scorer(batch, False)[0]]
+            sampler = [torch.from_numpy(s.old_logprobs[s.loss_mask]) for s in members]
+            weights = sequence_importance_weights(trainer, sampler, cap=cap)
+            for member, recomputed, weight in zip(members, trainer, weights, strict=True):
+                old = member.old_logprobs.copy()
+                old[member.loss_mask] = recomputed.numpy()
+                out.append(dataclasses.replace(member, old_logprobs=old, weight=weight))
+        return out
+
+    def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
+        return pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
+                              max_tokens_per_row=row_width([len(s.token_ids) for s in sequences],
+                                                           self.settings.row_tokens),
+                              pad_id=self.pad_id)
+
+    def _sum_over_ranks(self, values: Tensor) -> Tensor:
+        if not self.dist.active:
+            return values
+        return torch.tensor(np.sum(self.dist.gather(values.tolist()), axis=0), dtype=torch.float64)

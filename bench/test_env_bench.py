@@ -61,14 +61,23 @@ class HandTrips:
             [rng.randint(50, 900) for _ in range(n)],
         ]
         keys = ("id", "user", "origin", "dest", "day", "status", "price")
-        return users, [dict(zip(keys, row)) for row in zip(*columns)]
+        trips = [dict(zip(keys, row)) for row in zip(*columns)]
+        for index, trip in enumerate(trips):  # `where origin != dest`: redraw the row but its key
+            attempt = 0
+            while trip["origin"] == trip["dest"]:
+                rng = rng_for(seed, f"{draw}/table/trips/row/{index}/{attempt}")
+                trip.update(user=rng.choice(ids), origin=rng.choice(CITIES), dest=rng.choice(CITIES),
+                            day=self.days[rng.randrange(N_DAYS)], status=rng.choice(("active", "cancelled")),
+                            price=rng.randint(50, 900))
+                attempt += 1
+        return users, trips
 
     def reset(self, seed: int) -> Observation:
         for draw in range(32):
             users, trips = self._tables(seed, draw)
             rng = rng_for(seed, f"{draw}/picks")
             me = dict(rng.choice(users))
-            active = [t for t in trips if t["user"] == me["id"] and t["status"] == "active" and t["origin"] != t["dest"]]
+            active = [t for t in trips if t["user"] == me["id"] and t["status"] == "active"]
             if active:
                 target = dict(rng.choice(active))
                 break

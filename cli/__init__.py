@@ -47,9 +47,9 @@ COMMANDS = (
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
     Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
+    Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.cli.train"),
     Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
     Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
-    Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.trace_rl.train_cli"),
     Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
 )
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tracec.cli.errors import UsageError, UserError
 from tracec.compiler.cache import KernelCache, default_cache_path
-from tracec.dsl.errors import Diagnostic, Loc, ParseError
+from tracec.dsl.parse import decode_source
 
 CACHE_SETTING = "TRACEC_CACHE_DIR"
 
@@ -39,10 +39,7 @@ def read_source(path: Path) -> str:
         data = path.read_bytes()
     except OSError as error:
         raise _unusable(path, error) from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise _not_utf8(path, data, error.start) from None
+    return decode_source(data, str(path))
 
 
 def output_file(path: Path, suffixes: tuple[str, ...] = ()) -> Path:
@@ -102,14 +99,3 @@ def _unusable(path: Path, error: OSError) -> UserError:
     if isinstance(error, IsADirectoryError):
         return UserError("is a folder, not a file", path)
     return UserError.from_os_error(error, path)
-
-
-def _not_utf8(path: Path, data: bytes, start: int) -> ParseError:
-    line_start = data.rfind(b"\n", 0, start) + 1
-    line_end = data.find(b"\n", start)
-    line_end = len(data) if line_end < 0 else line_end
-    line = data.count(b"\n", 0, start) + 1
-    column = len(data[line_start:start].decode("utf-8", errors="replace")) + 1
-    shown = data[line_start:line_end].decode("utf-8", errors="replace").rstrip("\r").expandtabs(1)
-    message = f"not valid UTF-8 (byte 0x{data[start]:02x}); a source file must be UTF-8 text"
-    return ParseError([Diagnostic(str(path), Loc.point(line, column), message, shown)])

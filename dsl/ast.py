@@ -264,6 +264,7 @@ class Table:
     columns: tuple[Column, ...]
     rows_min: int
     rows_max: int
+    where: Expr | None = None  # every generated row satisfies it (a row that does not is drawn again)
     loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 

@@ -9,6 +9,9 @@ any run-time property (whether a pick finds a row, whether the gold solution sco
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from tracec.dsl import ast
 from tracec.dsl import types as T
 from tracec.dsl.check_env_expr import FAILED_HINT, EnvExpressions, Scope, assignable, shown_type, written
@@ -138,7 +141,24 @@ class _EnvChecker(Reporter, EnvExpressions):
                 columns[column.name] = ColumnInfo(name=column.name, generator=column.generator, type=type_ or T.ENTITY)
             if fresh:
                 self.tables[decl.name] = TableInfo(name=decl.name, columns=tuple(columns.values()), key=key,
-                                                   rows=(decl.rows_min, decl.rows_max), loc=decl.loc)
+                                                   rows=(decl.rows_min, decl.rows_max), loc=decl.loc, where=decl.where)
+        tables = {decl.name for decl in decls}
+        for decl in decls:
+            if decl.where is not None and decl.name in self.tables:
+                self.row_condition(decl.where, self.tables[decl.name], tables)
+
+    def row_condition(self, where: ast.Expr, table: TableInfo, tables: set[str]) -> None:
+        """A table's `where` reads only its own row (and enum members, literals): rows are generated before any
+        `let` exists, and a row must not depend on the order in which other rows are drawn."""
+        outside = [node for node in _subexpressions(where)
+                   if isinstance(node, ast.Index)
+                   or (isinstance(node, ast.Name) and node.id in tables and table.column(node.id) is None)]
+        if outside:  # one error: the first reach outside (a lookup `t[k]` also names its table)
+            columns = ", ".join(column.name for column in table.columns)
+            first = min(outside, key=lambda node: (node.loc.line, node.loc.column))
+            self.error(first.loc, f"a table's `where` reads only the columns of its own row ({columns})")
+        else:
+            self.condition(where, Scope({}, row=table), "the `where` condition")
 
     def generator(self, gen: ast.Generator, table: str, index: int, order: dict[str, int],
                   decls: list[ast.Table]) -> Type | None:
@@ -296,3 +316,18 @@ class _EnvChecker(Reporter, EnvExpressions):
         got = self.expr(assign.value, scope, column.type if column else FAILED_HINT)
         if column is not None and got is not None and not assignable(got, column.type):
             self.error(assign.value.loc, f"cannot set `{assign.table}.{column.name}` ({column.type}) to {shown_type(got)}")
+
+
+def _subexpressions(expr: ast.Expr) -> list[Any]:
+    """`expr` and every expression inside it."""
+    found: list[Any] = []
+    stack: list[Any] = [expr]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        for field in dataclasses.fields(node):
+            value = getattr(node, field.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if dataclasses.is_dataclass(item) and not isinstance(item, (ast.TypeRef, Loc)):
+                    stack.append(item)
+    return found

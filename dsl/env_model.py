@@ -43,6 +43,7 @@ class TableInfo:
     key: str | None  # the `key` column, if the table has one
     rows: tuple[int, int]
     loc: Loc
+    where: ast.Expr | None = None  # the condition every generated row satisfies
 
     def column(self, name: str) -> ColumnInfo | None:
         return next((c for c in self.columns if c.name == name), None)

@@ -277,8 +277,8 @@ class _Builder(Transformer):
         return ast.EnvCapability(str(children[0]), loc=_loc(children[0]))
 
     def table(self, meta, children):
-        name, *columns, low, high = children
-        return ast.Table(str(name), tuple(columns), self._int(low), self._int(high), loc=_loc(name))
+        name, *columns, low, high, where = children
+        return ast.Table(str(name), tuple(columns), self._int(low), self._int(high), where, loc=_loc(name))
 
     def column(self, meta, children):
         return ast.Column(str(children[0]), children[1], loc=_loc(children[0]))

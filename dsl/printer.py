@@ -63,7 +63,8 @@ def _env_item(item: ast.EnvItem) -> list[str]:
         return [f"capability {item.name}"]
     if isinstance(item, ast.Table):
         columns = ", ".join(f"{c.name}: {_generator(c.generator)}" for c in item.columns)
-        return [f"table {item.name}({columns}) rows {item.rows_min}..{item.rows_max}"]
+        where = f" where {print_expr(item.where)}" if item.where is not None else ""
+        return [f"table {item.name}({columns}) rows {item.rows_min}..{item.rows_max}{where}"]
     if isinstance(item, ast.Let):
         return [f"let {item.name} = {_pick(item.value) if isinstance(item.value, ast.Pick) else print_expr(item.value)}"]
     if isinstance(item, ast.Task):

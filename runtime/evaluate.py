@@ -20,7 +20,6 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
-from tracec.dsl.parse import parse
+from tracec.dsl.parse import parse, read_source
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
 from tracec.runtime.trajectories import Episode, gc_paused
@@ -101,7 +100,7 @@ class RubricScorer:
         cls, path: str | os.PathLike[str], rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None,
     ) -> RubricScorer:
-        return cls.from_source(Path(path).read_text(encoding="utf-8"), str(path), rubric, backend, cache)
+        return cls.from_source(read_source(str(path)), str(path), rubric, backend, cache)
 
     @property
     def operator_names(self) -> tuple[str, ...]:

@@ -338,9 +338,9 @@ def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m tracec.trace_rl.train CONFIG [--set k=v ...] [--out DIR] [--resume]` (what torchrun starts)."""
-    from tracec.trace_rl.train_cli import train_command
+    from tracec.cli import main as tracec_main  # the one command line, its error mapping included
 
-    return train_command(list(sys.argv[1:] if argv is None else argv))
+    return tracec_main(["train", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from tracec.dsl import ast
 from tracec.dsl.check_env import check_environment
 from tracec.dsl.env_model import DEFAULT_LIMITS, Limits
 from tracec.dsl.errors import NOWHERE, CheckError, Source
-from tracec.dsl.parse import parse
+from tracec.dsl.parse import parse, read_source
 from tracec.runtime.env.episode import Environment, Scores
 from tracec.runtime.env.program import Program, Scenario
 
@@ -34,6 +34,5 @@ def compile_environment(text: str, path: str = "<string>", *, name: str | None =
 
 
 def load_environment(path: str, *, name: str | None = None, limits: Limits = DEFAULT_LIMITS) -> Program:
-    with open(path, encoding="utf-8") as handle:
-        return compile_environment(handle.read(), path, name=name, limits=limits)
+    return compile_environment(read_source(path), path, name=name, limits=limits)
 

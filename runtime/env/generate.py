@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime
 import hashlib
 import random
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tracec.dsl.env_model import CheckedEnvironment, TableInfo
+from tracec.dsl.errors import EnvError
 from tracec.runtime.env.database import Database
 
 FIRST_NAMES = (
@@ -57,11 +59,19 @@ def key_prefixes(tables: tuple[TableInfo, ...]) -> dict[str, str]:
     return prefixes
 
 
-class TableMaker:
-    """Generates an environment's tables for a seed and a draw number (a redraw uses the next draw number)."""
+MAX_ROW_DRAWS = 100  # draws of one row that its table's `where` refuses, before the environment is reported broken
+_UNIQUE = ("key", "name")  # columns drawn without repeats across a table: a row's redraw keeps them
 
-    def __init__(self, env: CheckedEnvironment):
-        self.env = env
+
+class TableMaker:
+    """Generates an environment's tables for a seed and a draw number (a redraw uses the next draw number).
+
+    `conditions`: for a table with a `where`, that condition compiled over a row; a generated row it does not hold
+    for is drawn again (its columns other than keys and names, which are unique across the table), from a random
+    stream of its own, so that the other rows stay as they were."""
+
+    def __init__(self, env: CheckedEnvironment, conditions: Mapping[str, Callable[[dict[str, Any]], Any]]):
+        self.env, self.conditions = env, conditions
         self.prefixes = key_prefixes(env.tables)
         self.days = [(FIRST_DAY + datetime.timedelta(days=n)).isoformat() for n in range(N_DAYS)]
         self.keys = {t.name: t.key for t in env.tables}
@@ -75,7 +85,27 @@ class TableMaker:
                        for column in table.columns]
             names = [c.name for c in table.columns]
             rows[table.name] = [dict(zip(names, values)) for values in zip(*columns)] if count else []
+            condition = self.conditions.get(table.name)
+            if condition is not None:
+                for index, row in enumerate(rows[table.name]):
+                    self.satisfy(table, condition, row, seed, f"{draw}/table/{table.name}/row/{index}", rows)
         return Database(rows, self.keys)
+
+    def satisfy(self, table: TableInfo, condition: Callable[[dict[str, Any]], Any], row: dict[str, Any],
+                seed: int, purpose: str, rows: dict[str, list[dict[str, Any]]]) -> None:
+        """Redraw `row` (in place) until `condition` is definitely true of it."""
+        redrawn = [column for column in table.columns if column.generator.kind not in _UNIQUE]
+        for attempt in range(MAX_ROW_DRAWS):
+            if condition(row) is True:
+                return
+            rng = rng_for(seed, f"{purpose}/{attempt}")
+            for column in redrawn:
+                row[column.name] = self.column(table, column.generator.kind, column.generator.args, 1, rng, rows)[0]
+        if condition(row) is not True:
+            assert table.where is not None
+            raise EnvError([self.env.source.diagnostic(
+                table.where.loc, f"no row of `{table.name}` satisfies its `where` in {MAX_ROW_DRAWS} draws on seed "
+                                 f"{seed}; loosen the condition or widen the columns it reads")])
 
     def column(self, table: TableInfo, kind: str, args: tuple[Any, ...], count: int, rng: random.Random,
                rows: dict[str, list[dict[str, Any]]]) -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,7 +136,9 @@ class Program:
         self.env, self.limits = env, limits
         self.name, self.description, self.capability = env.name, env.description, env.capability
         self.tools = {t.name: _Tool(t, env, limits) for t in env.tools}
-        self._maker = TableMaker(env)
+        row_conditions = {t.name: compile_expr(t.where, Names(columns=frozenset(c.name for c in t.columns)))
+                          for t in env.tables if t.where is not None}
+        self._maker = TableMaker(env, {name: _of_row(fn) for name, fn in row_conditions.items()})
         tables = frozenset(t.name for t in env.tables)
         self._lets: list[tuple[ast.Let, Fn]] = []
         visible: set[str] = set()
@@ -282,3 +285,8 @@ def _kind_of(value: Any) -> str:
         return f"`{_clip(value, 40)}`"
     return {bool: "a boolean", list: "a list", dict: "an object", type(None): "null"}.get(type(value), show(value))
 
+
+def _of_row(condition: Fn) -> Callable[[dict[str, Any]], Any]:
+    """A row condition as a function of the row alone: it reads no let, parameter or table."""
+    nothing = Frame(Database({}, {}), {})
+    return lambda row: condition(row, nothing)

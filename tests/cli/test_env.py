@@ -47,7 +47,7 @@ def test_play_scores_the_turns_read_from_stdin(monkeypatch: pytest.MonkeyPatch,
 
 def test_errors_exit_1_and_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.rubric"
-    bad.write_text(TRIPS.read_text().replace("status == active and", "status == actve and"))
+    bad.write_text(TRIPS.read_text().replace("and status == active)", "and status == actve)"))
     line = next(n for n, text in enumerate(bad.read_text().splitlines(), 1) if "actve" in text)
     assert main(["env", str(bad)]) == 1
     assert f"{bad}:{line}:" in capsys.readouterr().err

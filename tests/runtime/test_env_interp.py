@@ -268,3 +268,43 @@ def test_trajectories_are_written_as_jsonl(tmp_path: Path, program) -> None:  # 
         write_records(broken(), path)
     assert [json.loads(line)["episode"] for line in path.read_text().splitlines()] == ["e0", "e1"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+ROWS = """
+environment rows "a table condition" {
+  table things(id: key, v: int 1..100, tag: enum(a, b, c, d, e, f, g, h)) rows 2..6
+  let one = pick(things)
+  task "look at {one.id}"
+  tool get(id: key) -> things where id == $id
+  solution get(one.id)
+  reward state
+}
+"""
+
+
+def test_a_table_where_holds_for_every_row_and_redraws_only_the_rows_it_refuses() -> None:
+    # Eight tags, so `tag != a` refuses about one row in eight; keys (unique across the table) are kept on a redraw.
+    constrained = compile_environment(ROWS.replace("rows 2..6", "rows 2..6 where tag != a and v > 1"))
+    free = compile_environment(ROWS)
+    refused = 0
+    for seed in range(300):
+        rows = constrained.scenario(seed).db.rows["things"]
+        assert all(row["tag"] != "a" and row["v"] > 1 for row in rows)
+        before = free.scenario(seed).db.rows["things"]
+        assert [row["id"] for row in rows] == [row["id"] for row in before]
+        for row, old in zip(rows, before):  # a row the condition already held for is left as it was drawn
+            if old["tag"] != "a" and old["v"] > 1:
+                assert row == old
+            else:
+                refused += 1
+        assert constrained.scenario(seed).db.rows["things"] == rows  # still a pure function of the seed
+    assert refused > 0
+
+
+def test_a_table_where_no_draw_satisfies_names_its_location() -> None:
+    text = ROWS.replace("rows 2..6", "rows 2..6 where v > 100")
+    with pytest.raises(EnvError) as info:
+        compile_environment(text, "rows.rubric").scenario(0)
+    assert info.value.format().splitlines()[0] == (
+        "rows.rubric:3:91: error: no row of `things` satisfies its `where` in 100 draws on seed 0; "
+        "loosen the condition or widen the columns it reads")

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from ddp_update import synthetic_batch
 from hypothesis import given
 from hypothesis import strategies as st
-from ddp_update import synthetic_batch
 from safetensors.torch import load_file
 from tracec.trace_rl.distributed import Distributed
 from tracec.trace_rl.learner import ROW_TARGET, Learner, LearnSettings, SequenceInfo, _rows_needed, row_width

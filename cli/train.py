@@ -11,10 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
-EXIT_OK, EXIT_USER, EXIT_USAGE = 0, 1, 2
+from tracec.cli.errors import EXIT_OK
+from tracec.trace_rl.models import ModelError
+from tracec.trace_rl.train_config import ConfigError
+from tracec.trace_rl.turns import TemplateError
 
-
-HELP = "GRPO training of one LoRA adapter on one environment (GRPO or TRCA advantages)"
+# Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
+USER_ERRORS = (ConfigError, ModelError, TemplateError, ImportError)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,40 +29,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-iteration lines")
 
 
-def train_command(argv: list[str]) -> int:
-    """Parse `argv` (what follows `tracec train`) and run."""
-    parser = argparse.ArgumentParser(prog="tracec train", description=HELP)
-    add_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return EXIT_OK if exit_.code in (0, None) else EXIT_USAGE
-    return run(args)
-
-
 def run(args: argparse.Namespace) -> int:
-    from tracec.dsl.errors import RubricError
-    from tracec.trace_rl.models import ModelError
     from tracec.trace_rl.train import train
-    from tracec.trace_rl.train_config import ConfigError, load_config
-    from tracec.trace_rl.turns import TemplateError
+    from tracec.trace_rl.train_config import load_config
 
+    config = load_config(args.config, args.overrides)
+    bar, report = _progress(config.run.iterations, quiet=args.quiet)
     try:
-        config = load_config(args.config, args.overrides)
-        bar, report = _progress(config.run.iterations, quiet=args.quiet)
-        try:
-            result = train(config, out=args.out, resume=args.resume, on_iteration=report)
-        finally:
-            bar.close()
-    except (ConfigError, ModelError, TemplateError) as error:
-        print(f"tracec train: {error}", file=sys.stderr)
-        return EXIT_USER
-    except RubricError as error:
-        print(error.format(), file=sys.stderr)
-        return EXIT_USER
-    except ImportError as error:  # an optional backend (vLLM) that is not installed: its hint says what to do
-        print(f"tracec train: {error}", file=sys.stderr)
-        return EXIT_USER
+        result = train(config, out=args.out, resume=args.resume, on_iteration=report)
+    finally:
+        bar.close()
     last = result.metrics[-1] if result.metrics else {}
     print(f"{result.run_dir}: {len(result.metrics)} iterations, reward {last.get('reward_mean', float('nan')):.3f}, "
           f"success {last.get('success_rate', float('nan')):.2f}; adapter: {result.adapter}")

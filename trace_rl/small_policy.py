@@ -100,8 +100,14 @@ def vocabulary_texts(family: Any, games: Sequence[Path]) -> list[str]:
 
 
 def build_small_policy(texts: Iterable[str], folder: str | Path, *, hidden: int = 64, layers: int = 2,
-                       heads: int = 4, max_positions: int = 2048, seed: int = 0) -> Path:
-    """A randomly initialised Llama and its word tokenizer, saved as a checkpoint folder; the folder's path."""
+                       heads: int = 4, max_positions: int = 2048, seed: int = 0, head_std: float = 0.1) -> Path:
+    """A randomly initialised Llama and its word tokenizer, saved as a checkpoint folder; the folder's path.
+
+    The embeddings, tied to the LM head, are drawn with std `head_std` rather than the usual 0.02: LoRA never
+    trains the head, and a logit is the final hidden state (norm ~sqrt(hidden) after the frozen RMSNorm) times a
+    head row, so at 0.02 and hidden 64 no token's log-prob could move by more than ~2.6 nats and the policy could
+    never come to prefer one command much; at 0.1 the bound is ~13 nats, and the untrained policy is still close
+    to uniform over the commands (their scores are means over tokens)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -116,6 +122,8 @@ def build_small_policy(texts: Iterable[str], folder: str | Path, *, hidden: int 
     with torch.random.fork_rng(devices=[]):  # seeds the weights without touching the caller's generator
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
+        with torch.no_grad():  # the tied head stays frozen under LoRA: its scale bounds how peaked the policy gets
+            model.get_input_embeddings().weight.normal_(0.0, head_std)
     path = Path(folder)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

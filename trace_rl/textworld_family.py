@@ -183,6 +183,7 @@ class FamilyEnvironment:
 
     def trajectory(self, episode: str) -> dict[str, Any]:
         record = self._playing().trajectory(episode)
+        record["game_score"] = record["env_reward"]  # TextWorld's share of the points (1 for a win), for reports
         record["env_reward"] = 1.0 if record["success"] else 0.0  # sparse: a win or nothing
         record["instruction"] = record["instruction"].lower()  # as the entity facts are: `contains` then matches
         return record

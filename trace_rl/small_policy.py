@@ -123,7 +123,7 @@ def build_small_policy(texts: Iterable[str], folder: str | Path, *, hidden: int 
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
         with torch.no_grad():  # the tied head stays frozen under LoRA: its scale bounds how peaked the policy gets
-            model.get_input_embeddings().weight.normal_(0.0, head_std)
+            model.model.embed_tokens.weight.normal_(0.0, head_std)
     path = Path(folder)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

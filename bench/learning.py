@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -191,8 +192,9 @@ def _summarize(curves: dict[str, dict[str, Any]], args: argparse.Namespace) -> d
         target = reference["success_mean"][-1]
         for label, method in methods.items():
             if label.startswith("SmolLM2") == bool(prefix):
-                method["rollouts_to_grpo_final"] = next(
-                    (x for x, y in zip(method["rollouts"], method["success_mean"]) if y >= target - 1e-12), None)
+                method["rollouts_to_grpo_final"] = next(  # after some training: the start reaches nothing
+                    (x for x, y in zip(method["rollouts"], method["success_mean"]) if x > 0 and y >= target - 1e-12),
+                    None)
     return {"settings": vars(args) | {"workdir": str(args.workdir)}, "methods": methods, "runs": curves}
 
 
@@ -276,7 +278,8 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, held-out success on "
             f"32 games x {args.eval_episodes} episodes at rollouts {small.get('rollouts')}. SmolLM2: "
             f"{args.smol_iterations} iterations of {args.smol_groups} x {args.smol_group_size} episodes, {args.smol_eval_seeds} held-out games x 1, one seed. "
-            f"Wall time {summary['wall_s'] / 60:.0f} min on a shared machine.\n\n"
+            f"CPU time of the runs {sum(m['cpu_s'] for m in summary['methods'].values()) / 60:.0f} min, {args.jobs} at a "
+            f"time, one torch thread each, on a machine shared with other work.\n\n"
             + markdown_table(["method", "seeds", "held-out success (mean) at each evaluation", "final min-max",
                               "final points share", "constant groups", "rollouts to GRPO's final", "CPU min"], rows)
             + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the walkthrough wins "
@@ -286,8 +289,12 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             f"{d['random_success']:.0%}). Games in which each operator fires on the walkthrough: "
             + ", ".join(f"{k} {v}" for k, v in d["walkthrough_games_per_operator"].items()) + ".\n\n"
             + " ".join(f"![{n}]({n})" for n in names))
-    command = "python bench/learning.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("record", "workdir")) + " --record"
+    flags = []
+    for key, value in vars(args).items():
+        if key in ("record", "workdir") or value is False:
+            continue
+        flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
+    command = "python bench/learning.py " + " ".join(flags) + " --record"
     record(args.section, body, command)
 
 

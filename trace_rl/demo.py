@@ -62,8 +62,8 @@ SMOLLM2 = "smollm2-135m-instruct"
 
 @dataclass(frozen=True, kw_only=True)
 class DemoBudget:
-    iterations: int = 24  # a method; each iteration samples groups x group_size episodes
-    eval_every: int = 6
+    iterations: int = 20  # a method; each iteration samples groups x group_size episodes
+    eval_every: int = 5
     groups: int = 8
     group_size: int = 8
     lr: float = 1e-2

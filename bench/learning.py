@@ -210,14 +210,25 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
     scorer = RubricScorer.from_file(setup.rubric)
     categories = [op.category for op in scorer.compiled.operators]
     env = FamilyEnvironment(setup.family, setup.games, list_commands=False)
-    walk, random = [], []
+    walk, random, on_plan = [], [], []  # on_plan: per random step, was it the walkthrough's next command
     try:
         for seed in setup.family.train_seeds:
             walk.append(run_episode(env, WalkthroughAgent(env), seed, setup.family.max_turns, episode=f"w{seed}"))
-            random += [run_episode(env, RandomAgent(env, seed=i), seed, setup.family.max_turns, episode=f"r{seed}.{i}")
-                       for i in range(4)]
+            for i in range(8):  # a group of 8 random players a game, as a training group
+                agent = _PlanMarkingAgent(RandomAgent(env, seed=i), env)
+                random.append(run_episode(env, agent, seed, setup.family.max_turns, episode=f"r{seed}.{i}"))
+                on_plan += agent.on_plan
     finally:
         env.close()
+    random_result = scorer.evaluate([episode_from_record(r, IN_MEMORY) for r in random])
+    a_trca, plan = random_result.rewards.A, np.array(on_plan, dtype=bool)
+    a_grpo = _grpo_step_advantages(random, random_result.batch.episode_offsets)
+    credit = {"random_steps": len(plan), "on_plan_share": float(plan.mean()),
+              "trca_nonzero_share": float((np.abs(a_trca) > 1e-9).mean()),
+              "grpo_nonzero_share": float((np.abs(a_grpo) > 1e-9).mean()),
+              "trca_mean_A_on_plan": float(a_trca[plan].mean()), "trca_mean_A_off_plan": float(a_trca[~plan].mean()),
+              "grpo_mean_A_on_plan": float(a_grpo[plan].mean()), "grpo_mean_A_off_plan": float(a_grpo[~plan].mean()),
+              "trca_mean_abs_A": float(np.abs(a_trca).mean()), "grpo_mean_abs_A": float(np.abs(a_grpo).mean())}
     result = scorer.evaluate([episode_from_record(r, IN_MEMORY) for r in walk + random])
     offsets, fired = result.batch.episode_offsets, result.fired
     positive = np.array([c != "invalidity" for c in categories])
@@ -232,7 +243,34 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
             "walkthrough_games_per_operator": coverage,
             "return_walkthrough": float(np.mean(returns[: len(walk)])),
             "return_random": float(np.mean(returns[len(walk):])),
-            "random_success": float(np.mean([r["success"] for r in random]))}
+            "random_success": float(np.mean([r["success"] for r in random])), "credit_on_random_play": credit}
+
+
+class _PlanMarkingAgent:
+    """An agent that notes, for each command it plays, whether it is the next command of TextWorld's winning plan."""
+
+    def __init__(self, inner: Any, env: Any) -> None:
+        self.inner, self.env, self.on_plan = inner, env, list[bool]()
+
+    def act(self, messages: Any) -> str:
+        command = self.inner.act(messages)
+        plan = self.env.policy_commands
+        self.on_plan.append(bool(plan) and command == plan[0])
+        return str(command)
+
+
+def _grpo_step_advantages(records: list[dict[str, Any]], offsets: Any) -> Any:
+    """Sparse GRPO's advantage of each step: its episode's success, normalised in its group of 8 (one game)."""
+    import numpy as np
+
+    out = np.zeros(int(offsets[-1]))
+    for start in range(0, len(records), 8):
+        wins = np.array([float(r["success"]) for r in records[start:start + 8]])
+        advantage = (wins - wins.mean()) / (wins.std() + 1e-6) if wins.std() > 1e-9 else np.zeros_like(wins)
+        for member, value in enumerate(advantage):
+            e = start + member
+            out[offsets[e]:offsets[e + 1]] = value
+    return out
 
 
 def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
@@ -288,6 +326,7 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             f"{d['return_walkthrough']:.3f} (walkthrough) vs {d['return_random']:.3f} (random play, which wins "
             f"{d['random_success']:.0%}). Games in which each operator fires on the walkthrough: "
             + ", ".join(f"{k} {v}" for k, v in d["walkthrough_games_per_operator"].items()) + ".\n\n"
+            + _credit_text(d["credit_on_random_play"]) + "\n\n"
             + " ".join(f"![{n}]({n})" for n in names))
     flags = []
     for key, value in vars(args).items():
@@ -296,6 +335,16 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
     command = "python bench/learning.py " + " ".join(flags) + " --record"
     record(args.section, body, command)
+
+
+def _credit_text(c: dict[str, Any]) -> str:
+    return (f"Credit on cold-start play ({c['random_steps']} steps of random admissible commands, 8 players a training "
+            f"game, scored as training groups): {c['on_plan_share']:.0%} of the steps are the winning plan's next "
+            f"command. Steps with a non-zero advantage: TRCA {c['trca_nonzero_share']:.0%}, sparse GRPO "
+            f"{c['grpo_nonzero_share']:.0%}. Mean advantage of on-plan vs other steps: TRCA "
+            f"{c['trca_mean_A_on_plan']:+.3f} vs {c['trca_mean_A_off_plan']:+.3f}, GRPO {c['grpo_mean_A_on_plan']:+.3f} "
+            f"vs {c['grpo_mean_A_off_plan']:+.3f}; mean |A|: TRCA {c['trca_mean_abs_A']:.3f}, GRPO "
+            f"{c['grpo_mean_abs_A']:.3f}.")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ COMMANDS = (
     Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.cli.train"),
     Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),
     Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
-    Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
+    Command("demo", "TRCA against sparse GRPO on TextWorld games: trained, evaluated, plotted", "tracec.cli.demo"),
 )
 
 

@@ -221,7 +221,7 @@ def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] 
     small = replace(setup, family=replace(setup.family, eval_seeds=setup.family.eval_seeds[:budget.smol_eval_seeds]))
     spec = RunSpec(method="trca", model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=16.0),
                    iterations=budget.smol_iterations, eval_every=budget.smol_iterations, groups_per_batch=budget.smol_groups,
-                   group_size=budget.smol_group_size, lr=budget.smol_lr, eval_episodes=1, threads=2)
+                   group_size=budget.smol_group_size, lr=budget.smol_lr, eval_episodes=1, threads=1)
     shown: list[CurvePoint] = []
     curve = learning_curve(small, spec, _run_dir(workdir, "smollm2"), on_evaluation=shown.append)
     before, after = curve.points[0], curve.points[-1]

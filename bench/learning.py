@@ -79,6 +79,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section (--section)")
     parser.add_argument("--section", default="learning", help="the section of bench/RESULTS.md to write")
+    parser.add_argument("--notes", type=Path, help="a Markdown file of findings to append to the section")
     return parser.parse_args()
 
 
@@ -327,10 +328,11 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             f"{d['random_success']:.0%}). Games in which each operator fires on the walkthrough: "
             + ", ".join(f"{k} {v}" for k, v in d["walkthrough_games_per_operator"].items()) + ".\n\n"
             + _credit_text(d["credit_on_random_play"]) + "\n\n"
-            + " ".join(f"![{n}]({n})" for n in names))
+            + " ".join(f"![{n}]({n})" for n in names)
+            + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir") or value is False:
+        if key in ("record", "workdir", "notes") or value is False or value is None:
             continue
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
     command = "python bench/learning.py " + " ".join(flags) + " --record"

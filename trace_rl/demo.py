@@ -20,6 +20,7 @@ Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import sys
 import time
@@ -102,7 +103,7 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
     rollouts = budget.iterations * budget.groups * budget.group_size
     _section(f"2. the small policy, {rollouts} rollouts a method: sparse GRPO and GRPO + TRCA ({setup.rubric.name})")
     curves = _train_methods(setup, budget, workdir)
-    _print_curves(curves)
+    _print_curves(curves, budget.eval_episodes * len(family.eval_seeds))
     figure = plot_curves({label: [curves[method]] for method, label in METHODS}, workdir / "learning.png",
                          title="TextWorld family, small policy: held-out success")
     print(f"  curves: {figure}")
@@ -195,7 +196,8 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _print_curves(curves: dict[str, Curve]) -> None:
+def _print_curves(curves: dict[str, Curve], episodes: int) -> None:
+    """The two curves side by side; `episodes`: held-out episodes a point."""
     grpo, trca = curves["grpo"], curves["trca"]
     print(f"\n  {'rollouts':>8}  {'sparse GRPO':>11}  {'GRPO + TRCA':>11}   (held-out success; points share)")
     for a, b in zip(grpo.points, trca.points, strict=True):
@@ -206,8 +208,12 @@ def _print_curves(curves: dict[str, Curve]) -> None:
           f"TRCA {trca.constant_fraction():.0%}")
     if target <= grpo.points[0].success:
         print(f"  sparse GRPO's held-out success did not rise above its start ({target:.3f})")
-    print(f"  TRCA reaches sparse GRPO's final held-out success ({target:.3f}) at "
-          + (f"{reached} rollouts (GRPO: {grpo.points[-1].rollouts})" if reached is not None else "no evaluated point"))
+    print(f"  TRCA first reaches sparse GRPO's final held-out success ({target:.3f}) at "
+          + (f"{reached} rollouts (GRPO: {grpo.points[-1].rollouts})" if reached is not None else "no evaluated point")
+          + f"; final: sparse GRPO {target:.3f}, TRCA {trca.points[-1].success:.3f}")
+    spread = math.sqrt(max(target, 0.05) * (1 - max(target, 0.05)) / episodes)
+    print(f"  each point is {episodes} held-out episodes: its standard error is ~{spread:.3f}, so smaller gaps are "
+          "noise; bench/learning.py runs seeds and reports their spread")
 
 
 def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] | None:

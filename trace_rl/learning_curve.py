@@ -228,8 +228,9 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
 
 
 def rollouts_to_reach(curve: Curve, target: float) -> int | None:
-    """The first evaluated rollout count whose held-out success is >= `target` (None: never)."""
-    return next((p.rollouts for p in curve.points if p.success >= target - 1e-12), None)
+    """The first evaluated rollout count after training began whose held-out success is >= `target` (None: never;
+    the untrained policy's point does not count, or a method would "reach" a target no training beat at 0)."""
+    return next((p.rollouts for p in curve.points if p.rollouts > 0 and p.success >= target - 1e-12), None)
 
 
 def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -> Path:

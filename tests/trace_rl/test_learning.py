@@ -112,3 +112,4 @@ def test_rollouts_to_reach_is_the_first_evaluated_point_at_the_target() -> None:
     assert rollouts_to_reach(curve, 0.1) == 64
     assert rollouts_to_reach(curve, 0.25) == 128
     assert rollouts_to_reach(curve, 0.5) is None
+    assert rollouts_to_reach(curve, 0.0) == 64  # the untrained point reaches nothing

@@ -247,6 +247,7 @@ def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -
         line, = axis.plot(x, y.mean(axis=0), marker="o", label=f"{label} ({len(runs)} seed{'s' * (len(runs) > 1)})")
         if len(runs) > 1:
             axis.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.2, color=line.get_color())
+    axis.set_ylim(bottom=0)
     axis.set_xlabel("training rollouts (episodes)")
     axis.set_ylabel("held-out success rate")
     axis.set_title(title)

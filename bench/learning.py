@@ -49,9 +49,9 @@ def main() -> None:
     summary = _summarize(curves, args)
     summary["diagnostics"] = _diagnostics(setup)
     summary["wall_s"] = wall
-    (args.workdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (args.workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     figures = _plots(curves, args.workdir)
-    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=2, default=str))
     if args.record:
         _record(summary, figures, args)
 

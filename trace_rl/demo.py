@@ -63,16 +63,16 @@ SMOLLM2 = "smollm2-135m-instruct"
 
 @dataclass(frozen=True, kw_only=True)
 class DemoBudget:
-    iterations: int = 20  # a method; each iteration samples groups x group_size episodes
-    eval_every: int = 5
+    iterations: int = 16  # a method; each iteration samples groups x group_size episodes
+    eval_every: int = 4
     groups: int = 8
     group_size: int = 8
     lr: float = 1e-2
     eval_episodes: int = 2  # a held-out seed
-    smol_iterations: int = 2  # SmolLM2; 0 skips it
-    smol_groups: int = 2
+    smol_iterations: int = 1  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
+    smol_groups: int = 1
     smol_group_size: int = 4
-    smol_eval_seeds: int = 8
+    smol_eval_seeds: int = 4
     smol_lr: float = 1e-4
     parallel: bool = True  # the two methods in two processes at once
 

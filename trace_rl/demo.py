@@ -28,6 +28,7 @@ import traceback
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 from tracec.trace_rl.learning_curve import (
@@ -152,7 +153,13 @@ def _train_methods(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str,
         for worker in workers:
             worker.start()
         while len(curves) < len(workers):
-            kind, method, payload = queue.get()
+            try:
+                kind, method, payload = queue.get(timeout=5)
+            except Empty:  # a worker killed from outside (out of memory) sends nothing: say so, never hang
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a training process died (exit code {dead[0]})") from None
+                continue
             if kind == "error":
                 raise RuntimeError(f"the {method} run failed:\n{payload}")
             if kind == "done":

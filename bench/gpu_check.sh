@@ -2,7 +2,8 @@
 # The trainer's GPU paths on a fresh CUDA machine, in under 10 minutes on one H200: installs vLLM (with the CUDA torch
 # it was built for), the project with its train and bench extras, and SmolLM2, then runs bench/gpu_check.py, which
 # checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, and one training iteration per
-# rollout backend, and writes its figures to bench/RESULTS.md ("gpu check").
+# rollout backend, and writes its figures to bench/RESULTS.md ("gpu check"); then the learning experiment's SmolLM2
+# runs with vLLM rollouts (bench/learning.py, section "learning (GPU)").
 #   bench/gpu_check.sh                      # from PyPI
 #   WHEELHOUSE=/path/to/wheels bench/gpu_check.sh   # offline: every wheel needed, in one folder
 # Extra arguments go to gpu_check.py (--only kernel, ...).
@@ -36,4 +37,11 @@ if [[ ! -f "$VENV/.gpu-installed" ]]; then
   touch "$VENV/.gpu-installed"
 fi
 "$VENV/bin/tracec" models install >&2
-exec "$VENV/bin/python" bench/gpu_check.py "$@"
+status=0
+"$VENV/bin/python" bench/gpu_check.py "$@" || status=$?
+# The learning experiment's SmolLM2 part on the GPU: sparse GRPO and TRCA, vLLM rollouts writing their commands,
+# held-out evaluation (bench/learning.py; its own section "learning (GPU)"), sized for ~6 minutes on one H200.
+"$VENV/bin/python" bench/learning.py --workdir out/learning-gpu --smol-only --device cuda --backend vllm \
+  --action-mode generate --smol-iterations 8 --smol-groups 4 --smol-group-size 8 --smol-eval-seeds 32 --jobs 1 \
+  --record --section "learning (GPU)" || status=$?
+exit $status

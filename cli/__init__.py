@@ -53,7 +53,7 @@ COMMANDS = (
     Command("route", "TRACE: the adapter the base model routes a task to, with the label logits", "tracec.cli.route"),
     Command("evaluate", "base, each adapter and routed on a target: the pass-rate table", "tracec.cli.evaluate"),
     Command("pipeline", "TRACE end to end: analysis, environments, adapters, routing, evaluation", "tracec.cli.pipeline"),
-    Command("demo", "the end-to-end demo on the shipped examples", "tracec.cli.demo"),
+    Command("demo", "TRCA against sparse GRPO on TextWorld games: trained, evaluated, plotted", "tracec.cli.demo"),
 )
 
 

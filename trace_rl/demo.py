@@ -1,32 +1,81 @@
-"""`tracec demo`: the main job, end to end on what ships with the project, offline.
+"""`tracec demo`: the main job in minutes on a CPU: a policy learns TextWorld games with TRCA and with sparse GRPO.
 
-1. check every example `.rubric` file;  2. explain the household rubric;  3. make a TextWorld game, play it with the
-walkthrough agent, seeded random agents and an LLM agent (a tiny model built locally with random weights, through the
-CPU rollout backend), one task group, and score the trajectories with the compiled TextWorld rubric;  4. validate a capability environment;  5. replay a tau2-bench task's gold actions and score the episode with
-the tau2 rubric, when the tau2 data is found. Every artefact lands in `workdir`.
-The examples are package data (`tracec.examples`), found through `importlib.resources`, so the demo runs from any
-working folder and from an installed wheel. Left out: training (the GRPO trainer runs on top of these scores), and
-installs that are zipped rather than unpacked on disk.
+1. The task family (`textworld_family`): seeded TextWorld games, quests of 3-6 steps, training seeds and held-out
+   seeds fixed here (`DEMO_FAMILY`), made once into `workdir/games`; the small policy (`small_policy`) built from
+   the training games' vocabulary. The untrained policy rarely wins: the cold-start regime.
+2. The small policy trained twice through the one trainer with the same rollout budget: sparse GRPO (a win or
+   nothing) and GRPO + TRCA (`examples/textworld.rubric`), the two runs side by side in two processes; each
+   checkpoint evaluated on the held-out seeds (`learning_curve`). It prints held-out success vs rollouts for both
+   and writes `learning.png` with both curves, plus `learning.json` with every number.
+3. A short run of SmolLM2-135M-Instruct + LoRA (the real model, installed by `make`), its held-out success and
+   reward before and after, whatever they show; skipped with a message when the model is not installed.
+
+The policy acts by choosing among the admissible commands (`rollout.action_mode = "admissible"`): a policy that
+starts from random weights cannot write a command, and that mode is what the experiment measures (docs/learning.md).
+The shipped rubric is package data (`tracec.examples`), found through `importlib.resources`, so the demo runs from
+any working folder. Every budget is an option (`DemoBudget`); the defaults finish in about 10 minutes on 2 cores.
+Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import multiprocessing
 import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
+from queue import Empty
+from typing import Any
 
-import numpy as np
-from tracec.compiler.explain import explain
-from tracec.dsl.check import check
-from tracec.dsl.parse import parse_file
-from tracec.runtime.agent import Agent, ChatAgent, run_episode
-from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
-from tracec.runtime.output import write_records
+from tracec.trace_rl.learning_curve import (
+    Curve,
+    CurvePoint,
+    RunSpec,
+    Setup,
+    learning_curve,
+    plot_curves,
+    prepare_setup,
+    rollouts_to_reach,
+)
+from tracec.trace_rl.textworld_family import TaskFamily
+from tracec.trace_rl.train_config import LoraSection
 
-RANDOM_AGENTS = 3
-GAME_SEED = 7
-MAX_STEPS = 40
-LLM_STEPS = 8  # the tiny model's random text is mostly invalid; a few steps show that the rubric says so
+# Fixed before any tuning and never trained on: training games are seeds 0, 1, ..., held-out ones 100000, 100001, ...
+EVAL_SEED_BASE = 100_000
+
+
+def demo_family(train_games: int = 32, eval_games: int = 24) -> TaskFamily:
+    """The demo's games: the first `train_games` training seeds and the first `eval_games` held-out seeds."""
+    if not 0 < train_games <= EVAL_SEED_BASE or eval_games < 1:
+        raise ValueError(f"demo_family: train_games={train_games} must be in [1, {EVAL_SEED_BASE}] and "
+                         f"eval_games={eval_games} >= 1")
+    return TaskFamily(train_seeds=tuple(range(train_games)),
+                      eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + eval_games)))
+
+
+DEMO_FAMILY = demo_family()
+METHODS = (("grpo", "sparse GRPO"), ("trca", "GRPO + TRCA"))
+SMOLLM2 = "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoBudget:
+    iterations: int = 16  # a method; each iteration samples groups x group_size episodes
+    eval_every: int = 4
+    groups: int = 8
+    group_size: int = 8
+    lr: float = 1e-2
+    eval_episodes: int = 2  # a held-out seed
+    smol_iterations: int = 1  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
+    smol_groups: int = 1
+    smol_group_size: int = 4
+    smol_eval_seeds: int = 4
+    smol_lr: float = 1e-4
+    parallel: bool = True  # the two methods in two processes at once
 
 
 def shipped_examples() -> Path:
@@ -37,100 +86,170 @@ def shipped_examples() -> Path:
     return root
 
 
-def run_demo(workdir: Path, examples: Path | None = None) -> int:
-    examples = shipped_examples() if examples is None else examples
+def method_spec(method: str, setup: Setup, budget: DemoBudget, *, seed: int = 0) -> RunSpec:
+    return RunSpec(method=method, model=str(setup.small_policy), rubric=setup.rubric, iterations=budget.iterations,
+                   eval_every=budget.eval_every, groups_per_batch=budget.groups, group_size=budget.group_size,
+                   lr=budget.lr, eval_episodes=budget.eval_episodes, seed=seed)
+
+
+def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFamily = DEMO_FAMILY) -> int:
+    budget = budget or DemoBudget()
     workdir.mkdir(parents=True, exist_ok=True)
-    _section("1. check the shipped examples")
-    for path in sorted(examples.rglob("*.rubric")):
-        checked = check(parse_file(str(path)))
-        print(f"  {path.relative_to(examples)}: {len(checked.rubrics)} rubrics, {len(checked.capabilities)} "
-              f"capabilities, {len(checked.environments)} environments")
+    began, cpu_began = time.perf_counter(), _cpu_seconds()
+    _section(f"1. the task family: {len(family.train_seeds)} training games, {len(family.eval_seeds)} held-out games "
+             f"(quests of {min(family.quest_lengths)}-{max(family.quest_lengths)} steps, {family.max_turns} turns)")
+    setup = prepare_setup(workdir, family)
+    print(f"  games in {setup.games}; small policy {setup.small_policy} ({_parameters(setup.small_policy)})")
 
-    _section("2. explain household.rubric (first lines)")
-    household = examples / "household.rubric"
-    listing = explain(load_rubric(household.read_text(encoding="utf-8"), str(household))).splitlines()
-    print("\n".join("  " + line for line in listing[:20]))
+    rollouts = budget.iterations * budget.groups * budget.group_size
+    _section(f"2. the small policy, {rollouts} rollouts a method: sparse GRPO and GRPO + TRCA ({setup.rubric.name})")
+    curves = _train_methods(setup, budget, workdir)
+    _print_curves(curves, budget.eval_episodes * len(family.eval_seeds))
+    figure = plot_curves({label: [curves[method]] for method, label in METHODS}, workdir / "learning.png",
+                         title="TextWorld family, small policy: held-out success")
+    print(f"  curves: {figure}")
 
-    _section("3. TextWorld: a generated game; walkthrough, random and tiny-LLM agents; scored by textworld.rubric")
-    trajectories = _play_textworld(workdir)
-    scorer = RubricScorer.from_file(examples / "textworld.rubric")
-    result = scorer.evaluate(trajectories)
-    write_records(result.records(), workdir / "textworld_eval.jsonl")
-    _summarize(result, {op.name: op.category for op in scorer.compiled.operators})
-
-    _section("4. a capability environment: validation over 20 seeds")
-    from tracec.runtime.env import load_environment
-    from tracec.runtime.env.validate import validate
-
-    report = validate(load_environment(str(examples / "envs" / "structured_data_reasoning.rubric")), seeds=20)
-    print("\n".join("  " + line for line in report.render().splitlines()))
-
-    _section("5. tau2-bench: gold episode of a retail task, scored by tau2.rubric")
-    _tau2(workdir, examples)
-    print(f"\nartefacts in {workdir}/")
-    return 0 if report.ok else 1
+    smol: dict[str, Any] | None = None
+    if budget.smol_iterations:
+        _section(f"3. SmolLM2-135M-Instruct + LoRA: {budget.smol_iterations} iterations of "
+                 f"{budget.smol_groups} x {budget.smol_group_size} episodes (GRPO + TRCA)")
+        smol = _smollm2(setup, budget, workdir)
+    wall, cpu = time.perf_counter() - began, _cpu_seconds() - cpu_began
+    _write_summary(workdir / "learning.json", budget, curves, smol, wall, cpu)
+    print(f"\n{wall:.0f} s wall, {cpu:.0f} s CPU; artefacts in {workdir}/")
+    return 0
 
 
 def _section(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def _play_textworld(workdir: Path) -> Path:
-    from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-    from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
+def _parameters(folder: Path) -> str:
+    import json as json_module
 
-    # The family of tw-simple games; its seed 7 is the one played (made by tw-make on first use, then cached).
-    with TextWorldEnvironment(SimpleGame(), cache_dir=workdir / "games") as env:
-        agents: list[tuple[str, Agent, int]] = [("walkthrough", WalkthroughAgent(env), MAX_STEPS)]
-        agents += [(f"random{i}", RandomAgent(env, seed=i), MAX_STEPS) for i in range(RANDOM_AGENTS)]
-        agents.append(("tiny-llm", _tiny_llm_agent(), LLM_STEPS))
-        episodes = [run_episode(env, agent, GAME_SEED, turns, episode=name) for name, agent, turns in agents]
-        game = env.game_file(GAME_SEED)
-    path = workdir / "textworld_trajectories.jsonl"
-    write_records(episodes, path)
-    print(f"  game {game}; {len(episodes)} episodes -> {path}")
+    config = json_module.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return f"Llama, hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, vocabulary {config['vocab_size']}"
+
+
+def _train_methods(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Curve]:
+    """Both methods' curves; in two spawned processes (one torch thread each) or one after the other."""
+    from tqdm import tqdm
+
+    per_method = budget.iterations + budget.iterations // budget.eval_every + 1
+    bar = tqdm(total=per_method * len(METHODS), desc="train + eval", unit="step", file=sys.stderr,
+               dynamic_ncols=True)
+    curves: dict[str, Curve] = {}
+    try:
+        if not budget.parallel:
+            for method, _ in METHODS:
+                curves[method] = learning_curve(setup, method_spec(method, setup, budget), _run_dir(workdir, method),
+                                                on_iteration=lambda _: bar.update(1),
+                                                on_evaluation=lambda _: bar.update(1))
+            return curves
+        context = multiprocessing.get_context("spawn")  # no fork of a process holding torch's thread pools
+        queue = context.Queue()
+        workers = [context.Process(target=_worker, args=(method, setup, budget, _run_dir(workdir, method), queue))
+                   for method, _ in METHODS]
+        for worker in workers:
+            worker.start()
+        while len(curves) < len(workers):
+            try:
+                kind, method, payload = queue.get(timeout=5)
+            except Empty:  # a worker killed from outside (out of memory) sends nothing: say so, never hang
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a training process died (exit code {dead[0]})") from None
+                continue
+            if kind == "error":
+                raise RuntimeError(f"the {method} run failed:\n{payload}")
+            if kind == "done":
+                curves[method] = payload
+            else:
+                bar.update(1)
+        for worker in workers:
+            worker.join()
+        return curves
+    finally:
+        bar.close()
+
+
+def _run_dir(workdir: Path, method: str) -> Path:
+    path = workdir / "runs" / method
+    if path.exists():  # a fresh run each time: the demo's numbers are its own
+        import shutil
+
+        shutil.rmtree(path)
     return path
 
 
-def _tiny_llm_agent() -> Agent:
-    import torch
-    from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
-    from tracec.trace_rl.tiny_model import build_tiny_model
+def _worker(method: str, setup: Setup, budget: DemoBudget, out: Path, queue: Any) -> None:
+    import warnings
 
-    torch.set_num_threads(1)  # a 100k-parameter model runs far slower when two threads contend for 2 cores
-    model, tokenizer = build_tiny_model(seed=0)
-    backend = TransformersBackend(model, tokenizer, config=SamplingConfig(max_new_tokens=24, seed=0))
-    return ChatAgent(backend, history_turns=8)
-
-
-def _summarize(result: Evaluation, categories: dict[str, str]) -> None:
-    names = result.operator_names
-    offsets = result.batch.episode_offsets
-    returns = result.episode_returns()
-    print(f"  {'episode':<12} {'steps':>5} {'env':>5} {'TRCA':>7} {'A mean':>7}  operators that fired")
-    for e, episode in enumerate(result.batch.episodes):
-        rows = result.fired[offsets[e] : offsets[e + 1]]
-        fired = [f"{n}({categories[n][0]})" for n, count in zip(names, rows.sum(axis=0)) if count]
-        a_mean = float(np.mean(result.rewards.A[offsets[e] : offsets[e + 1]])) if len(rows) else 0.0
-        print(f"  {episode:<12} {len(rows):>5} {result.batch.env_reward[e]:>5.2f} {returns[e]:>7.3f} {a_mean:>7.3f}  "
-              + " ".join(fired))
+    warnings.filterwarnings("ignore")
+    try:
+        curve = learning_curve(setup, method_spec(method, setup, budget), out,
+                               on_iteration=lambda _: queue.put(("iteration", method, None)),
+                               on_evaluation=lambda _: queue.put(("evaluation", method, None)))
+        queue.put(("done", method, curve))
+    except BaseException:  # noqa: BLE001 - the parent reports it; a worker must never leave it waiting
+        queue.put(("error", method, traceback.format_exc()))
 
 
-def _tau2(workdir: Path, examples: Path) -> None:
-    from tracec.trace_rl.envs.tau2.env import find_data_dir, load_domain
-    from tracec.trace_rl.envs.tau2.environment import Tau2Environment
-    from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
+def _cpu_seconds() -> float:
+    """CPU time of this process and of every child it waited for (the game makers, the method workers)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _print_curves(curves: dict[str, Curve], episodes: int) -> None:
+    """The two curves side by side; `episodes`: held-out episodes a point."""
+    grpo, trca = curves["grpo"], curves["trca"]
+    print(f"\n  {'rollouts':>8}  {'sparse GRPO':>11}  {'GRPO + TRCA':>11}   (held-out success; points share)")
+    for a, b in zip(grpo.points, trca.points, strict=True):
+        print(f"  {a.rollouts:>8}  {a.success:>11.3f}  {b.success:>11.3f}   ({a.reward:.3f}; {b.reward:.3f})")
+    target = grpo.points[-1].success
+    reached = rollouts_to_reach(trca, target)
+    print(f"  groups with no signal (all advantages 0): sparse GRPO {grpo.constant_fraction():.0%}, "
+          f"TRCA {trca.constant_fraction():.0%}")
+    if target <= grpo.points[0].success:
+        print(f"  sparse GRPO's held-out success did not rise above its start ({target:.3f})")
+    print(f"  TRCA first reaches sparse GRPO's final held-out success ({target:.3f}) at "
+          + (f"{reached} rollouts (GRPO: {grpo.points[-1].rollouts})" if reached is not None else "no evaluated point")
+          + f"; final: sparse GRPO {target:.3f}, TRCA {trca.points[-1].success:.3f}")
+    spread = math.sqrt(max(target, 0.05) * (1 - max(target, 0.05)) / episodes)
+    print(f"  each point is {episodes} held-out episodes: its standard error is ~{spread:.3f}, so smaller gaps are "
+          "noise; bench/learning.py runs seeds and reports their spread")
+
+
+def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] | None:
+    from tracec.trace_rl.models import ModelError, resolve_model
 
     try:
-        data_dir = find_data_dir()
-    except FileNotFoundError as error:
+        resolve_model(SMOLLM2)
+    except ModelError as error:
         print(f"  skipped: {error}")
-        return
-    env = Tau2Environment(load_domain("retail", data_dir), user=gold_user(), task_ids=["0"])
-    record = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold-retail-0")
-    path = workdir / "tau2_trajectories.jsonl"
-    write_records([record], path)
-    result = RubricScorer.from_file(examples / "tau2.rubric").evaluate(path)
-    fired = [n for n, c in zip(result.operator_names, result.fired.sum(axis=0)) if c]
-    print(f"  retail task 0: benchmark reward {record['env_reward']:.1f}, {len(record['actions'])} turns, "
-          f"TRCA return {result.episode_returns()[0]:.3f}; fired: {' '.join(fired)}", file=sys.stdout)
+        return None
+    small = replace(setup, family=replace(setup.family, eval_seeds=setup.family.eval_seeds[:budget.smol_eval_seeds]))
+    spec = RunSpec(method="trca", model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=16.0),
+                   iterations=budget.smol_iterations, eval_every=budget.smol_iterations, groups_per_batch=budget.smol_groups,
+                   group_size=budget.smol_group_size, lr=budget.smol_lr, eval_episodes=1, threads=1)
+    shown: list[CurvePoint] = []
+    curve = learning_curve(small, spec, _run_dir(workdir, "smollm2"), on_evaluation=shown.append)
+    before, after = curve.points[0], curve.points[-1]
+    print(f"  held-out success {before.success:.3f} -> {after.success:.3f}, points share {before.reward:.3f} -> "
+          f"{after.reward:.3f} ({len(small.family.eval_seeds)} held-out games, one episode each, after "
+          f"{after.rollouts} training episodes; {curve.seconds:.0f} s)")
+    return {"before": asdict(before), "after": asdict(after), "seconds": curve.seconds,
+            "eval_games": len(small.family.eval_seeds)}
+
+
+def _write_summary(path: Path, budget: DemoBudget, curves: dict[str, Curve], smol: dict[str, Any] | None,
+                   wall: float, cpu: float) -> None:
+    from tracec.atomic import write_atomic
+
+    summary = {"budget": asdict(budget), "wall_s": wall, "cpu_s": cpu, "smollm2": smol,
+               "curves": {m: {"points": [asdict(p) for p in c.points], "constant_fraction": c.constant_fraction()}
+                          for m, c in curves.items()}}
+    write_atomic(path, [json.dumps(summary, indent=2) + "\n"])

@@ -14,6 +14,10 @@ itself, so no softmax row is empty (an empty row is NaN, and a NaN key times a z
 steps). When holes make up more than half the cache, the rows are compacted (keys keep the rotary phase of their
 positions, so moving them is exact). The cache itself (`GrowingKVCache`) writes in place into buffers that double
 when full: `DynamicCache` concatenates on every step, copying the whole cache each token.
+Given choices (the admissible-command action mode), a turn is not decoded: every choice of every row is scored in
+one forward over the cache (a tree of choices side by side, each seeing the past and its own tokens), one is drawn
+per row from the softmax of the choices' scores (the sum of their tokens' log-probs, or their mean), and its tokens
+enter the episode as if decoded, with their log-probs under the sampling distribution.
 Sampling draws each row from its episode's own generator (inverse CDF: one uniform a row, one batched search), so
 an episode's tokens depend on its seed, not on which other episodes share the batch (up to float rounding in the
 batched matmuls). The trainer decodes with the adapter merged into the base weights (`Policy.merged`).
@@ -41,6 +45,9 @@ class TurnRequest:
     context: Sequence[int]  # every token of the episode so far, new_ids included (for samplers without a cache)
     generator: torch.Generator  # the episode's own random stream
     max_new_tokens: int
+    # The admissible-command action mode: each choice's token ids, ending with an end-of-turn token; the turn is
+    # one of them, drawn from their scores (nothing is decoded). Empty: the turn is decoded freely.
+    choices: Sequence[Sequence[int]] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +55,7 @@ class SampledTurn:
     ids: list[int]  # as drawn; ends with an end-of-turn token when `closed`
     logprobs: list[float]  # of each drawn id under the sampling distribution
     closed: bool  # ended by an end-of-turn token (else by the token limit)
+    choice: int | None = None  # the index of the chosen choice (admissible-command mode)
 
 
 class GrowingKVCache:
@@ -85,6 +93,16 @@ class GrowingKVCache:
         self.keys = [k[rows] for k in self.keys]
         self.values = [v[rows] for v in self.values]
 
+    def keep_tail(self, start: int, index: torch.Tensor) -> None:
+        """Replace the positions from `start` on by, per row, those `index` (B, L') picks among them: the chosen
+        command of a tree of choices stays, the others go."""
+        for layer in range(len(self.keys)):
+            for buffers in (self.keys, self.values):
+                old = buffers[layer]
+                gather = (start + index)[:, None, :, None].expand(old.shape[0], old.shape[1], -1, old.shape[3])
+                old[:, :, start:start + index.shape[1]] = torch.gather(old, 2, gather)
+        self.length = start + index.shape[1]
+
     def gather_positions(self, index: torch.Tensor) -> None:
         """Keep, per row, the positions `index` (B, L') in that order: compaction."""
         for layer in range(len(self.keys)):
@@ -106,10 +124,13 @@ def _grown(buffer: torch.Tensor, capacity: int, filled: int) -> torch.Tensor:
 class KVCacheSampler:
     """Samples the turns of a set of episodes in lockstep, one cache row per episode, for one batch of episodes."""
 
-    def __init__(self, model: Any, *, temperature: float, end_of_turn_ids: frozenset[int], pad_id: int) -> None:
+    def __init__(self, model: Any, *, temperature: float, end_of_turn_ids: frozenset[int], pad_id: int,
+                 choice_score: str = "mean") -> None:
         if not temperature > 0:
             raise ValueError(f"KVCacheSampler: temperature={temperature!r} must be > 0")
-        self.model, self.temperature = model, temperature
+        if choice_score not in ("sum", "mean"):
+            raise ValueError(f"KVCacheSampler: choice_score={choice_score!r} must be 'sum' or 'mean'")
+        self.model, self.temperature, self.choice_score = model, temperature, choice_score
         self.end_of_turn_ids, self.pad_id = end_of_turn_ids, pad_id
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self._num_layers = int(base.config.num_hidden_layers)
@@ -151,10 +172,15 @@ class KVCacheSampler:
         """The next turn of each requested episode; a key seen before continues its row, a new key starts one."""
         if not requests:
             return []
+        choosing = [bool(request.choices) for request in requests]
+        if any(choosing) and not all(choosing):
+            raise ValueError("KVCacheSampler: a batch either chooses among given choices or decodes, not both")
         self._arrange([request.key for request in requests])
         chunks = [self._unfed[row] + list(request.new_ids) for row, request in enumerate(requests)]
         self._unfed = [[] for _ in requests]
         logits = self._forward(chunks)
+        if all(choosing):
+            return self._choose(logits, requests)
         drawn: list[list[int]] = [[] for _ in requests]
         logprobs: list[list[float]] = [[] for _ in requests]
         open_rows = set(range(len(requests)))
@@ -188,37 +214,118 @@ class KVCacheSampler:
 
     def _forward(self, chunks: list[list[int]]) -> torch.Tensor:
         """Run each row's new tokens (left-padded to one width) through the model; the last position's logits (B, V)."""
-        width = max(1, max(len(chunk) for chunk in chunks))
-        rows = len(chunks)
-        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        real = torch.zeros((rows, width), dtype=torch.bool)
-        for row, chunk in enumerate(chunks):
-            if chunk:
-                ids[row, width - len(chunk):] = torch.tensor(chunk, dtype=torch.long)
-                real[row, width - len(chunk):] = True
+        ids, real = self._left_padded(chunks)
         positions = self._count[:, None] + torch.cumsum(real.long(), dim=1) - 1
-        positions = positions.clamp(min=0)  # padding: any position, nothing reads it
-        mask = self._mask(real)
+        causal = torch.tril(torch.ones((ids.shape[1], ids.shape[1]), dtype=torch.bool))
+        logits = self._run(ids, positions, causal[None] & real[:, None, :], keep=1)
         self._valid = torch.cat([self._valid, real], dim=1)
         self._count = self._count + real.sum(dim=1)
-        device = self.device
-        output = self.model(input_ids=ids.to(device), position_ids=positions.to(device), attention_mask=mask.to(device),
-                            use_cache=True, logits_to_keep=1, **{self._cache_argument: self._cache})
         self._compact_if_sparse()
-        return output.logits[:, -1, :].float()
+        return logits[:, -1, :]
 
-    def _mask(self, real: torch.Tensor) -> torch.Tensor:
-        """(B, 1, Q, past + Q) additive: a real query sees its row's real tokens up to itself, a padding one itself."""
-        rows, width = real.shape
-        causal = torch.tril(torch.ones((width, width), dtype=torch.bool))
-        new = causal[None] & real[:, None, :]
-        new |= torch.eye(width, dtype=torch.bool)[None]
-        past = self._valid[:, None, :].expand(rows, width, -1)
-        allowed = torch.cat([past, new], dim=2)
+    def _left_padded(self, chunks: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, W) ids and which of them are real, each row's chunk at the right end."""
+        width = max(1, max(len(chunk) for chunk in chunks))
+        ids = torch.full((len(chunks), width), self.pad_id, dtype=torch.long)
+        real = torch.zeros((len(chunks), width), dtype=torch.bool)
+        for row, chunk in enumerate(chunks):
+            if chunk:
+                ids[row, width - len(chunk):] = torch.tensor(list(chunk), dtype=torch.long)
+                real[row, width - len(chunk):] = True
+        return ids, real
+
+    def _run(self, ids: torch.Tensor, positions: torch.Tensor, new: torch.Tensor, *, keep: int) -> torch.Tensor:
+        """The model over a block of new tokens (B, W) that see the rows' real past and, within the block, what
+        `new` (B, W, W) allows; the logits (fp32) of the last `keep` positions. The caller records the block."""
+        device = self.device
+        output = self.model(input_ids=ids.to(device), position_ids=positions.clamp(min=0).to(device),
+                            attention_mask=self._mask(new).to(device), use_cache=True, logits_to_keep=keep,
+                            **{self._cache_argument: self._cache})
+        return output.logits.float()
+
+    def _mask(self, new: torch.Tensor) -> torch.Tensor:
+        """(B, 1, Q, past + Q) additive: a query sees its row's real past and what `new` allows in the block; a
+        padding query sees only itself (no softmax row may be empty)."""
+        rows, width, _ = new.shape
+        allowed = torch.cat([self._valid[:, None, :].expand(rows, width, -1),
+                             new | torch.eye(width, dtype=torch.bool)[None]], dim=2)
         dtype = next(self.model.parameters()).dtype
         mask = torch.zeros(allowed.shape, dtype=dtype)
         mask.masked_fill_(~allowed, torch.finfo(dtype).min)
         return mask[:, None]
+
+    def _choose(self, first: torch.Tensor, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
+        """Score every choice of every row in one forward and draw one per row (`first`: (B, V), the logits that
+        predict a choice's first token). The choices of a row are laid side by side after its past, all but their
+        last token fed, each at the positions it would take and seeing only the past and its own tokens (a tree
+        of choices); the chosen one's positions then stay in the cache as if it had been decoded, the others'
+        become holes, and its last token (the end of the turn) waits to be fed with the next observation."""
+        fed = [[token for choice in r.choices for token in choice[:-1]] for r in requests]
+        ids, real = self._left_padded(fed)
+        width = ids.shape[1]
+        owner = torch.full((len(requests), width), -1, dtype=torch.long)  # which choice a slot's token belongs to
+        depth = torch.zeros((len(requests), width), dtype=torch.long)  # its index within that choice
+        for row, request in enumerate(requests):
+            slot = width - len(fed[row])
+            for index, choice in enumerate(request.choices):
+                span = len(choice) - 1
+                owner[row, slot:slot + span] = index
+                depth[row, slot:slot + span] = torch.arange(span)
+                slot += span
+        same = (owner[:, :, None] == owner[:, None, :]) & torch.tril(torch.ones((width, width), dtype=torch.bool))
+        logits = self._run(ids, self._count[:, None] + depth, same & real[:, None, :], keep=width) \
+            if any(fed) else None
+        turns = []
+        for row, request in enumerate(requests):
+            tree = logits[row] if logits is not None else first[row, None]
+            lps = self._choice_logprobs(first[row], tree, width - len(fed[row]), request.choices)
+            index = self._pick([self._score(values) for values in lps], request.generator)
+            chosen = list(request.choices[index])
+            self._unfed[row] = [chosen[-1]]
+            turns.append(SampledTurn(ids=chosen, logprobs=lps[index], closed=chosen[-1] in self.end_of_turn_ids,
+                                     choice=index))
+        if logits is not None:
+            self._keep_chosen(owner, [turn.choice for turn in turns])
+        return turns
+
+    def _keep_chosen(self, owner: torch.Tensor, chosen: list[int | None]) -> None:
+        """Drop the tree's other choices from the cache at once: per row the chosen one's positions, moved to the
+        right end of a block as wide as the longest of them (left of it, holes)."""
+        kept = owner == torch.tensor(chosen)[:, None]  # (B, W)
+        width = int(kept.sum(dim=1).max())
+        # stable sort puts a row's dropped slots first and its kept ones, in order, last
+        order = torch.argsort(kept.long(), dim=1, stable=True)[:, kept.shape[1] - width:]
+        self._cache.keep_tail(self._valid.shape[1], order.to(self.device))
+        self._valid = torch.cat([self._valid, torch.gather(kept, 1, order)], dim=1)
+        self._count = self._count + kept.sum(dim=1)
+        self._compact_if_sparse()
+
+    def _choice_logprobs(self, first: torch.Tensor, tree: torch.Tensor, start: int,
+                         choices: Sequence[Sequence[int]]) -> list[list[float]]:
+        """Per choice, the sampling log-prob of each of its tokens: the first from `first` (V,), the others from
+        the tree's logits (W, V) at the slot of the token before (the row's slots begin at `start`)."""
+        head = torch.log_softmax(first / self.temperature, dim=-1)
+        body = torch.log_softmax(tree / self.temperature, dim=-1)
+        out, slot = [], start
+        for choice in choices:
+            values = [float(head[choice[0]])]
+            values += [float(body[slot + j, choice[j + 1]]) for j in range(len(choice) - 1)]
+            out.append(values)
+            slot += len(choice) - 1
+        return out
+
+    def _score(self, logprobs: list[float]) -> float:
+        """A choice's score: its sequence log-probability, or (`mean`) that per token, which does not favour the
+        shortest commands when the policy knows nothing yet."""
+        return sum(logprobs) / (len(logprobs) if self.choice_score == "mean" else 1)
+
+    @staticmethod
+    def _pick(scores: list[float], generator: torch.Generator) -> int:
+        """A draw from softmax(scores) by inverse CDF with one uniform of the episode's stream."""
+        probabilities = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
+        uniform = 1.0 - float(torch.rand((), dtype=torch.float64, generator=generator))
+        index = int(torch.searchsorted(probabilities.cumsum(0), torch.tensor([uniform]), side="left"))
+        return min(index, len(scores) - 1)
 
     def _compact_if_sparse(self) -> None:
         rows, length = self._valid.shape

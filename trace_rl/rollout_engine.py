@@ -12,6 +12,13 @@ by the chat template (`TurnTemplate`) and appended, so an episode is one growing
 and sampler log-probabilities are kept exactly as drawn. Which sampled tokens carry the turn's advantage
 (`loss_tokens`: the action only, or the whole turn) is decided here, once, per turn.
 
+The policy acts in one of two modes (`action_mode`): `generate`, it writes its turn (decoded token by token), or
+`admissible`, it chooses one of the environment's admissible commands (`env.admissible_commands`, as TextWorld
+lists them): each command, as the closed turn `<action>command</action>` (`TurnTemplate.choice_ids`), is scored
+under the policy given the episode so far and one is drawn from the softmax of the scores (`KVCacheSampler`); the
+environment then plays the chosen command, and the chosen tokens, with their sampling log-probs, are the turn.
+Which of its tokens carry the advantage follows the same rule as a written turn.
+
 Each episode draws from its own generator, seeded by (run seed, iteration, group, member): the same call gives the
 same episodes whatever else shares the batch, so a resumed run and a run split across ranks sample alike.
 An episode ends when its environment says done, after `max_turns` turns, or (truncated) when its next turn would
@@ -29,7 +36,7 @@ import numpy as np
 import torch
 from tracec.runtime.environment import Environment, EnvironmentFactory
 from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
-from tracec.trace_rl.turns import TurnTemplate
+from tracec.trace_rl.turns import TurnTemplate, choice_text
 
 
 class TurnSampler(Protocol):
@@ -52,10 +59,13 @@ class RolloutSettings:
     max_new_tokens: int = 128
     max_context_tokens: int = 2048
     loss_tokens: str = "action"  # action | turn
+    action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses a command
 
     def __post_init__(self) -> None:
         if self.loss_tokens not in ("action", "turn"):
             raise ValueError(f"RolloutSettings: loss_tokens={self.loss_tokens!r} must be 'action' or 'turn'")
+        if self.action_mode not in ("generate", "admissible"):
+            raise ValueError(f"RolloutSettings: action_mode={self.action_mode!r} must be 'generate' or 'admissible'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +113,8 @@ class _Live:
     sampled: list[bool] = field(default_factory=list)
     turns: int = 0
     truncated: bool = False
+    choices: list[str] = field(default_factory=list)  # admissible mode: the commands the next turn chooses from
+    choice_ids: list[list[int]] = field(default_factory=list)
 
 
 def episode_generator(seed: int, iteration: int, group: int, member: int) -> torch.Generator:
@@ -133,19 +145,42 @@ class RolloutEngine:
         env = self.make_env()
         first = env.reset(task.seed)
         prompt = self.template.prompt_ids(env.system_prompt, first)
-        if len(prompt) + self.settings.max_new_tokens > self.settings.max_context_tokens:
+        episode = _Live(key=key, group=task, member=member, env=env,
+                        generator=episode_generator(seed, iteration, task.group, member), ids=list(prompt),
+                        new_ids=list(prompt), logprobs=[0.0] * len(prompt), steps=[-1] * len(prompt),
+                        sampled=[False] * len(prompt))
+        self._offer_choices(episode)
+        if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
             raise ValueError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no room "
-                             f"for a turn of {self.settings.max_new_tokens} in rollout.max_context_tokens = "
+                             f"for a turn of {self._room(episode)} in rollout.max_context_tokens = "
                              f"{self.settings.max_context_tokens}; raise rollout.max_context_tokens")
-        return _Live(key=key, group=task, member=member, env=env,
-                     generator=episode_generator(seed, iteration, task.group, member), ids=list(prompt),
-                     new_ids=list(prompt), logprobs=[0.0] * len(prompt), steps=[-1] * len(prompt),
-                     sampled=[False] * len(prompt))
+        return episode
+
+    def _offer_choices(self, episode: _Live) -> None:
+        """Admissible mode: the commands the environment admits now, and their tokens as closed turns."""
+        if self.settings.action_mode != "admissible":
+            return
+        commands = getattr(episode.env, "admissible_commands", None)
+        if commands is None:
+            raise TypeError(f"rollout.action_mode = \"admissible\" needs an environment that lists its admissible "
+                            f"commands (`admissible_commands`); {type(episode.env).__name__} does not; use "
+                            "rollout.action_mode = \"generate\"")
+        if not commands:
+            raise ValueError(f"task seed {episode.group.seed}: the environment admits no command after "
+                             f"{episode.turns} turns, so the policy has nothing to choose from")
+        episode.choices = list(commands)
+        episode.choice_ids = [self.template.choice_ids(command) for command in commands]
+
+    def _room(self, episode: _Live) -> int:
+        """Tokens the next turn may take."""
+        if self.settings.action_mode == "admissible":
+            return max(len(ids) for ids in episode.choice_ids)
+        return self.settings.max_new_tokens
 
     def _turn(self, live: list[_Live], finished: dict[int, EpisodeRollout]) -> list[_Live]:
         """One agent turn of every live episode; returns those still going."""
         requests = [TurnRequest(key=e.key, new_ids=e.new_ids, context=e.ids, generator=e.generator,
-                                max_new_tokens=self.settings.max_new_tokens) for e in live]
+                                max_new_tokens=self.settings.max_new_tokens, choices=e.choice_ids) for e in live]
         turns = self.sampler.sample(requests)
         going: list[_Live] = []
         for episode, turn in zip(live, turns, strict=True):
@@ -171,11 +206,13 @@ class RolloutEngine:
         episode.steps.extend(step if first <= i < stop else -1 for i in range(len(turn.ids)))
         episode.sampled.extend([True] * len(turn.ids))
         episode.turns += 1
-        result = episode.env.step(self.template.turn_text(turn.ids))
+        text = self.template.turn_text(turn.ids) if turn.choice is None else choice_text(episode.choices[turn.choice])
+        result = episode.env.step(text)
         if result.done or episode.turns >= self.settings.max_turns:
             return True
+        self._offer_choices(episode)
         observation = self.template.observation_ids(result.observation, closed=turn.closed)
-        if len(episode.ids) + len(observation) + self.settings.max_new_tokens > self.settings.max_context_tokens:
+        if len(episode.ids) + len(observation) + self._room(episode) > self.settings.max_context_tokens:
             episode.truncated = True
             return True
         episode.new_ids = observation

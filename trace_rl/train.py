@@ -181,7 +181,8 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     sampler = make_sampler(config, policy, template, run_dir)
     engine = RolloutEngine(sampler, template, make_env or environment_factory(config.env), RolloutSettings(
         max_turns=config.env.max_turns, max_new_tokens=config.rollout.max_new_tokens,
-        max_context_tokens=config.rollout.max_context_tokens, loss_tokens=config.rollout.loss_tokens))
+        max_context_tokens=config.rollout.max_context_tokens, loss_tokens=config.rollout.loss_tokens,
+        action_mode=config.rollout.action_mode))
     return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
                 engine=engine, learner=Learner(policy, optimizer, _learn_settings(config), dist), scorer=scorer,
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
@@ -267,7 +268,8 @@ def make_sampler(config: TrainConfig, policy: Policy, template: TurnTemplate, ru
         return VLLMSampler.create(policy, config, template, run_dir / "vllm_adapters")
     pad = policy.tokenizer.pad_token_id
     return KVCacheSampler(policy.model, temperature=config.rollout.temperature,
-                          end_of_turn_ids=template.end_of_turn_ids, pad_id=int(pad if pad is not None else 0))
+                          end_of_turn_ids=template.end_of_turn_ids, pad_id=int(pad if pad is not None else 0),
+                          choice_score=config.rollout.choice_score)
 
 
 def _learn_settings(config: TrainConfig) -> LearnSettings:

@@ -160,6 +160,9 @@ class RolloutSection:
     max_new_tokens: int = 128  # per agent turn
     max_context_tokens: int = 2048  # an episode ends (truncated) when its next turn would not fit
     loss_tokens: str = "action"  # action: only the action of each turn | turn: every sampled token (as TRL)
+    action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses one of the
+    #   environment's admissible commands (TextWorld lists them), scored under the policy and sampled
+    choice_score: str = "mean"  # admissible: a command's score is its tokens' mean log-prob (mean) or their sum
     vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take
     vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
@@ -174,6 +177,8 @@ class RolloutSection:
         require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", self.max_context_tokens,
                  f"must exceed rollout.max_new_tokens ({self.max_new_tokens}) to leave room for a prompt")
         choice("loss_tokens", self.loss_tokens, ("action", "turn"))
+        choice("action_mode", self.action_mode, ("generate", "admissible"))
+        choice("choice_score", self.choice_score, ("mean", "sum"))
         require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
 
 
@@ -270,6 +275,10 @@ class TrainConfig:
     run: RunSection = RunSection()
 
     def __post_init__(self) -> None:
+        if self.rollout.backend == "vllm" and self.rollout.action_mode == "admissible":
+            raise FieldError("rollout.action_mode", "admissible", "the admissible-command mode scores commands with "
+                             "the transformers sampler; use rollout.backend = \"transformers\" or action_mode = "
+                             "\"generate\"")
         if self.rollout.backend == "vllm" and self.model.device == "cpu":
             raise FieldError("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
                        "rollout.backend = \"transformers\"")

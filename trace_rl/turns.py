@@ -11,7 +11,9 @@ Only the environment's text is ever tokenized; the agent's turns stay the ids th
 `action_token_range` finds which sampled tokens of a turn carry its advantage: the `<action>...</action>` element
 (tags included: the environment reads them), or, for a turn without tags (a JSON tool call, a message to the user),
 the text after any `<think>...</think>`. Thinking, the closing end-of-turn token and anything after the action are
-context. Left out: several actions in one turn (the first one counts, as the environments read it).
+context. `choice_ids` is a command the policy chooses rather than writes (the admissible-command action mode): the
+same closed turn, `<action>command</action>` and the end-of-turn token. Left out: several actions in one turn (the
+first one counts, as the environments read it).
 """
 
 from __future__ import annotations
@@ -51,11 +53,14 @@ class TurnTemplate:
         eos = tokenizer.eos_token_id
         stops = {eos} if eos is not None else set()
         closing_ids = tokenizer(self._closing, add_special_tokens=False)["input_ids"] if self._closing else []
+        closer = eos
         if closing_ids and closing_ids[0] in set(tokenizer.all_special_ids):
             stops.add(closing_ids[0])  # the template's end-of-turn token (ChatML's <|im_end|>)
-        if not stops:
+            closer = closing_ids[0]
+        if not stops or closer is None:
             raise TemplateError("the tokenizer has no end-of-sequence token, so an agent turn could never end")
         self.end_of_turn_ids: frozenset[int] = frozenset(stops)
+        self.end_of_turn_id: int = int(closer)  # what closes a turn the policy did not decode (a chosen command)
         # Probe the observation delta too: a template that rewrites history fails here.
         self.observation_ids(Observation(text="probe observation", role="user"), closed=True)
 
@@ -92,6 +97,11 @@ class TurnTemplate:
             closing = closing[len(eos_text):]
         return self._ids(closing + grown[len(self._closed_history):])
 
+    def choice_ids(self, command: str) -> list[int]:
+        """An admissible command as the closed turn that plays it: `<action>command</action>`, then the end-of-turn
+        token (the admissible-command action mode scores and samples these)."""
+        return self._ids(choice_text(command)) + [self.end_of_turn_id]
+
     def turn_text(self, ids: Sequence[int]) -> str:
         """What the environment receives for sampled `ids`: the decoded text, without the end-of-turn token."""
         return str(self.tokenizer.decode(list(self._strip_end(ids)), skip_special_tokens=True,
@@ -114,6 +124,11 @@ class TurnTemplate:
         begins = [0, *ends[:-1]]
         inside = [i for i, (b, e) in enumerate(zip(begins, ends)) if b < stop and e > start]
         return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def choice_text(command: str) -> str:
+    """The text of a turn that plays `command`."""
+    return f"<action>{command}</action>"
 
 
 def action_span(text: str) -> tuple[int, int]:

@@ -222,16 +222,25 @@ def test_tau2_replay_help_names_the_default_it_then_uses(shared_dir, tmp_path, m
 
 
 @pytest.mark.slow
-def test_demo_runs_from_any_directory(tmp_path, shared_dir):
+def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {"TRACEC_CACHE_DIR": str(tmp_path / "cache"), "TRACEC_TAU2_DATA": str(shared_dir / "data" / "tau2")}
-    result = run_tracec(["demo", "--workdir", "w"], cwd=elsewhere, env=env, cpu_limit=600, timeout=600)
+    argv = ["demo", "--workdir", "w", "--train-games", "3", "--eval-games", "1", "--iterations", "2", "--eval-every", "1",
+            "--groups", "2", "--group-size", "2", "--smol-iterations", "0"]
+    result = run_tracec(argv, cwd=elsewhere, env={"TRACEC_CACHE_DIR": str(tmp_path / "cache")}, cpu_limit=900, timeout=900)
     assert result.code == 0, result.err
-    checked = re.findall(r"^  (\S+\.rubric): ", result.out, flags=re.MULTILINE)
-    assert "household.rubric" in checked and "envs/structured_data_reasoning.rubric" in checked and len(checked) >= 13
-    scored = [json.loads(line) for line in (elsewhere / "w" / "textworld_eval.jsonl").read_text().splitlines()]
-    assert {record["episode"] for record in scored} >= {"walkthrough", "random0", "tiny-llm"}
+    summary = json.loads((elsewhere / "w" / "learning.json").read_text())
+    for method in ("grpo", "trca"):
+        points = summary["curves"][method]["points"]
+        assert [p["rollouts"] for p in points] == [0, 4, 8]  # evaluated before training and after each iteration
+        assert all(0.0 <= p["success"] <= 1.0 and 0.0 <= p["reward"] <= 1.0 for p in points)
+        metrics = [json.loads(line) for line in (elsewhere / "w" / "runs" / method / "metrics.jsonl").read_text().splitlines()]
+        assert [m["iteration"] for m in metrics] == [1, 2]
+    assert summary["curves"]["trca"]["constant_fraction"] < 1.0  # TRCA's step rewards: its groups are rarely constant
+    assert (elsewhere / "w" / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = re.findall(r"^ +(\d+) +([01]\.\d{3}) +([01]\.\d{3}) ", result.out, flags=re.MULTILINE)
+    assert [int(row[0]) for row in table] == [0, 4, 8]
+    assert "sparse GRPO" in result.out and "GRPO + TRCA" in result.out
 
 
 @pytest.mark.slow

@@ -185,13 +185,15 @@ class TextWorldEnvironment:
 
     A step plays the command in the agent's reply (`extract_command`); the episode ends when the game is won or
     lost, or after `max_steps` turns (None: the caller bounds them). The observation is the game's answer, the
-    room when the answer does not show it, the inventory and (with `show_admissible`) the admissible commands;
+    room when the answer does not show it (unless `room_descriptions` is off: TextWorld then skips the `look` it
+    runs after every command to describe the room, about half of a step's time), the inventory and (with
+    `show_admissible`) the admissible commands;
     the first one starts with the objective unless the game's opening text states it. The reward of the last
     step, and the trajectory's `env_reward`, is 1 for a win, else the fraction of the game's score reached.
     """
 
     def __init__(self, game: Path | str | GameSpec, *, cache_dir: Path | None = None, max_steps: int | None = None,
-                 show_admissible: bool = True, tw_make: Path | None = None) -> None:
+                 show_admissible: bool = True, tw_make: Path | None = None, room_descriptions: bool = True) -> None:
         if isinstance(game, GameSpec) and cache_dir is None:
             raise ValueError("TextWorldEnvironment: a game spec needs a cache_dir to make its games in")
         if max_steps is not None and max_steps < 1:
@@ -199,6 +201,7 @@ class TextWorldEnvironment:
         self.game: Path | GameSpec = game if isinstance(game, GameSpec) else Path(game)
         self.cache_dir, self.max_steps = cache_dir, max_steps
         self.show_admissible, self.tw_make = show_admissible, tw_make
+        self.room_descriptions = room_descriptions
         self._env: Any = None
         self._loaded: Path | None = None
         self._game_state: Any = None
@@ -241,7 +244,7 @@ class TextWorldEnvironment:
         path = self.game_file(seed)
         if path != self._loaded:
             self.close()
-            self._env, self._loaded = _start(path), path
+            self._env, self._loaded = _start(path, self.room_descriptions), path
         self._game_state = self._env.reset()
         self.steps, self.done = 0, False
         self.states: list[dict[str, Any]] = [state_facts(self._game_state)]
@@ -281,7 +284,7 @@ class TextWorldEnvironment:
     def _render(self, *, opening: bool) -> str:
         state = self._game_state
         feedback = clean_feedback(state["feedback"])
-        description = (state["description"] or "").strip()
+        description = (state.get("description") or "").strip()
         parts = [feedback]
         if opening and self.objective and self.objective not in feedback:
             parts.insert(0, f"Objective: {self.objective}")
@@ -304,10 +307,11 @@ class TextWorldEnvironment:
         self.close()
 
 
-def _start(game_file: Path) -> Any:
+def _start(game_file: Path, room_descriptions: bool = True) -> Any:
     import textworld
 
-    infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS})
+    infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS
+                                  if room_descriptions or name != "description"})
     with warnings.catch_warnings():
         # Jericho knows no tw-make game and says so; TextWorld tracks score and state itself.
         warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")

@@ -1,0 +1,115 @@
+"""The learning setup: the TextWorld task family (real games), the small policy, the curves, and `tracec demo`.
+
+The games are real TextWorld games made by its generator and Inform 7 (a few, shared by the tests of a run). The
+demo's end-to-end run through the command line is in tests/cli/test_cli.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tracec.runtime.agent import run_episode
+from tracec.trace_rl.demo import DEMO_FAMILY, EVAL_SEED_BASE, demo_family
+from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.learning_curve import (
+    Curve,
+    CurvePoint,
+    RunSpec,
+    rollouts_to_reach,
+    rubric_variant,
+    run_config,
+)
+from tracec.trace_rl.small_policy import build_word_tokenizer, unknown_share
+from tracec.trace_rl.textworld_family import FamilyEnvironment, TaskFamily, family_texts
+
+FAMILY = demo_family(train_games=3, eval_games=1)
+
+
+@pytest.fixture(scope="session")
+def family_games(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The games of FAMILY, made once a run (the folder is shared by xdist workers; publishing is atomic)."""
+    cache = tmp_path_factory.getbasetemp().parent / "family-games"
+    FAMILY.prepare(list(FAMILY.train_seeds) + list(FAMILY.eval_seeds), cache)
+    return cache
+
+
+def test_the_held_out_seeds_are_never_training_seeds() -> None:
+    for family in (DEMO_FAMILY, TaskFamily(), demo_family(EVAL_SEED_BASE, 5)):
+        assert family.train_seeds and family.eval_seeds
+        assert not set(family.train_seeds) & set(family.eval_seeds)
+    with pytest.raises(ValueError, match="both training and evaluation seeds"):
+        TaskFamily(train_seeds=(1, 2, 3), eval_seeds=(3, 4))
+    with pytest.raises(ValueError, match="train_games"):
+        demo_family(EVAL_SEED_BASE + 1, 5)
+
+
+def test_the_trainer_only_ever_draws_training_seeds(tmp_path: Path) -> None:
+    from tracec.trace_rl.learning_curve import Setup
+    from tracec.trace_rl.train_env import TaskStream
+
+    setup = Setup(family=DEMO_FAMILY, games=tmp_path, small_policy=tmp_path, rubric=tmp_path / "r.rubric")
+    config = run_config(RunSpec(method="grpo", model="tiny"), setup, tmp_path / "run")
+    stream = TaskStream(config.env.first_seed, config.env.num_seeds, config.run.seed)
+    drawn = set(stream.take(10 * len(DEMO_FAMILY.train_seeds)))
+    assert drawn == set(DEMO_FAMILY.train_seeds)  # every training game, and nothing else
+    assert config.advantage.max_resample_batches == 0  # both methods spend exactly the rollouts they are given
+
+
+def test_a_family_game_is_won_by_its_walkthrough_and_rewarded_sparsely(family_games: Path) -> None:
+    env = FamilyEnvironment(FAMILY, family_games, list_commands=False)
+    try:
+        seed = FAMILY.train_seeds[1]
+        first = env.reset(seed).text
+        assert first.startswith("Objective: ") and "\nRoom: " in first and "Commands:" not in first
+        assert env.admissible_commands  # what the admissible action mode chooses from
+        walk = run_episode(env, WalkthroughAgent(env), seed, FAMILY.max_turns, episode="walk")
+        assert walk["success"] and walk["env_reward"] == 1.0 and walk["game_score"] == 1.0
+        assert len(walk["actions"]) == FAMILY.quest_length(seed) or len(walk["actions"]) <= FAMILY.max_turns
+        assert walk["instruction"] == walk["instruction"].lower()
+        randoms = [run_episode(env, RandomAgent(env, seed=i), seed, FAMILY.max_turns, episode=f"r{i}")
+                   for i in range(4)]
+        for record in randoms:  # sparse: a win is 1, anything else 0, whatever points the game gave
+            assert record["env_reward"] == (1.0 if record["success"] else 0.0)
+            assert 0.0 <= record["game_score"] <= 1.0
+    finally:
+        env.close()
+
+
+def test_the_small_policy_tokenizer_is_exact_on_the_games_and_covers_held_out_ones(family_games: Path) -> None:
+    from tracec.trace_rl.small_policy import grammar_texts
+
+    train = [FAMILY.game_file(s, family_games) for s in FAMILY.train_seeds]
+    held_out = [FAMILY.game_file(s, family_games) for s in FAMILY.eval_seeds]
+    tokenizer = build_word_tokenizer(grammar_texts() + family_texts(FAMILY, train))
+    texts = family_texts(FAMILY, train)
+    for text in texts[1:40]:
+        normal = " ".join(text.lower().split())
+        ids = tokenizer(normal, add_special_tokens=False)["input_ids"]
+        if tokenizer.unk_token_id not in ids:
+            assert tokenizer.decode(ids) == normal
+    assert unknown_share(tokenizer, family_texts(FAMILY, held_out)) < 0.02  # the grammars name what games show
+    ids = tokenizer("<action>take the key</action>", add_special_tokens=False)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(ids)[0] == "<action>"
+
+
+def test_no_context_grouping_makes_each_task_group_one_step_group(tmp_path: Path) -> None:
+    from tracec.trace_rl.demo import shipped_examples
+
+    rubric = shipped_examples() / "textworld.rubric"
+    assert rubric_variant(rubric, tmp_path, context_grouping=True) == rubric
+    variant = rubric_variant(rubric, tmp_path, context_grouping=False)
+    text = variant.read_text()
+    assert "context true" in text and "context prev.location" not in text
+    from tracec.runtime.evaluate import load_rubric
+
+    load_rubric(text, str(variant))  # still a valid rubric
+
+
+def test_rollouts_to_reach_is_the_first_evaluated_point_at_the_target() -> None:
+    curve = Curve(spec=RunSpec(method="grpo", model="tiny"),
+                  points=[CurvePoint(0, 0.0, 0.0), CurvePoint(64, 0.1, 0.2), CurvePoint(128, 0.3, 0.4)])
+    assert rollouts_to_reach(curve, 0.1) == 64
+    assert rollouts_to_reach(curve, 0.25) == 128
+    assert rollouts_to_reach(curve, 0.5) is None
+    assert rollouts_to_reach(curve, 0.0) == 64  # the untrained point reaches nothing

@@ -61,27 +61,34 @@ def _textworld(section: EnvSection) -> EnvironmentFactory:
 
 
 def _tau2(section: EnvSection) -> EnvironmentFactory:
-    from tracec.trace_rl.envs.tau2 import (
-        Tau2Environment,
-        find_data_dir,
-        load_domain,
-        load_guidelines,
-        tau2_user,
-    )
-    from tracec.trace_rl.envs.tau2.gold import gold_user
+    from tracec.trace_rl.envs.tau2 import load_domain
+
+    data = tau2_data(section.tau2.data, "env.tau2.data")
+    user = None if section.tau2.user == "scripted" else _user_backend(section.tau2.user_model)
+    return tau2_factory(load_domain(section.tau2.domain, data), data, user=user, max_turns=section.max_turns)
+
+
+def tau2_data(setting: str, key: str) -> Path:
+    """The tau2-bench data folder a config's `key` names (empty: the default one); a ConfigError saying why not."""
+    from tracec.trace_rl.envs.tau2 import find_data_dir
 
     try:
-        data = find_data_dir(section.tau2.data or None)
+        return find_data_dir(setting or None)
     except FileNotFoundError as error:
-        raise ConfigError(f"env.tau2.data = {section.tau2.data!r}: {error}") from None
-    domain = load_domain(section.tau2.domain, data)
+        raise ConfigError(f"{key} = {setting!r}: {error}") from None
+
+
+def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int) -> EnvironmentFactory:
+    """Environments of one tau2-bench domain: the scripted gold user when `user` is None, else that chat backend
+    simulating the user under the benchmark's guidelines."""
+    from tracec.trace_rl.envs.tau2 import Tau2Environment, load_guidelines, tau2_user
+    from tracec.trace_rl.envs.tau2.gold import gold_user
+
     gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
-    if section.tau2.user == "scripted":
-        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=section.max_turns, gold=gold)
-    backend = _user_backend(section.tau2.user_model)
+    if user is None:
+        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=max_turns, gold=gold)
     guidelines = load_guidelines(data)
-    return lambda: Tau2Environment(domain, user=tau2_user(backend, guidelines=guidelines),
-                                   max_steps=section.max_turns, gold=gold)
+    return lambda: Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=max_turns, gold=gold)
 
 
 def _user_backend(name: str) -> Any:

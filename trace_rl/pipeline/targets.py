@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from tracec.runtime.chat import ChatBackend
-from tracec.runtime.environment import EnvironmentFactory
 from tracec.trace_rl.evaluate import EvalDomain, seeds_for
 from tracec.trace_rl.pipeline.config import TargetSection
-from tracec.trace_rl.train_config import CapabilityEnvSection, ConfigError, EnvSection, Tau2EnvSection
-from tracec.trace_rl.train_env import environment_factory
+from tracec.trace_rl.train_config import ConfigError, EnvSection
+from tracec.trace_rl.train_env import environment_factory, tau2_data, tau2_factory
 
 
 def target_domains(target: TargetSection, *, first_seed: int, tasks: int, max_turns: int | None = None,
@@ -54,35 +53,17 @@ def _capability_domain(path: str, first_seed: int, tasks: int, turns: int) -> Ev
 
 def _tau2_domain(name: str, target: TargetSection, first_seed: int, tasks: int, turns: int,
                  user: ChatBackend | None) -> EvalDomain:
-    from tracec.trace_rl.envs.tau2 import (
-        Tau2Environment,
-        find_data_dir,
-        load_domain,
-        load_guidelines,
-        tau2_user,
-    )
+    from tracec.trace_rl.envs.tau2 import load_domain
 
-    try:
-        data = find_data_dir(target.tau2.data or None)
-    except FileNotFoundError as error:
-        raise ConfigError(f"target.tau2.data = {target.tau2.data!r}: {error}") from None
+    data = tau2_data(target.tau2.data, "target.tau2.data")
     domain = load_domain(name, data)
     available = len(domain.tasks)
     if first_seed >= available:
         raise ConfigError(f"tau2 {name} has {available} tasks; a first seed of {first_seed} leaves none "
                           f"(use first_seed < {available})")
     seeds = seeds_for(first_seed, tasks, available)
-    if target.tau2.user == "scripted":
-        section = EnvSection(kind="tau2", tau2=Tau2EnvSection(domain=name, data=str(data), user="scripted"),
-                             max_turns=turns, capability=CapabilityEnvSection())
-        make: EnvironmentFactory = environment_factory(section)
-        return EvalDomain(name=name, make_env=make, seeds=seeds)
-    if user is None:
+    scripted = target.tau2.user == "scripted"
+    if not scripted and user is None:
         raise ConfigError("target.tau2.user = \"base\" needs the base model as the simulated user")
-    guidelines = load_guidelines(data)
-    gold: dict[str, Any] = {}  # each task's gold database, replayed once for every environment of the domain
-
-    def make_llm_user() -> Any:
-        return Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=turns, gold=gold)
-
-    return EvalDomain(name=name, make_env=make_llm_user, seeds=seeds)
+    make = tau2_factory(domain, data, user=None if scripted else user, max_turns=turns)
+    return EvalDomain(name=name, make_env=make, seeds=seeds)

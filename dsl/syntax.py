@@ -41,27 +41,42 @@ _OPTIONS = {"parser": "lalr", "strict": True, "propagate_positions": True, "mayb
 
 @functools.cache
 def lark_parser() -> lark.Lark:
-    """The grammar's parser, built once per process; its tables are cached on disk (`cached_parser`) in the
-    `parser` folder of tracec's cache ($TRACEC_CACHE_DIR, else ~/.cache/tracec)."""
-    grammar = resources.files("tracec.grammars").joinpath("rubric.lark").read_text(encoding="utf-8")
-    return cached_parser(grammar, cache_root(os.environ) / "parser")
+    """The grammar's parser, built once per process. Its tables are cached on disk (`cached_parser`): the install
+    saves them beside the grammar (`python -m tracec.dsl.syntax`, run by `make venv`), so that a process with an
+    empty cache folder does not build them; otherwise they are built once into the `parser` folder of tracec's cache
+    ($TRACEC_CACHE_DIR, else ~/.cache/tracec)."""
+    return cached_parser(_grammar(), cache_root(os.environ) / "parser", installed=_installed_folder())
 
 
-def cached_parser(grammar: str, folder: Path) -> lark.Lark:
-    """Lark's parser of `grammar`, loaded from `folder` when a build of this grammar by this Lark and Python is
-    there (building costs a few hundred ms, loading a few), else built and saved there, atomically. A folder that
-    cannot be read or written, or a damaged file, only costs the build."""
-    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, repr(sorted(_OPTIONS.items()))])
-                         .encode("utf-8")).hexdigest()[:32]
-    path = folder / f"rubric-{key}.lark.pickle"
-    # Absent, unreadable, truncated or foreign: build it instead.
-    with contextlib.suppress(Exception), open(path, "rb") as handle:
-        return lark.Lark.load(handle)
+def _grammar() -> str:
+    return resources.files("tracec.grammars").joinpath("rubric.lark").read_text(encoding="utf-8")
+
+
+def _installed_folder() -> Path:
+    """Where the install keeps the parser's tables: the grammar's own bytecode-cache folder, as Python does."""
+    return Path(str(resources.files("tracec.grammars"))) / "__pycache__"
+
+
+def cached_parser(grammar: str, folder: Path, installed: Path | None = None) -> lark.Lark:
+    """Lark's parser of `grammar`, loaded from `installed` or `folder` when a build of this grammar by this Lark and
+    Python is there (building costs a few hundred ms, loading a few), else built and saved in `folder`, atomically.
+    A folder that cannot be read or written, or a damaged file, only costs the build."""
+    name = _table_name(grammar)
+    for candidate in ([installed] if installed else []) + [folder]:
+        # Absent, unreadable, truncated or foreign: try the next, then build it.
+        with contextlib.suppress(Exception), open(candidate / name, "rb") as handle:
+            return lark.Lark.load(handle)
     parser = lark.Lark(grammar, **_OPTIONS)
     # A read-only home or cache folder: the parser is only built again next time.
-    with contextlib.suppress(OSError), atomic_open(path, "wb") as handle:
+    with contextlib.suppress(OSError), atomic_open(folder / name, "wb") as handle:
         parser.save(handle)
     return parser
+
+
+def _table_name(grammar: str) -> str:
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, repr(sorted(_OPTIONS.items()))])
+                         .encode("utf-8")).hexdigest()[:32]
+    return f"rubric-{key}.lark.pickle"
 
 
 # Every pass walks expressions recursively, a few Python frames a level: past this depth it would run out of stack.
@@ -195,3 +210,8 @@ def _expected(terminals: set[str] | frozenset[str] | None) -> str:
     if len(ordered) > 10:
         ordered = ordered[:10] + ["..."]
     return "; expected " + ", ".join(ordered)
+
+
+if __name__ == "__main__":  # the install step: save the parser's tables beside the grammar
+    cached_parser(_grammar(), _installed_folder())
+    print(f"tracec: the rubric parser's tables are in {_installed_folder()}")

@@ -79,3 +79,27 @@ def test_the_command_line_parses_with_an_unusable_cache_folder(tmp_path):
                           timeout=120, check=False)
     assert done.returncode == 0 and done.stdout == "ok\n" and done.stderr == ""
     assert parse(SOURCE) is not None
+
+
+def test_tables_saved_by_the_install_are_loaded_first(tmp_path, monkeypatch):
+    installed, user = tmp_path / "installed", tmp_path / "user"
+    built = cached_parser(GRAMMAR, installed)
+    _refuse_builds(monkeypatch)
+    assert _tree(cached_parser(GRAMMAR, user, installed=installed)) == _tree(built)
+    assert not user.exists()  # nothing built, nothing saved in the user's folder
+
+
+def test_after_the_install_step_a_process_with_an_empty_cache_builds_no_parser(tmp_path):
+    """`make venv` runs `python -m tracec.dsl.syntax`; then a first parse with an empty $TRACEC_CACHE_DIR loads the
+    installed tables and writes no tables of its own."""
+    install = subprocess.run([sys.executable, "-m", "tracec.dsl.syntax"], capture_output=True, text=True, timeout=120,
+                             check=False)
+    assert install.returncode == 0, install.stderr
+    cache = tmp_path / "cache"
+    code = "from tracec.dsl.parse import parse_file; import sys; parse_file(sys.argv[1]); print('ok')"
+    done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parents[2] / "examples" /
+                                                             "household.rubric")],
+                          capture_output=True, text=True, env={**os.environ, "TRACEC_CACHE_DIR": str(cache)},
+                          timeout=120, check=False)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+    assert not (cache / "parser").exists()

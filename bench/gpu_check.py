@@ -13,6 +13,9 @@ Sections, each timed, each reported even when another fails (exit 1 if any faile
    perturbed and synced; the new samples must agree with the new adapter (small gap) better than with the old one.
 3. train: one training iteration of SmolLM2 on the GPU with each rollout backend (transformers' KV-cache sampler,
    vLLM), the time split of each.
+4. routing: two perturbed SmolLM2 adapters served by vLLM with a `LoRARequest` per request (`VLLMAdapters`) against
+   peft on the same GPU (`PeftAdapters`): the routing scores over the label tokens (log-probs against logits: equal
+   up to one constant), and greedy replies under each adapter (each adapter's reply must differ from the base's).
 Left out: multi-GPU (DDP over nccl is the same code as gloo, tested on the CPU).
 """
 
@@ -168,8 +171,61 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
                      "turn, SmolLM2 fp32):\n\n" + table}
 
 
+def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
+    from tracec.trace_rl.adapters import PeftAdapters
+    from tracec.trace_rl.policy import TRAINED, Policy
+    from tracec.trace_rl.routing import Router, route_options
+    from tracec.trace_rl.train_config import LoraSection
+    from tracec.trace_rl.vllm_adapters import VLLMAdapters
+
+    if dry_run:
+        return {"table": "(dry run: vLLM needs a GPU)"}
+    folder = Path(tempfile.mkdtemp(prefix="gpu-check-routing-"))
+    adapters = {}
+    for seed, name in ((1, "alpha"), (2, "beta")):
+        policy = Policy.load("smollm2-135m-instruct", LoraSection(rank=8, alpha=16), device=device, seed=seed)
+        with torch.no_grad():
+            for key, parameter in policy.model.named_parameters():
+                if "lora_B" in key and f".{TRAINED}." in key:
+                    parameter.normal_(0, 0.05)
+        adapters[name] = policy.save_adapter(folder / name)
+        del policy
+    options = route_options([("alpha", "books rooms with exact arguments", ""),
+                             ("beta", "checks an order before changing it", "")], ["A", "B", "C"])
+    task = "Hi, I'm Ana Lima. Please book room R12 for me for 3 nights, meal plan breakfast."
+    messages = [{"role": "user", "content": task}]
+    started = time.perf_counter()
+    served = VLLMAdapters.load("smollm2-135m-instruct", adapters, max_new_tokens=32, gpu_memory_utilization=0.3,
+                               enforce_eager=True)
+    startup = time.perf_counter() - started
+    peft = PeftAdapters.load("smollm2-135m-instruct", adapters, device=device, max_new_tokens=32)
+    scores = {}
+    for label, model in (("vllm", served), ("peft", peft)):
+        decision = Router(model, options).route(task)
+        values = list(decision.logits.values())
+        scores[label] = (decision.choice, [v - values[-1] for v in values])  # relative to `base`: the constant cancels
+    gap = max(abs(a - b) for a, b in zip(scores["vllm"][1], scores["peft"][1]))
+    replies = {}
+    for label, model in (("vllm", served), ("peft", peft)):
+        for name in (None, "alpha", "beta"):
+            with model.active(name):
+                replies[(label, name)] = model.generate(messages)
+    rows = [["vLLM start with 2 LoRA adapters (eager)", f"{startup:.1f} s"],
+            ["route: vLLM / peft choice", f"{scores['vllm'][0]} / {scores['peft'][0]}"],
+            ["route: max |difference| of label scores relative to base", f"{gap:.2e}"]]
+    for name in (None, "alpha", "beta"):
+        rows.append([f"greedy reply under {name or 'base'}: vLLM equals peft", replies[("vllm", name)] ==
+                     replies[("peft", name)]])
+    for name in ("alpha", "beta"):
+        if replies[("vllm", name)] == replies[("vllm", None)]:
+            raise AssertionError(f"vLLM's reply under adapter {name} equals the base's: its LoRARequest did nothing")
+    if gap > 0.05 or scores["vllm"][0] != scores["peft"][0]:
+        raise AssertionError(f"vLLM routes otherwise than peft (label score gap {gap:.3f})")
+    return {"table": markdown_table(["routing with LoRARequests (SmolLM2, 2 adapters)", "value"], rows)}
+
+
 SECTIONS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
-    "kernel": kernel_section, "vllm": vllm_section, "train": train_section}
+    "kernel": kernel_section, "vllm": vllm_section, "train": train_section, "routing": routing_section}
 
 
 def _synchronize(device: str) -> None:

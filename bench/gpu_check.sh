@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The trainer's GPU paths on a fresh CUDA machine, in under 10 minutes on one H200: installs vLLM (with the CUDA torch
 # it was built for), the project with its train and bench extras, and SmolLM2, then runs bench/gpu_check.py, which
-# checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, and one training iteration per
-# rollout backend, and writes its figures to bench/RESULTS.md ("gpu check"); then the learning experiment's SmolLM2
-# runs with vLLM rollouts (bench/learning.py, section "learning (GPU)").
+# checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, one training iteration per
+# rollout backend and routing with vLLM LoRARequests against peft, and writes its figures to bench/RESULTS.md
+# ("gpu check"); then the learning experiment's SmolLM2 runs with vLLM rollouts (bench/learning.py, section "learning (GPU)").
 #   bench/gpu_check.sh                      # from PyPI
 #   WHEELHOUSE=/path/to/wheels bench/gpu_check.sh   # offline: every wheel needed, in one folder
 # Extra arguments go to gpu_check.py (--only kernel, ...).

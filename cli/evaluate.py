@@ -40,6 +40,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="an adapter folder under a name (repeatable)")
     group.add_argument("--options", type=Path, help="routing options JSON (default: the run's route/options.json)")
     group.add_argument("--device", default=None, help="torch device (default: the run's, else cpu)")
+    group.add_argument("--engine", choices=("transformers", "vllm"), default=None,
+                       help="what decodes: transformers (peft adapters) or vllm (GPU, a LoRARequest per request; "
+                            "default: the run's, else transformers)")
     group.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default 128)")
 
 
@@ -130,22 +133,27 @@ def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
 
 def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     """The base model with the adapters loaded, and the routing options (None when there are none)."""
-    from tracec.trace_rl.adapters import PeftAdapters
+    from tracec.trace_rl.adapters import load_adapter_model
     from tracec.trace_rl.routing import read_options
 
-    settings = _run_model(args.run) if args.run is not None else {}
+    run = _run_config(args.run) if args.run is not None else {}
+    settings, evaluate = _table(run, "model"), _table(run, "evaluate")
     name = args.model or settings.get("name") or "smollm2-135m-instruct"
-    device = args.device or settings.get("device") or "cpu"
-    model = PeftAdapters.load(name, model_adapters(args), device=device, dtype=settings.get("dtype", "float32"),
-                              max_new_tokens=args.max_new_tokens)
+    model = load_adapter_model(name, model_adapters(args), engine=args.engine or evaluate.get("engine") or "transformers",
+                               device=args.device or settings.get("device") or "cpu",
+                               dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
     path = args.options or (args.run / "route" / "options.json" if args.run is not None else None)
     return model, read_options(input_file(path)) if path is not None else None
 
 
-def _run_model(run: Path) -> dict[str, Any]:
+def _run_config(run: Path) -> dict[str, Any]:
     path = input_file(run / "pipeline.toml")
     try:
-        model = tomllib.loads(path.read_text(encoding="utf-8")).get("model", {})
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: error: not valid TOML: {error}") from None
-    return model if isinstance(model, dict) else {}
+
+
+def _table(config: dict[str, Any], name: str) -> dict[str, Any]:
+    section = config.get(name, {})
+    return section if isinstance(section, dict) else {}

@@ -13,8 +13,9 @@ base) and never reloads the base weights. Decoding is greedy through `Transforme
 
 `BaseModelUser` is the base model as a chat backend with every adapter off: the simulated user of tau2-bench is
 "the same base model" as the agent (TRACE's protocol) without a second copy of the weights in memory.
-Left out: a vLLM implementation (one `LoRARequest` per request), which no machine here could test; weighted
-mixtures of adapters (TRACE's nucleus composition): one adapter is active per episode.
+`load_adapter_model` picks the implementation: `PeftAdapters` (transformers, CPU or GPU) or
+`tracec.trace_rl.vllm_adapters.VLLMAdapters` (vLLM on a GPU, one `LoRARequest` per request).
+Left out: weighted mixtures of adapters (TRACE's nucleus composition): one adapter is active per episode.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 BASE = "base"  # the name of "no adapter" wherever a condition or a route is named
+ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM (GPU)
 
 
 class AdapterError(ValueError):
@@ -69,6 +71,20 @@ def adapter_targets(folder: str | Path) -> tuple[str, ...]:
     if not isinstance(targets, list) or not targets or config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{path}: a LoRA adapter config with target_modules is expected")
     return tuple(sorted(str(t) for t in targets))
+
+
+def load_adapter_model(model: str, adapters: Mapping[str, str | Path], *, engine: str = "transformers",
+                       device: str = "cpu", dtype: str = "float32", max_new_tokens: int = 128) -> AdapterModel:
+    """The base `model` with `adapters` loaded, on `engine` (`ENGINES`); vLLM needs a CUDA device."""
+    if engine == "vllm":
+        from tracec.trace_rl.vllm_adapters import VLLMAdapters
+
+        if not device.startswith("cuda"):
+            raise AdapterError("the vllm engine runs on GPUs: give a cuda device, or use the transformers engine")
+        return VLLMAdapters.load(model, adapters, dtype=dtype, max_new_tokens=max_new_tokens)
+    if engine != "transformers":
+        raise AdapterError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
+    return PeftAdapters.load(model, adapters, device=device, dtype=dtype, max_new_tokens=max_new_tokens)
 
 
 class PeftAdapters:

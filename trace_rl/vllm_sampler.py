@@ -47,7 +47,7 @@ class VLLMSampler:
         vllm = import_vllm()
         if config.model.name == TINY:
             raise ValueError("rollout.backend = \"vllm\" needs a model folder; the tiny model exists only in code")
-        model_dir = _clean_model_folder(resolve_model(config.model.name), adapters / "base")
+        model_dir = clean_model_folder(resolve_model(config.model.name), adapters / "base")
         llm = vllm.LLM(model=str(model_dir), tokenizer=str(model_dir), enable_lora=True, max_lora_rank=config.lora.rank,
                        max_loras=1, enable_prefix_caching=True, gpu_memory_utilization=config.rollout.vllm_gpu_memory,
                        max_model_len=config.rollout.max_context_tokens, dtype=config.model.dtype, seed=config.run.seed,
@@ -91,7 +91,7 @@ class VLLMSampler:
         return turns
 
 
-def _clean_model_folder(source: Path, target: Path) -> Path:
+def clean_model_folder(source: Path, target: Path) -> Path:
     """The checkpoint as vLLM should read it: links to its files, and a config.json without the GGUF
     `quantization_config` a converted checkpoint carries (the weights are plain floats)."""
     if target.exists():

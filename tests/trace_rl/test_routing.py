@@ -149,3 +149,28 @@ def test_smollm2_letters_are_single_tokens() -> None:
     assert len(set(label_token_ids(tokenizer, list("ABCDEFGH")))) == 8
     with pytest.raises(RouteError, match="'precondition' is"):
         label_token_ids(tokenizer, ["precondition"])
+
+
+def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path: Path) -> None:
+    """What `VLLMAdapters` hands vLLM, read from real adapter folders: ids from 1 (vLLM reserves 0), the rank of each
+    adapter's config (the engine is sized by the largest), absolute paths; `base` and non-LoRA folders refused."""
+    from tracec.trace_rl.vllm_adapters import lora_specs
+
+    small = _random_adapter(tmp_path / "small", 1)
+    large = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=3).save_adapter(tmp_path / "large")
+    specs = lora_specs({"alpha": small, "beta": large})
+    assert [(s.name, s.int_id, s.rank) for s in specs] == [("alpha", 1, 4), ("beta", 2, 8)]
+    assert [Path(s.path) for s in specs] == [small.resolve(), large.resolve()] and Path(specs[0].path).is_absolute()
+    with pytest.raises(AdapterError, match="`base` means no adapter"):
+        lora_specs({BASE: small})
+    with pytest.raises(AdapterError, match="not an adapter folder"):
+        lora_specs({"gamma": tmp_path})
+
+
+def test_the_vllm_engine_is_refused_on_a_cpu_with_a_clear_error() -> None:
+    from tracec.trace_rl.adapters import load_adapter_model
+
+    with pytest.raises(AdapterError, match="runs on GPUs"):
+        load_adapter_model("tiny", {}, engine="vllm", device="cpu")
+    with pytest.raises(AdapterError, match="unknown engine 'tpu'"):
+        load_adapter_model("tiny", {}, engine="tpu")

@@ -204,6 +204,17 @@ def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> N
         (name, (3, 4)) for name in ENVS]
 
 
+def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
+    from tracec.trace_rl.config_io import ConfigError
+
+    assert load_pipeline_config(write_config(tmp_path), ["model.device=\"cuda\"", "evaluate.engine=\"vllm\""]
+                                ).evaluate.engine == "vllm"
+    with pytest.raises(ConfigError, match=r"evaluate\.engine.*vLLM runs on GPUs"):
+        load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\""])
+    with pytest.raises(ConfigError, match="engine"):
+        load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"tgi\""])
+
+
 @pytest.mark.slow
 def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
     """`tracec pipeline` in a subprocess, SIGKILLed once training has its first checkpoint; run again, it skips

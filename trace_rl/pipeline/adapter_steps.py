@@ -70,7 +70,8 @@ def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
     capabilities = [(e["name"], e["description"], e["example"]) for e in read_json(built / MANIFEST)["environments"]]
     options = route_options(capabilities, config.routing.labels)
     write_atomic(folder / OPTIONS, [json.dumps([dataclasses.asdict(o) for o in options], indent=2) + "\n"])
-    model = context.load_model(adapter_folders(trained), max_new_tokens=config.evaluate.max_new_tokens)
+    model = context.load_model(adapter_folders(trained), max_new_tokens=config.evaluate.max_new_tokens,
+                               engine=config.evaluate.engine)
     router = _router(context, model, folder)
     counts: dict[str, int] = {}
     lines = []
@@ -96,7 +97,7 @@ def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -
 
     config = context.config
     adapters = adapter_folders(trained)
-    model = context.load_model(adapters, max_new_tokens=config.evaluate.max_new_tokens)
+    model = context.load_model(adapters, max_new_tokens=config.evaluate.max_new_tokens, engine=config.evaluate.engine)
     try:
         conditions = policy_conditions(model, config.evaluate.conditions, _router(context, model, routed))
     except ValueError as error:

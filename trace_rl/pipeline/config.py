@@ -167,8 +167,10 @@ class EvaluateSection:
     first_seed: int = 1000  # held out from collection and training by default
     tasks: int = 8  # per domain
     max_new_tokens: int = 128
+    engine: str = "transformers"  # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
 
     def __post_init__(self) -> None:
+        choice("engine", self.engine, ("transformers", "vllm"))
         require(len(self.conditions) > 0, "conditions", self.conditions, "e.g. [\"base\", \"adapters\", \"routed\"]")
         require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
         require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
@@ -196,6 +198,9 @@ class PipelineConfig:
         require(self.analysis.labeler != "rubric" or bool(self.analysis.rubric), "analysis.rubric",
                 self.analysis.rubric, "deterministic labels come from a `.rubric` file's capability blocks, e.g. "
                 "analysis.rubric = \"capabilities.rubric\" (or set analysis.labeler = \"llm\")")
+        if self.evaluate.engine == "vllm" and self.model.device == "cpu":
+            raise FieldError("evaluate.engine", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
+                             "evaluate.engine = \"transformers\"")
         if self.analysis.labeler == "llm" and self.llm.backend == "none":
             raise FieldError("analysis.labeler", "llm", "LLM labels need an analyst model: set [llm] backend "
                              "(and model), or use analysis.labeler = \"rubric\"")

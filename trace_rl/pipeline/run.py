@@ -61,16 +61,16 @@ class Context:
             self._opened.append(open_backend(args))
         return self._opened[0]
 
-    def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int) -> Any:
-        from tracec.trace_rl.adapters import PeftAdapters
+    def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:
+        from tracec.trace_rl.adapters import load_adapter_model
 
         model = self.config.model
         if model.threads:
             import torch
 
             torch.set_num_threads(model.threads)
-        return PeftAdapters.load(model.name, adapters, device=model.device, dtype=model.dtype,
-                                 max_new_tokens=max_new_tokens)
+        return load_adapter_model(model.name, adapters, engine=engine, device=model.device, dtype=model.dtype,
+                                  max_new_tokens=max_new_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)

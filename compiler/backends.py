@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
-from tracec.compiler import c_backend, interp, numba_backend
+from tracec.compiler import interp
 from tracec.compiler.cache import KernelCache
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.interp import ColumnData
@@ -55,6 +55,11 @@ def compile_kernel(program: KernelProgram, backend: Backend, cache: KernelCache 
     if cache is None:
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return compile_kernel(program, backend, KernelCache(Path(scratch)))
+    # Each backend is imported when it is used: Numba and cffi cost a tenth of a second or more each to import.
     if backend == "numba":
+        from tracec.compiler import numba_backend
+
         return numba_backend.compile_numba(program, cache)
+    from tracec.compiler import c_backend
+
     return c_backend.compile_c(program, cache)

@@ -298,14 +298,22 @@ def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
     return figures
 
 
+def _figure_name(section: str, name: str) -> str:
+    """The PNG's name in bench/: the section's own (learning.png for "learning", learning_longer_budget.png for
+    "learning, longer budget"), so that one section's record never overwrites another's figures."""
+    slug = "_".join("".join(c if c.isalnum() else " " for c in section.lower()).split())
+    return name.replace("learning", slug, 1)
+
+
 def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespace) -> None:
     import shutil
 
     bench = Path(__file__).resolve().parent
     names = []
     for figure in figures:
-        shutil.copyfile(figure, bench / figure.name)
-        names.append(figure.name)
+        name = _figure_name(args.section, figure.name)
+        shutil.copyfile(figure, bench / name)
+        names.append(name)
     rows = []
     for label, m in summary["methods"].items():
         curve = " ".join(f"{s:.3f}" for s in m["success_mean"])

@@ -19,14 +19,14 @@ from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
 from tracec.runtime.facts import SIDES, FactBatch, assemble, build_fact_batch
 from tracec.runtime.output import write_records
 from tracec.runtime.trajectories import Episode, gc_paused, read_trajectories
-from tracec.runtime.trajectory_table import (
+from tracec.runtime.trajectory_arrow import (
     TABLE_SUFFIXES,
-    TableRows,
     episodes_table,
     json_table,
     read_table,
     table_records,
 )
+from tracec.runtime.trajectory_table import TableRows
 
 from tracec.atomic import atomic_path
 

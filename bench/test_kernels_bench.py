@@ -25,7 +25,7 @@ import pytest
 from tracec.compiler import c_backend, interp, numba_backend
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.cache import KernelCache
-from tracec.compiler.codegen import allocate, marshal
+from tracec.compiler.kernel_abi import allocate, marshal
 from tracec.compiler.ir import (
     CONTEXT_PRIME,
     CONTEXT_SEED,
@@ -306,7 +306,7 @@ class ShortCircuit:
         self.count = 0
 
     def source(self) -> str:
-        from tracec.compiler.codegen import arguments
+        from tracec.compiler.kernel_abi import arguments
 
         params = ", ".join(["start", "stop", *(a.name for a in arguments(self.program.columns)), "out", "keys"])
         body, width = [], len(self.program.operators)
@@ -403,7 +403,7 @@ import numba
 from numba import types
 from tracec.compiler import numba_backend
 from tracec.compiler.cache import KernelCache
-from tracec.compiler.codegen import arguments
+from tracec.compiler.kernel_abi import arguments
 variant, data, scratch = sys.argv[1:4]
 program = pickle.loads(Path(data).read_bytes())
 source = numba_backend.generate_source(program)

@@ -28,10 +28,11 @@ from typing import Any
 import cffi
 import numpy as np
 from tracec.compiler.cache import KernelCache, content_key
-from tracec.compiler.codegen import Kind, StepWriter, allocate, c_parameters, marshal, pointers, schedule
+from tracec.compiler.codegen import Kind, StepWriter, schedule
 from tracec.compiler.context import ContextKeys, ContextLayout, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
+from tracec.compiler.kernel_abi import allocate, c_parameters, marshal, pointers
 from tracec.dsl.types import Type
 
 import tracec

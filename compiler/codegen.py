@@ -1,4 +1,4 @@
-"""What the Numba and C kernel generators share: the schedule of a KernelProgram, its walk, the kernel's arguments.
+"""What the Numba and C kernel generators share: the schedule of a KernelProgram and its walk.
 
 `schedule` flattens the operators' and context expressions into one list of distinct subexpressions in dependency
 order (each computed once per transition, whichever operators share it) and fixes how a backend holds each: a bool
@@ -9,8 +9,7 @@ flags are never computed (Numba's compile time grows with every statement).
 
 `StepWriter` walks a schedule keeping, for each step, the expressions that name its value, known flag and bool
 flags (a literal for a constant, None for a flag that is always set); each backend subclasses it with its syntax.
-`arguments`, `marshal` and `pointers` fix the order and dtypes of the column arrays every generated kernel takes,
-so a kernel's signature and its callers cannot drift apart. Left out: any language's syntax.
+The arrays a generated kernel takes and writes are `tracec.compiler.kernel_abi`'s. Left out: any language's syntax.
 """
 
 from __future__ import annotations
@@ -19,13 +18,11 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
-import numpy as np
 from tracec.compiler import values as V
-from tracec.compiler.context import ContextKeys, ContextLayout, computed_context, context_keys
-from tracec.compiler.interp import ColumnData, check_floats
-from tracec.compiler.ir import ColumnSpec, KernelProgram, Node
+from tracec.compiler.context import computed_context
+from tracec.compiler.ir import KernelProgram, Node
 
 Kind = Literal["bool", "int", "float", "set"]
 HashKind = Literal["int", "float", "set"]
@@ -54,15 +51,6 @@ class Schedule:
     wants_yes: tuple[bool, ...]  # per step: whether a bool's definitely-true flag is read
     wants_no: tuple[bool, ...]  # per step: whether a bool's definitely-false flag is read
     computed: tuple[int, ...] = ()  # positions in `context` of the expressions that are not a plain column
-
-
-class Argument(NamedTuple):  # not a dataclass: every kernel call builds some forty of these, cheaply
-    """One column array a generated kernel takes: `c{column}_{v|k|o}` for values, known flags and set offsets."""
-
-    name: str
-    column: int
-    role: Literal["values", "known", "offsets"]
-    dtype: str  # "int64" | "float64" | "uint8"
 
 
 def schedule(program: KernelProgram) -> Schedule:
@@ -197,18 +185,6 @@ def int_range(op: str, c: int, constant_first: bool) -> tuple[int, int]:
         first, last = (low, high) if c > 0 else (high, low)
         lo, hi = -((-first) // c), last // c
     return max(lo, low), min(hi, high)
-
-
-def arguments(specs: tuple[ColumnSpec, ...]) -> tuple[Argument, ...]:
-    out: list[Argument] = []
-    for c, spec in enumerate(specs):
-        kind = spec.type.kind
-        dtype = "int64" if kind == "set" else "uint8" if kind == "bool" else "float64" if kind == "float" else "int64"
-        out.append(Argument(f"c{c}_v", c, "values", dtype))
-        out.append(Argument(f"c{c}_k", c, "known", "uint8"))
-        if spec.is_set:
-            out.append(Argument(f"c{c}_o", c, "offsets", "int64"))
-    return tuple(out)
 
 
 class StepWriter(ABC):
@@ -362,78 +338,3 @@ class StepWriter(ABC):
             no = self.negate(f"y{i}") if known is None else f"{known} ^ y{i}"
             self.lines.append(self.declare(f"n{i}", "bool", no))
         self.yes[i], self.no[i], self.val[i], self.known[i] = f"y{i}", f"n{i}", f"y{i}", known
-
-
-C_TYPES = {"int64": "int64_t", "float64": "double", "uint8": "uint8_t"}
-
-
-def c_parameters(specs: tuple[ColumnSpec, ...]) -> str:
-    """The C parameter list of a kernel over these columns, after its leading integers: arrays, then out, keys and
-    the words and known flags of computed context expressions."""
-    columns = [f"const {C_TYPES[a.dtype]} *{a.name}" for a in arguments(specs)]
-    return ", ".join([*columns, "uint8_t *out", "int64_t *keys", "int64_t *words", "uint8_t *wknown"])
-
-
-def pointers(ffi: Any, arrays: list[np.ndarray]) -> list[Any]:
-    """cffi pointers to the arrays' data, typed as `c_parameters` declares them (the arrays must stay alive)."""
-    return [ffi.from_buffer(_BUFFER_TYPES[array.dtype], array) for array in arrays]
-
-
-def marshal(specs: tuple[ColumnSpec, ...], columns: Mapping[str, ColumnData], n: int) -> list[np.ndarray]:
-    """The kernel's column arrays, checked against `n` and converted to their dtypes (no copy when they match).
-
-    Set offsets are trusted to be non-decreasing (FactBatch builds them so); their ends are checked because a
-    compiled kernel reads without bounds checks.
-    """
-    check_floats(specs, columns, n)
-    arrays: list[np.ndarray] = []
-    for arg in arguments(specs):
-        spec = specs[arg.column]
-        if spec.name not in columns:
-            raise ValueError(f"the kernel reads column `{spec.name}`, which the fact batch lacks")
-        raw = getattr(columns[spec.name], arg.role)
-        if raw is None:
-            raise ValueError(f"column `{spec.name}` is a set column and needs offsets")
-        array = _contiguous(raw, _NP_TYPES[arg.dtype])
-        expected = n + 1 if arg.role == "offsets" else None if spec.is_set and arg.role == "values" else n
-        if array.ndim != 1 or (expected is not None and array.shape[0] != expected):
-            raise ValueError(f"column `{spec.name}`: {arg.role} has shape {array.shape}, expected ({expected},)")
-        if arg.role == "offsets" and n > 0 and (array[0] < 0 or array[-1] > arrays[-2].shape[0]):
-            raise ValueError(f"column `{spec.name}`: offsets run outside its {arrays[-2].shape[0]} values")
-        arrays.append(array)
-    return arrays
-
-
-_NP_TYPES = {name: np.dtype(name) for name in C_TYPES}
-_BUFFER_TYPES = {np.dtype(name): f"{c_type}[]" for name, c_type in C_TYPES.items()}  # keyed by dtype: `.name` is slow
-
-
-def _contiguous(raw: Any, dtype: np.dtype) -> np.ndarray:
-    if type(raw) is np.ndarray and raw.dtype == dtype and raw.flags.c_contiguous:
-        return raw  # the common case, kept cheap: a kernel call marshals some forty arrays
-    array = np.asarray(raw)
-    return np.ascontiguousarray(array.view(np.uint8) if array.dtype == np.bool_ else array, dtype=dtype)
-
-
-class Outputs(NamedTuple):
-    """What a kernel writes, each in full: O, the context hashes (empty without context) and, per computed context
-    expression (`Schedule.computed`), its words and known flags, transition-major."""
-
-    fired: np.ndarray  # (n, n_operators) uint8
-    keys: np.ndarray  # (n,) int64, or (0,)
-    words: np.ndarray  # (n, n_computed) int64
-    known: np.ndarray  # (n, n_computed) uint8
-
-    def arrays(self) -> list[np.ndarray]:
-        return [self.fired, self.keys, self.words, self.known]
-
-    def results(self, layout: ContextLayout, columns: Mapping[str, ColumnData]) -> tuple[np.ndarray, ContextKeys | None]:
-        """What `Kernel.run` returns: O, and the ContextKeys (None when the program has no context)."""
-        if not layout:
-            return self.fired, None
-        return self.fired, context_keys(layout, columns, self.keys, self.words.T, self.known.T)
-
-
-def allocate(n: int, n_operators: int, has_context: bool, n_computed: int = 0) -> Outputs:
-    return Outputs(np.empty((n, n_operators), dtype=np.uint8), np.empty(n if has_context else 0, dtype=np.int64),
-                   np.empty((n, n_computed), dtype=np.int64), np.empty((n, n_computed), dtype=np.uint8))

@@ -30,20 +30,11 @@ import numba
 import numpy as np
 from numba import types
 from tracec.compiler.cache import KernelCache, content_key
-from tracec.compiler.codegen import (
-    Kind,
-    StepWriter,
-    allocate,
-    arguments,
-    c_parameters,
-    int_range,
-    marshal,
-    pointers,
-    schedule,
-)
+from tracec.compiler.codegen import Kind, StepWriter, int_range, schedule
 from tracec.compiler.context import ContextKeys, ContextLayout, computed_context, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
+from tracec.compiler.kernel_abi import allocate, arguments, c_parameters, marshal, pointers
 from tracec.compiler.threads import default_threads, even_cuts, run_parts
 
 import tracec

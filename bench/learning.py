@@ -66,6 +66,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--dual-clip", type=float, default=0.0, help="the loss's dual clip c (0: off; try 3)")
     parser.add_argument("--eval-episodes", type=int, default=2, help="episodes a held-out game")
     parser.add_argument("--smol-iterations", type=int, default=4, help="SmolLM2 iterations (0: no SmolLM2 runs)")
     parser.add_argument("--smol-eval-seeds", type=int, default=16)
@@ -90,7 +91,7 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, Any]:
 
     small = {"model": str(setup.small_policy), "rubric": setup.rubric, "iterations": args.iterations,
              "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
-             "lr": args.lr, "eval_episodes": args.eval_episodes}
+             "lr": args.lr, "dual_clip": args.dual_clip, "eval_episodes": args.eval_episodes}
     methods: list[tuple[str, str, dict[str, Any], int]] = [
         ("grpo", "sparse GRPO", {"method": "grpo"}, args.seeds),
         ("trca", "GRPO + TRCA", {"method": "trca"}, args.seeds),

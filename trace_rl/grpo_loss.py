@@ -5,6 +5,10 @@ For loss token t with ratio rho_t = exp(logp_t - logp_old_t) and advantage A_t:
     l_t = -( min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  -  beta * k3_t ),
     k3_t = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1            (Schulman's unbiased, positive estimate)
 
+With a dual clip c > 1 (Ye et al. 2020, "dual-clip PPO"), a token with A_t < 0 takes max(that min, c A_t): the min
+alone is unbounded below when rho_t grows past 1 + eps on a negative advantage, and one such token's gradient can
+outweigh the batch (TRCA's dense negative step advantages meet it far more often than sparse GRPO's).
+
 and the batch loss is `sum_t c_t w_s(t) l_t` with weights `c_t` from the aggregation, computed over the whole
 mini-batch on every rank (so gradient accumulation over micro-batches and DDP's gradient average give exactly the
 one-process gradient):
@@ -50,14 +54,20 @@ def aggregation_weights(loss_counts: Sequence[int], aggregation: str, *, total_t
 
 
 def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor, *, clip_eps: float,
-                      ref_logp: Tensor | None = None, kl_beta: float = 0.0) -> SurrogateTerms:
-    """The weighted loss of loss tokens (all (N,) fp32; `weights` = c_t w_s, with w_s folded in by the caller)."""
+                      dual_clip: float = 0.0, ref_logp: Tensor | None = None, kl_beta: float = 0.0) -> SurrogateTerms:
+    """The weighted loss of loss tokens (all (N,) fp32; `weights` = c_t w_s, with w_s folded in by the caller).
+    `dual_clip` is c (> 1), or 0 for none."""
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
     objective = torch.minimum(unclipped, clipped)
     active = ((ratio < 1.0 - clip_eps) & (advantages < 0)) | ((ratio > 1.0 + clip_eps) & (advantages > 0))
+    if dual_clip:
+        floor = dual_clip * advantages
+        bound = (advantages < 0) & (objective < floor)
+        objective = torch.where(bound, floor, objective)
+        active = active | bound
     kl = torch.zeros_like(logp)
     if ref_logp is not None:
         delta = ref_logp - logp

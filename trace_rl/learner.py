@@ -61,6 +61,7 @@ class LearnSettings:
     epochs: int = 1
     mini_batches: int = 1
     clip_eps: float = 0.28
+    dual_clip: float = 0.0
     aggregation: str = "sequence_mean"
     kl_beta: float = 0.0
     max_grad_norm: float = 1.0
@@ -213,7 +214,7 @@ class Learner:
             with torch.no_grad(), self.policy.base_model():
                 ref = torch.cat(self.scorer(batch, False)[0])
         terms = clipped_surrogate(logp, old, advantages, weights.to(device), clip_eps=self.settings.clip_eps,
-                                  ref_logp=ref, kl_beta=self.settings.kl_beta)
+                                  dual_clip=self.settings.dual_clip, ref_logp=ref, kl_beta=self.settings.kl_beta)
         # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
         loss = terms.loss * self.dist.world
         parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio)],

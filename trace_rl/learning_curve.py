@@ -51,6 +51,7 @@ class RunSpec:
     group_size: int = 8
     groups_per_batch: int = 8
     lr: float = 1e-2
+    dual_clip: float = 0.0  # the loss's dual clip (0: off)
     epochs: int = 1
     mini_batches: int = 2
     seed: int = 0
@@ -145,6 +146,7 @@ def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
                     "action_mode": spec.action_mode, "choice_score": spec.choice_score},
         "advantage": advantage,
         "optim": {"lr": spec.lr, "epochs": spec.epochs, "mini_batches": spec.mini_batches},
+        "loss": {"dual_clip": spec.dual_clip},
         "run": {"iterations": spec.iterations, "checkpoint_every": spec.eval_every,
                 "keep_checkpoints": spec.iterations // spec.eval_every + 1, "seed": spec.seed, "out": str(out)},
     })

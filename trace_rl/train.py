@@ -274,7 +274,8 @@ def make_sampler(config: TrainConfig, policy: Policy, template: TurnTemplate, ru
 
 def _learn_settings(config: TrainConfig) -> LearnSettings:
     return LearnSettings(epochs=config.optim.epochs, mini_batches=config.optim.mini_batches,
-                         clip_eps=config.loss.clip_eps, aggregation=config.loss.aggregation,
+                         clip_eps=config.loss.clip_eps, dual_clip=config.loss.dual_clip,
+                         aggregation=config.loss.aggregation,
                          kl_beta=config.loss.kl_beta, max_grad_norm=config.optim.max_grad_norm,
                          temperature=config.rollout.temperature, row_tokens=config.rollout.max_context_tokens,
                          micro_batch_tokens=config.optim.micro_batch_tokens)

@@ -235,12 +235,15 @@ class OptimSection:
 @dataclass(frozen=True, kw_only=True)
 class LossSection:
     clip_eps: float = 0.28
+    dual_clip: float = 0.0  # c > 1 bounds a negative advantage's term by c A (dual-clip PPO; verl uses 3); 0 = off
     aggregation: str = "sequence_mean"  # sequence_mean (GRPO, TRACE) | token_mean (DAPO)
     kl_beta: float = 0.0  # weight of the k3 KL estimate to the base model (adapter disabled); 0 = off
     importance_cap: float = 3.0  # vllm rollouts: sequences whose trainer/sampler ratio exceeds it are masked
 
     def __post_init__(self) -> None:
         require(0 < self.clip_eps < 1, "clip_eps", self.clip_eps, "a number in (0, 1); try 0.28")
+        require(self.dual_clip == 0 or self.dual_clip > 1 + self.clip_eps, "dual_clip", self.dual_clip,
+                 "0 (off) or a number above 1 + clip_eps; try 3.0")
         choice("aggregation", self.aggregation, ("sequence_mean", "token_mean"))
         require(self.kl_beta >= 0, "kl_beta", self.kl_beta, "a number >= 0 (0 = no KL term)")
         require(self.importance_cap >= 1, "importance_cap", self.importance_cap, "a number >= 1; try 3.0")

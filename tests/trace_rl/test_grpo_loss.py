@@ -47,6 +47,35 @@ def test_loss_and_gradient_match_a_hand_computation(aggregation: str, beta: floa
     assert float(terms.clipped) == pytest.approx(clipped) and clipped == pytest.approx(0.25)
 
 
+def test_the_dual_clip_bounds_negative_advantages_by_c_times_a() -> None:
+    """Tokens with A < 0 and a ratio far past 1 + eps: without the dual clip the term (and its gradient) grows with
+    rho; with c = 3 it is c * A, constant in logp, exactly where rho * A < c * A; positive advantages are untouched."""
+    logp_values, old_values = [0.0, 0.0, 0.0, -2.0], [-3.0, -0.5, -3.0, -2.0]  # rho = e^3, e^0.5, e^3, 1
+    advantages = torch.tensor([-1.0, -1.0, 1.0, -0.5])
+    weights = torch.full((4,), 0.25)
+
+    def run(dual: float) -> tuple[float, list[float], float]:
+        logp = torch.tensor(logp_values, requires_grad=True)
+        terms = clipped_surrogate(logp, torch.tensor(old_values), advantages, weights, clip_eps=0.2, dual_clip=dual)
+        terms.loss.backward()
+        assert logp.grad is not None
+        return terms.loss.item(), logp.grad.tolist(), float(terms.clipped)
+
+    rho = [math.exp(a - b) for a, b in zip(logp_values, old_values)]
+    by_hand = []
+    for r, a in zip(rho, advantages.tolist()):
+        surrogate = min(r * a, min(max(r, 0.8), 1.2) * a)
+        by_hand.append(max(surrogate, 3 * a) if a < 0 else surrogate)
+    loss, grad, clipped = run(3.0)
+    assert loss == pytest.approx(-0.25 * sum(by_hand), abs=1e-6)
+    # token 0: rho * A = -20 < -3, bounded, no gradient; token 1: rho * A = -1.65 > -3, unbounded as before;
+    # token 2 (A > 0) is clipped above as usual; token 3: rho = 1.
+    assert grad == pytest.approx([0.0, 0.25 * rho[1], 0.0, 0.25 * 0.5], abs=1e-6)
+    assert clipped == pytest.approx(0.5)  # tokens 0 (dual) and 2 (upper clip)
+    plain_loss, plain_grad, _ = run(0.0)
+    assert plain_grad[0] == pytest.approx(0.25 * rho[0]) and plain_loss > loss + 4
+
+
 def test_the_aggregations_weigh_long_sequences_differently() -> None:
     # a sequence of 3 loss tokens and one of 1, in a mini-batch of 4 tokens and 2 sequences
     assert aggregation_weights([3, 1], "sequence_mean", total_tokens=4, total_sequences=2).tolist() == \

@@ -59,6 +59,7 @@ def test_a_partial_section_keeps_the_rest_of_its_defaults() -> None:
     ("advantage.kind=trac", 'advantage.kind = "trac": did you mean "trca"?'),
     ("optim.lr=fast", 'optim.lr = "fast": expected a number'),
     ("loss.clip_eps=0", "loss.clip_eps = 0.0: a number in (0, 1); try 0.28"),
+    ("loss.dual_clip=1.1", "loss.dual_clip = 1.1: 0 (off) or a number above 1 + clip_eps; try 3.0"),
     ("seed=-2", "run.seed = -2: an integer >= 0"),
     ("advantage.kind=trca", "advantage.rubric = \"\": TRCA scores episodes with a rubric"),
     ("rollout.backend=vllm", "vLLM runs on GPUs"),

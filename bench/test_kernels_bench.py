@@ -25,7 +25,6 @@ import pytest
 from tracec.compiler import c_backend, interp, numba_backend
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.cache import KernelCache
-from tracec.compiler.kernel_abi import allocate, marshal
 from tracec.compiler.ir import (
     CONTEXT_PRIME,
     CONTEXT_SEED,
@@ -35,6 +34,7 @@ from tracec.compiler.ir import (
     Node,
     entity_id,
 )
+from tracec.compiler.kernel_abi import allocate, marshal
 from tracec.dsl.types import BOOL, ENTITY, INT, SET, enum
 
 from bench.results import markdown_table, record

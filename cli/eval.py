@@ -15,6 +15,9 @@ from pathlib import Path
 from tracec.cli.errors import EXIT_OK, UserError
 from tracec.cli.paths import input_file, kernel_cache, output_file
 from tracec.cli.rubric_file import BACKENDS, add_rubric_arguments, load
+from tracec.compiler.c_backend import BuildError
+
+USER_ERRORS = (BuildError,)  # no C compiler, or one that rejects the kernel (the message names the command)
 
 OUTPUT_SUFFIXES = (".jsonl", ".parquet")
 
@@ -24,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trajectories", type=Path, required=True, metavar="T",
                         help=".jsonl, .parquet or .arrow (docs/trajectories.md)")
     parser.add_argument("-o", "--output", type=Path, metavar="OUT", help=".jsonl or .parquet (default: JSONL on stdout)")
-    parser.add_argument("--backend", choices=BACKENDS, default="numba")
+    parser.add_argument("--backend", choices=BACKENDS, default="auto",
+                        help="auto (default): C where a C compiler builds it, else numba")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from tracec.cli.paths import read_source
 if TYPE_CHECKING:
     from tracec.compiler.pipeline import CompiledRubric
 
-BACKENDS = ("numba", "c", "interp")
+BACKENDS = ("auto", "numba", "c", "interp")
 
 
 def add_rubric_arguments(parser: argparse.ArgumentParser) -> None:

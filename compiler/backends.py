@@ -4,8 +4,9 @@ Each backend gives the same object: `kernel.run(columns, n) -> (O uint8 (n, n_op
 context hashes and tuples, `tracec.compiler.context`), equal bit for bit across backends
 (tests/compiler/test_backends.py). `interp` wraps the reference interpreter;
 `numba` and `c` compile one fused kernel through the KernelCache. Without a cache they compile into a temporary
-directory that is gone when `compile_kernel` returns (the loaded code stays usable). Left out: choosing a backend
-automatically.
+directory that is gone when `compile_kernel` returns (the loaded code stays usable). `auto` is the C kernel where a C
+compiler builds it (a new rubric's first build takes ~0.15 s against Numba's ~0.6 s, and it runs as fast), else the
+Numba one; the command line's default.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from tracec.compiler.context import ContextKeys
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import KernelProgram
 
-Backend = Literal["interp", "numba", "c"]
-BACKENDS: tuple[Backend, ...] = ("interp", "numba", "c")
+Backend = Literal["auto", "interp", "numba", "c"]
+BACKENDS: tuple[Backend, ...] = ("auto", "interp", "numba", "c")
 
 
 class Kernel(Protocol):
@@ -56,6 +57,13 @@ def compile_kernel(program: KernelProgram, backend: Backend, cache: KernelCache 
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return compile_kernel(program, backend, KernelCache(Path(scratch)))
     # Each backend is imported when it is used: Numba and cffi cost a tenth of a second or more each to import.
+    if backend == "auto":
+        from tracec.compiler import c_backend
+
+        try:
+            return c_backend.compile_c(program, cache)
+        except c_backend.BuildError:
+            backend = "numba"
     if backend == "numba":
         from tracec.compiler import numba_backend
 

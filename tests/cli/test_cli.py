@@ -42,7 +42,7 @@ def test_usage_errors_exit_2(files, capsys):
     rubric, trajectories = files
     assert main([]) == 2
     assert main(["compile", str(rubric), "--backend", "fortran"]) == 2
-    assert main(["compile", str(rubric), "-o", "x.so"]) == 2
+    assert main(["compile", str(rubric), "--backend", "numba", "-o", "x.so"]) == 2
     assert "use it with --backend c" in capsys.readouterr().err
     assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", "scores.txt"]) == 2
     assert "must end in .jsonl or .parquet" in capsys.readouterr().err
@@ -253,3 +253,28 @@ def test_the_wheel_ships_every_example(repo_dir, tmp_path):
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("tracec/examples/")}
     expected = {f"tracec/examples/{p.relative_to(repo_dir / 'examples')}" for p in (repo_dir / "examples").rglob("*.rubric")}
     assert len(expected) >= 13 and expected <= shipped
+
+
+def test_auto_builds_the_c_kernel_and_falls_back_to_numba_without_a_compiler(files, tmp_path, monkeypatch, capsys):
+    """`auto` (the default): the C kernel where the compiler builds it; with $CC naming no program, the Numba kernel,
+    the same outputs; `--backend c` then is a located user error naming the compiler, not a traceback."""
+    import pyarrow.parquet as pq
+
+    rubric, trajectories = files
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["compile", str(rubric)]) == 0
+    assert "-> c kernel in" in capsys.readouterr().out
+    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "c.parquet")]) == 0
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "other-cache"))
+    assert main(["compile", str(rubric)]) == 0
+    assert "-> numba kernel in" in capsys.readouterr().out
+    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "n.parquet")]) == 0
+    assert pq.read_table(tmp_path / "c.parquet").equals(pq.read_table(tmp_path / "n.parquet"))
+    capsys.readouterr()
+    assert main(["compile", str(rubric), "--backend", "c"]) == 1
+    err = capsys.readouterr().err
+    assert "no C compiler" in err and "no-such-compiler" in err and "Traceback" not in err
+    monkeypatch.setenv("CC", "false")  # a compiler that rejects everything
+    assert main(["compile", str(rubric), "--backend", "c"]) == 1
+    assert "`false -O3" in capsys.readouterr().err

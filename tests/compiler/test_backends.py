@@ -410,7 +410,7 @@ def test_fresh_random_programs_compile_to_the_interpreter(program: KernelProgram
 
 
 def test_unknown_backend_is_named() -> None:
-    with pytest.raises(ValueError, match="backends: interp, numba, c"):
+    with pytest.raises(ValueError, match="backends: auto, interp, numba, c"):
         compile_kernel(BIG, "llvm", None)  # type: ignore[arg-type]
 
 

@@ -20,7 +20,7 @@ Arrow reader (`tracec.runtime.trajectory_table`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import is_not
@@ -29,6 +29,11 @@ from typing import Any
 import numpy as np
 from tracec.compiler.ir import entity_id
 from tracec.dsl.types import Type
+
+try:
+    from tracec.runtime import _gather
+except ImportError:  # built without a C compiler: the Python paths below do all the work
+    _gather = None  # type: ignore[assignment]
 
 INT64_RANGE = (-(1 << 63), 1 << 63)
 MISSING_CODE = -1  # the entity code of a missing value
@@ -284,6 +289,53 @@ def _fast_set(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
 
 _FAST = {"bool": _fast_bool, "int": _fast_number, "float": _fast_number, "enum": _fast_enum,
          "entity": _fast_string, "text": _fast_string, "set": _fast_set}
+
+
+# --- the native path: every field of many rows read in one pass (runtime/_gather.c) -----------------------------
+
+_NATIVE_KINDS = {"bool": 0, "int": 1, "float": 2, "enum": 3, "entity": 4, "text": 4, "set": 5}
+_NATIVE_DTYPES = {"bool": np.uint8, "float": np.float64}
+
+
+def native_pieces(groups: list[Any], fields: Mapping[str, Type],
+                  tables: Mapping[str, Interned | None]) -> dict[str, Piece]:
+    """The pieces over the rows of all `groups` (lists of dicts, laid end to end) of the fields that the native
+    gatherer takes, numbering their new strings in `tables`; a field it declines is left out (`encode_piece`
+    decides it), and all are when the extension is not built, a group is not a list or a row not a dict."""
+    if _gather is None:
+        return {}
+    slots: dict[int, int] = {}  # id of a table -> its slot: fields sharing a table share the slot's fresh strings
+    distinct: list[Interned] = []
+    spec: list[tuple[str, int, dict[Any, int] | None, int]] = []
+    for field, type_ in fields.items():
+        table = tables[field]
+        if table is not None and id(table) not in slots:
+            slots[id(table)] = len(distinct)
+            distinct.append(table)
+        lookup = table.codes if table is not None else _member_indices(type_) if type_.kind == "enum" else None
+        spec.append((field, _NATIVE_KINDS[type_.kind], lookup, slots.get(id(table), -1)))
+    gathered = _gather.gather(groups, spec, [len(table.strings) for table in distinct])
+    if gathered is None:
+        return {}
+    coded, fresh = gathered
+    for table, strings in zip(distinct, fresh):
+        table.add(strings)  # exact, valid strings not in the table: numbered as the codes already say
+    pieces = {}
+    for (field, type_), result in zip(fields.items(), coded):
+        if result is not None:
+            codes, known, lengths = result
+            pieces[field] = Piece(np.frombuffer(codes, dtype=_NATIVE_DTYPES.get(type_.kind, np.int64)),
+                                  np.frombuffer(known, dtype=np.uint8),
+                                  None if lengths is None else np.frombuffer(lengths, dtype=np.int64))
+    return pieces
+
+
+def _member_indices(type_: Type) -> dict[Any, int]:
+    """Each member's index in the enum, the first where one repeats (as `tuple.index` says)."""
+    indices: dict[Any, int] = {}
+    for index, member in enumerate(type_.members):
+        indices.setdefault(member, index)
+    return indices
 
 
 def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities) -> Column:

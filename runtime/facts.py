@@ -44,6 +44,7 @@ from tracec.runtime.columns import (
     encode_piece,
     is_unicode,
     join_pieces,
+    native_pieces,
     take,
 )
 from tracec.runtime.trajectories import Episode, check_shape, shown
@@ -182,9 +183,11 @@ class RowSource(Protocol):
         """The raw strings of a text or entity field per row; None if the field is bad."""
 
 
-def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan) -> FactBatch:
-    """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type."""
-    return assemble(EpisodeRows(episodes, plan), plan)
+def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan, native: bool = True) -> FactBatch:
+    """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type.
+
+    `native=False` reads the fields in Python even where the C gatherer is built (the same batch, slower)."""
+    return assemble(EpisodeRows(episodes, plan, native), plan)
 
 
 def assemble(rows: RowSource, plan: FactPlan) -> FactBatch:
@@ -320,7 +323,8 @@ class EpisodeRows:
     of the plan is taken from the chunk's dicts and encoded while they are in cache: a pass per field over all of
     them would fetch every dict from memory once per field."""
 
-    def __init__(self, episodes: Sequence[Episode], plan: FactPlan):
+    def __init__(self, episodes: Sequence[Episode], plan: FactPlan, native: bool = True):
+        self._native = native
         self._states = list(map(attrgetter("states"), episodes))
         self._actions = list(map(attrgetter("actions"), episodes))
         try:
@@ -348,8 +352,20 @@ class EpisodeRows:
                 self._read(source, fields)
 
     def _read(self, source: str, fields: dict[str, Type]) -> None:
-        rows = list(chain.from_iterable(self._states if source == "state" else self._actions))
+        groups = self._states if source == "state" else self._actions
         tables = {field: self._table(source, field, type_) for field, type_ in fields.items()}
+        native = native_pieces(groups, fields, tables) if self._native else {}
+        pieces: dict[str, list[Piece] | None] = {field: [piece] for field, piece in native.items()}
+        declined = {field: type_ for field, type_ in fields.items() if field not in native}
+        if declined:
+            pieces.update(self._read_python(source, list(chain.from_iterable(groups)), declined, tables))
+        for field, type_ in fields.items():
+            done = pieces[field]
+            self._columns[(source, field)] = (type_, None if done is None else join_pieces(done, type_, tables[field]))
+
+    def _read_python(self, source: str, rows: list[Any], fields: dict[str, Type],
+                     tables: dict[str, Interned | None]) -> dict[str, list[Piece] | None]:
+        """The pieces of each field a chunk at a time (None for a field found bad, with its diagnostic)."""
         pieces: dict[str, list[Piece] | None] = {field: [] for field in fields}
         gather = _Gather(list(fields))
         for lo in range(0, max(len(rows), 1), _CHUNK):
@@ -366,9 +382,7 @@ class EpisodeRows:
                 except BadValue as bad:
                     self.diagnostics.append(self._located(source, field, lo + bad.index, bad, raw[bad.index]))
                     pieces[field] = None
-        for field, type_ in fields.items():
-            done = pieces[field]
-            self._columns[(source, field)] = (type_, None if done is None else join_pieces(done, type_, tables[field]))
+        return pieces
 
     def _table(self, source: str, field: str, type_: Type) -> Interned | None:
         if type_.kind == "text":

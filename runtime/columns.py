@@ -200,14 +200,14 @@ def piece_reference(raw: Sequence[Any], type_: Type, table: Interned | None) -> 
 _DTYPES = {"bool": np.uint8, "float": np.float64}
 
 
-def join_pieces(pieces: list[Piece], type_: Type, table: Interned | None) -> Column:
-    """The column of some pieces laid end to end (at least one)."""
+def join_pieces(pieces: list[Piece], type_: Type, table: Interned | None, native: bool = True) -> Column:
+    """The column of some pieces laid end to end (at least one); `native=False` sorts sets in numpy alone."""
     codes = pieces[0].codes if len(pieces) == 1 else np.concatenate([piece.codes for piece in pieces])
     known = pieces[0].known if len(pieces) == 1 else np.concatenate([piece.known for piece in pieces])
     if type_.kind == "set":
         assert isinstance(table, Entities)
         lengths = np.concatenate([piece.lengths for piece in pieces])  # type: ignore[misc]
-        return set_column(codes, lengths, known, table)
+        return set_column(codes, lengths, known, table, native)
     if type_.kind == "entity":
         assert isinstance(table, Entities)
         return Column(table.ids()[codes], known)
@@ -338,11 +338,15 @@ def _member_indices(type_: Type) -> dict[Any, int]:
     return indices
 
 
-def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities) -> Column:
+def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities,
+               native: bool = True) -> Column:
     """A set column from the entity codes of every element, rows laid end to end with `lengths` (n,) elements.
 
     Every row is sorted by id and de-duplicated at once: key = row * K + rank of the element's id among the K codes;
     the keys are already sorted across rows, so the stable (run-detecting) sort only orders within short rows."""
+    if native and _gather is not None:  # the same, a row at a time in C
+        values, offsets = _gather.sorted_sets(_int64s(codes), _int64s(lengths), entities.ids())
+        return Column(np.frombuffer(values, dtype=np.int64), known, np.frombuffer(offsets, dtype=np.int64))
     ids = entities.ids()[:-1]
     width = max(ids.size, 1)
     rank = np.empty(ids.size, dtype=np.int64)
@@ -358,13 +362,21 @@ def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entiti
     return Column(by_rank[keys % width], known, offsets)
 
 
-def take(column: Column, rows: np.ndarray) -> Column:
-    """The given rows of a column, in order (a gather over CSR for sets)."""
+def take(column: Column, rows: np.ndarray, native: bool = True) -> Column:
+    """The given rows of a column, in order (a gather over CSR for sets; in C unless `native=False`)."""
     if column.offsets is None:
         return Column(column.values[rows], column.known[rows])
+    if native and _gather is not None:
+        values, offsets = _gather.take_sets(_int64s(column.values), _int64s(column.offsets), _int64s(rows))
+        return Column(np.frombuffer(values, dtype=np.int64), column.known[rows], np.frombuffer(offsets, dtype=np.int64))
     starts = column.offsets[rows]
     lengths = column.offsets[rows + 1] - starts
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     elements = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
     return Column(column.values[elements], column.known[rows], offsets)
+
+
+def _int64s(array: np.ndarray) -> np.ndarray:
+    """`array` as the contiguous int64 buffer the native functions read (no copy when it is one already)."""
+    return np.ascontiguousarray(array, dtype=np.int64)

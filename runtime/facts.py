@@ -186,19 +186,20 @@ class RowSource(Protocol):
 def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan, native: bool = True) -> FactBatch:
     """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type.
 
-    `native=False` reads the fields in Python even where the C gatherer is built (the same batch, slower)."""
-    return assemble(EpisodeRows(episodes, plan, native), plan)
+    `native=False` takes the Python path even where the C extension is built (the same batch, slower)."""
+    return assemble(EpisodeRows(episodes, plan, native), plan, native)
 
 
-def assemble(rows: RowSource, plan: FactPlan) -> FactBatch:
-    """The FactBatch of a row source: fields, bindings and lifts; raises DataError with every bad field."""
+def assemble(rows: RowSource, plan: FactPlan, native: bool = True) -> FactBatch:
+    """The FactBatch of a row source: fields, bindings and lifts; raises DataError with every bad field.
+    `native=False` gathers set rows in numpy even where the C extension is built."""
     layout, columns = rows.layout, {}
     for source in plan.fields:
         if source.type.kind != "text":
             column = rows.encoded(SIDES[source.side], source.field, source.type)
             if column is not None:
                 picked = layout.rows(source.side)
-                columns[source.column] = column if picked is None else take(column, picked)
+                columns[source.column] = column if picked is None else take(column, picked, native)
     regexes = Regexes()
     bound = {bind.name: _bind_values(rows, bind.expr, bind.type, regexes) for bind in plan.binds}
     for bind in plan.binds:
@@ -361,7 +362,8 @@ class EpisodeRows:
             pieces.update(self._read_python(source, list(chain.from_iterable(groups)), declined, tables))
         for field, type_ in fields.items():
             done = pieces[field]
-            self._columns[(source, field)] = (type_, None if done is None else join_pieces(done, type_, tables[field]))
+            joined = None if done is None else join_pieces(done, type_, tables[field], self._native)
+            self._columns[(source, field)] = (type_, joined)
 
     def _read_python(self, source: str, rows: list[Any], fields: dict[str, Type],
                      tables: dict[str, Interned | None]) -> dict[str, list[Piece] | None]:

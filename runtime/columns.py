@@ -345,8 +345,8 @@ def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entiti
     Every row is sorted by id and de-duplicated at once: key = row * K + rank of the element's id among the K codes;
     the keys are already sorted across rows, so the stable (run-detecting) sort only orders within short rows."""
     if native and _gather is not None:  # the same, a row at a time in C
-        values, offsets = _gather.sorted_sets(_int64s(codes), _int64s(lengths), entities.ids())
-        return Column(np.frombuffer(values, dtype=np.int64), known, np.frombuffer(offsets, dtype=np.int64))
+        by_row, ends = _gather.sorted_sets(_int64s(codes), _int64s(lengths), entities.ids()[:-1])
+        return Column(np.frombuffer(by_row, dtype=np.int64), known, np.frombuffer(ends, dtype=np.int64))
     ids = entities.ids()[:-1]
     width = max(ids.size, 1)
     rank = np.empty(ids.size, dtype=np.int64)
@@ -367,8 +367,8 @@ def take(column: Column, rows: np.ndarray, native: bool = True) -> Column:
     if column.offsets is None:
         return Column(column.values[rows], column.known[rows])
     if native and _gather is not None:
-        values, offsets = _gather.take_sets(_int64s(column.values), _int64s(column.offsets), _int64s(rows))
-        return Column(np.frombuffer(values, dtype=np.int64), column.known[rows], np.frombuffer(offsets, dtype=np.int64))
+        taken, ends = _gather.take_sets(_int64s(column.values), _int64s(column.offsets), _int64s(rows))
+        return Column(np.frombuffer(taken, dtype=np.int64), column.known[rows], np.frombuffer(ends, dtype=np.int64))
     starts = column.offsets[rows]
     lengths = column.offsets[rows + 1] - starts
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)

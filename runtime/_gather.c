@@ -38,11 +38,21 @@ static int buffer_push(Buffer *buffer, int64_t value) {
     return 0;
 }
 
-/* Strings of one table not seen yet, numbered from its base in order of first appearance. */
+/* A string object's code, by its address. The entry holds a reference, so no other object can take the address
+   while it is cached: the same address is the same, immutable string. */
+#define CACHED 256
+typedef struct {
+    PyObject *text;
+    int64_t code;
+} Cached;
+
+/* Strings of one table not seen yet, numbered from its base in order of first appearance; and the codes of the
+   interned strings (names written in code, which rows built in Python share) met lately. */
 typedef struct {
     PyObject *seen;  /* dict: str -> int code */
     PyObject *order; /* list of str */
     int64_t base;
+    Cached cache[CACHED];
 } Fresh;
 
 typedef struct {
@@ -73,7 +83,7 @@ static int is_unicode(PyObject *text) {
 }
 
 /* The code of a string: its table's, else a fresh one. 1 and *code set, 0 to decline, -1 on error. */
-static int string_code(Field *field, PyObject *text, int64_t *code) {
+static int looked_up_code(Field *field, PyObject *text, int64_t *code) {
     if (!PyUnicode_CheckExact(text)) {
         return 0;
     }
@@ -110,6 +120,23 @@ static int string_code(Field *field, PyObject *text, int64_t *code) {
         return 0;
     }
     return *code >= 0; /* a None key in the table (code -1) is never a string's */
+}
+
+/* The same, an interned string by the cache first: such a string is one object across rows, its entry is hit,
+   while the distinct objects a JSON parser makes would only churn the cache, so they are never put in. */
+static int string_code(Field *field, PyObject *text, int64_t *code) {
+    Cached *cached = &field->fresh->cache[((uintptr_t)text >> 4) & (CACHED - 1)];
+    if (cached->text == text) {
+        *code = cached->code;
+        return 1;
+    }
+    int taken = looked_up_code(field, text, code);
+    if (taken == 1 && PyUnicode_CHECK_INTERNED(text)) {
+        Py_INCREF(text);
+        Py_XSETREF(cached->text, text);
+        cached->code = *code;
+    }
+    return taken;
 }
 
 /* One value (not None) of a scalar field at row i: 1 written, 0 to decline, -1 on error. */
@@ -423,6 +450,9 @@ done:
     }
     for (Py_ssize_t s = 0; fresh != NULL && s < n_slots; s++) {
         Py_XDECREF(fresh[s].seen);
+        for (int c = 0; c < CACHED; c++) {
+            Py_XDECREF(fresh[s].cache[c].text);
+        }
         Py_XDECREF(fresh[s].order);
     }
     PyMem_Free(fields);

@@ -13,8 +13,18 @@ path can only be slower, never disagree (a property test holds them equal). Stri
 surrogate (JSON allows `"\\ud800"`) cannot be hashed, matched or written to Parquet, so it is rejected here.
 
 Entities are interned per batch (`Entities`): each distinct string is hashed once, and sets are sorted by the rank
-of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over. `set_column` (codes and row lengths -> CSR) is shared with the
-Arrow reader (`tracec.runtime.trajectory_table`).
+of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over.
+`set_column` (codes and row lengths -> CSR) is shared with the Arrow reader (`tracec.runtime.trajectory_table`).
+
+The native path (`native_pieces`, the C extension `tracec.runtime._gather`, built at install where a C compiler
+is found) reads every field of many rows in one pass over their dicts and checks each value as `valid` does; it
+declines a field (or, for a row that is not a dict, every field) at the first value it is not sure of, and
+`encode_piece` then decides that field as if the native path did not exist, so errors and their locations never
+change. It leaves to Python what Python defines: new strings are numbered by `Interned.add` (once per distinct
+string, in order of first appearance), ints beyond 2**53 in a float column are converted by numpy, and str
+subclasses are judged by `valid`. `set_column` and `take` of sets run in C too (one pass a row instead of numpy's
+several passes over all elements), bit for bit the numpy result; `native=False` keeps numpy, which is what runs
+where the extension is not built.
 """
 
 from __future__ import annotations

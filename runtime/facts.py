@@ -10,8 +10,10 @@ transitions.
 batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectory_table` over Arrow columns, so
 both paths share everything else. Work is per field and per distinct value, not per step: a field is read from
 every state once (prev and next share it; `take` gathers the transitions), a lifted predicate is computed once per
-distinct text, a binding once per distinct instruction. Reading from episodes goes through the states a few
-thousand at a time, every field of the chunk while its dicts are in cache.
+distinct text, a binding once per distinct instruction. Reading from episodes is one pass of the C extension over
+the states (then the actions), every field of a dict at once (`tracec.runtime.columns.native_pieces`); a field it
+declines, and every field where it is not built (or `native=False`), is read the Python way: the states a thousand
+at a time, every field of the chunk while its dicts are in cache. Both give the same batch, bit for bit.
 
 Errors: every bad field is reported, each at its first bad value, in one DataError, as `file:line:1: error: episode
 ID: field `f` of state 2: expected a list of strings, got 5` (0-based positions in `states` / `actions`). Episode ids,
@@ -320,9 +322,10 @@ def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
 
 
 class EpisodeRows:
-    """A RowSource over in-memory episodes. The states (then the actions) are read a chunk at a time, and each field
-    of the plan is taken from the chunk's dicts and encoded while they are in cache: a pass per field over all of
-    them would fetch every dict from memory once per field."""
+    """A RowSource over in-memory episodes. The states (then the actions) are read in one native pass, every field
+    of a dict at once; the fields it declines are read a chunk at a time, each taken from the chunk's dicts and
+    encoded while they are in cache: a pass per field over all of them would fetch every dict from memory once per
+    field. `native=False` reads every field the second way."""
 
     def __init__(self, episodes: Sequence[Episode], plan: FactPlan, native: bool = True):
         self._native = native

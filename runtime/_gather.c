@@ -1,12 +1,13 @@
 /* tracec.runtime._gather: the fields of many dicts read and coded in one pass, for the fact builder.
 
-`gather(groups, fields, bases)` reads every row (a dict) of some lists of rows once and, for each requested field, checks its value exactly
-as `tracec.runtime.columns.valid` does and writes its code and known flag; `sorted_sets` and `take_sets` are the
-CSR steps of set columns. Anything it is not sure of (a wrong type, an int beyond int64, a non-finite float, a
-non-member, a null set element, a str subclass, a lone surrogate, ...) makes it decline that field -- or the whole
-call, for a row that is not a dict -- and the Python path decides, so this can only be faster, never disagree.
-Strings not yet in a field's table get the codes the table will give them (`base + k` in order of first
-appearance) and are returned for Python to number (`Interned.add`), so each distinct string is added once.
+`gather(groups, fields, bases)` reads every row (a dict) of some lists of rows once and, for each requested field,
+checks its value exactly as `tracec.runtime.columns.valid` does and writes its code and known flag. Anything it is
+not sure of (a wrong type, an int beyond int64, a non-finite float, a non-member, a null set element, a str
+subclass, a lone surrogate, ...) makes it decline that field -- or the whole call, for a row that is not a dict --
+and the Python path decides, so this can only be faster, never disagree. Strings not yet in a field's table get
+the codes the table will give them (`base + k` in order of first appearance) and are returned for Python to number
+(`Interned.add`), so each distinct string is added once. `sorted_sets` and `take_sets` are the CSR steps of set
+columns (rows sorted by id and de-duplicated; rows gathered), equal to their numpy versions bit for bit.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,7 +17,7 @@ appearance) and are returned for Python to number (`Interned.add`), so each dist
 
 enum kind { K_BOOL, K_INT, K_FLOAT, K_ENUM, K_STRING, K_SET };
 
-#define EXACT_DOUBLE (9007199254740992LL) /* 2**53: ints up to this converts to float64 exactly */
+#define EXACT_DOUBLE (9007199254740992LL) /* 2**53: an int up to this converts to float64 exactly */
 
 /* A growable array of int64 (a set field's element codes). */
 typedef struct {
@@ -67,6 +68,12 @@ typedef struct {
 
 /* Whether an exact str is valid Unicode: no lone surrogate (only 2- and 4-byte kinds can hold one). */
 static int is_unicode(PyObject *text) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) { /* a legacy string, made by an extension through the old API */
+        PyErr_Clear();
+        return 0;
+    }
+#endif
     int kind = PyUnicode_KIND(text);
     if (kind == PyUnicode_1BYTE_KIND) {
         return 1;
@@ -437,7 +444,8 @@ static PyObject *gather(PyObject *Py_UNUSED(module), PyObject *args) {
         }
     }
     Py_INCREF(groups);
-    int read = parse_fields(spec, fields, n_rows, fresh, n_slots) < 0 ? -1 : read_rows(groups, n_rows, fields, n_fields);
+    int read = parse_fields(spec, fields, n_rows, fresh, n_slots) < 0 ? -1
+                                                                       : read_rows(groups, n_rows, fields, n_fields);
     Py_DECREF(groups);
     if (read == 0) {
         result = Py_NewRef(Py_None);

@@ -13,14 +13,24 @@ path can only be slower, never disagree (a property test holds them equal). Stri
 surrogate (JSON allows `"\\ud800"`) cannot be hashed, matched or written to Parquet, so it is rejected here.
 
 Entities are interned per batch (`Entities`): each distinct string is hashed once, and sets are sorted by the rank
-of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over. `set_column` (codes and row lengths -> CSR) is shared with the
-Arrow reader (`tracec.runtime.trajectory_table`).
+of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over.
+`set_column` (codes and row lengths -> CSR) is shared with the Arrow reader (`tracec.runtime.trajectory_table`).
+
+The native path (`native_pieces`, the C extension `tracec.runtime._gather`, built at install where a C compiler
+is found) reads every field of many rows in one pass over their dicts and checks each value as `valid` does; it
+declines a field (or, for a row that is not a dict, every field) at the first value it is not sure of, and
+`encode_piece` then decides that field as if the native path did not exist, so errors and their locations never
+change. It leaves to Python what Python defines: new strings are numbered by `Interned.add` (once per distinct
+string, in order of first appearance), ints beyond 2**53 in a float column are converted by numpy, and str
+subclasses are judged by `valid`. `set_column` and `take` of sets run in C too (one pass a row instead of numpy's
+several passes over all elements), bit for bit the numpy result; `native=False` keeps numpy, which is what runs
+where the extension is not built.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import is_not
@@ -29,6 +39,11 @@ from typing import Any
 import numpy as np
 from tracec.compiler.ir import entity_id
 from tracec.dsl.types import Type
+
+try:
+    from tracec.runtime import _gather
+except ImportError:  # built without a C compiler: the Python paths below do all the work
+    _gather = None  # type: ignore[assignment]
 
 INT64_RANGE = (-(1 << 63), 1 << 63)
 MISSING_CODE = -1  # the entity code of a missing value
@@ -195,14 +210,14 @@ def piece_reference(raw: Sequence[Any], type_: Type, table: Interned | None) -> 
 _DTYPES = {"bool": np.uint8, "float": np.float64}
 
 
-def join_pieces(pieces: list[Piece], type_: Type, table: Interned | None) -> Column:
-    """The column of some pieces laid end to end (at least one)."""
+def join_pieces(pieces: list[Piece], type_: Type, table: Interned | None, native: bool = True) -> Column:
+    """The column of some pieces laid end to end (at least one); `native=False` sorts sets in numpy alone."""
     codes = pieces[0].codes if len(pieces) == 1 else np.concatenate([piece.codes for piece in pieces])
     known = pieces[0].known if len(pieces) == 1 else np.concatenate([piece.known for piece in pieces])
     if type_.kind == "set":
         assert isinstance(table, Entities)
         lengths = np.concatenate([piece.lengths for piece in pieces])  # type: ignore[misc]
-        return set_column(codes, lengths, known, table)
+        return set_column(codes, lengths, known, table, native)
     if type_.kind == "entity":
         assert isinstance(table, Entities)
         return Column(table.ids()[codes], known)
@@ -286,11 +301,62 @@ _FAST = {"bool": _fast_bool, "int": _fast_number, "float": _fast_number, "enum":
          "entity": _fast_string, "text": _fast_string, "set": _fast_set}
 
 
-def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities) -> Column:
+# --- the native path: every field of many rows read in one pass (runtime/_gather.c) -----------------------------
+
+_NATIVE_KINDS = {"bool": 0, "int": 1, "float": 2, "enum": 3, "entity": 4, "text": 4, "set": 5}
+_NATIVE_DTYPES = {"bool": np.uint8, "float": np.float64}
+
+
+def native_pieces(groups: list[Any], fields: Mapping[str, Type],
+                  tables: Mapping[str, Interned | None]) -> dict[str, Piece]:
+    """The pieces over the rows of all `groups` (lists of dicts, laid end to end) of the fields that the native
+    gatherer takes, numbering their new strings in `tables`; a field it declines is left out (`encode_piece`
+    decides it), and all are when the extension is not built, a group is not a list or a row not a dict."""
+    if _gather is None:
+        return {}
+    slots: dict[int, int] = {}  # id of a table -> its slot: fields sharing a table share the slot's fresh strings
+    distinct: list[Interned] = []
+    spec: list[tuple[str, int, dict[Any, int] | None, int]] = []
+    for field, type_ in fields.items():
+        table = tables[field]
+        if table is not None and id(table) not in slots:
+            slots[id(table)] = len(distinct)
+            distinct.append(table)
+        lookup = table.codes if table is not None else _member_indices(type_) if type_.kind == "enum" else None
+        spec.append((field, _NATIVE_KINDS[type_.kind], lookup, slots.get(id(table), -1)))
+    gathered = _gather.gather(groups, spec, [len(table.strings) for table in distinct])
+    if gathered is None:
+        return {}
+    coded, fresh = gathered
+    for table, strings in zip(distinct, fresh):
+        table.add(strings)  # exact, valid strings not in the table: numbered as the codes already say
+    pieces = {}
+    for (field, type_), result in zip(fields.items(), coded):
+        if result is not None:
+            codes, known, lengths = result
+            pieces[field] = Piece(np.frombuffer(codes, dtype=_NATIVE_DTYPES.get(type_.kind, np.int64)),
+                                  np.frombuffer(known, dtype=np.uint8),
+                                  None if lengths is None else np.frombuffer(lengths, dtype=np.int64))
+    return pieces
+
+
+def _member_indices(type_: Type) -> dict[Any, int]:
+    """Each member's index in the enum, the first where one repeats (as `tuple.index` says)."""
+    indices: dict[Any, int] = {}
+    for index, member in enumerate(type_.members):
+        indices.setdefault(member, index)
+    return indices
+
+
+def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entities: Entities,
+               native: bool = True) -> Column:
     """A set column from the entity codes of every element, rows laid end to end with `lengths` (n,) elements.
 
     Every row is sorted by id and de-duplicated at once: key = row * K + rank of the element's id among the K codes;
     the keys are already sorted across rows, so the stable (run-detecting) sort only orders within short rows."""
+    if native and _gather is not None:  # the same, a row at a time in C
+        by_row, ends = _gather.sorted_sets(_int64s(codes), _int64s(lengths), entities.ids()[:-1])
+        return Column(np.frombuffer(by_row, dtype=np.int64), known, np.frombuffer(ends, dtype=np.int64))
     ids = entities.ids()[:-1]
     width = max(ids.size, 1)
     rank = np.empty(ids.size, dtype=np.int64)
@@ -306,13 +372,21 @@ def set_column(codes: np.ndarray, lengths: np.ndarray, known: np.ndarray, entiti
     return Column(by_rank[keys % width], known, offsets)
 
 
-def take(column: Column, rows: np.ndarray) -> Column:
-    """The given rows of a column, in order (a gather over CSR for sets)."""
+def take(column: Column, rows: np.ndarray, native: bool = True) -> Column:
+    """The given rows of a column, in order (a gather over CSR for sets; in C unless `native=False`)."""
     if column.offsets is None:
         return Column(column.values[rows], column.known[rows])
+    if native and _gather is not None:
+        taken, ends = _gather.take_sets(_int64s(column.values), _int64s(column.offsets), _int64s(rows))
+        return Column(np.frombuffer(taken, dtype=np.int64), column.known[rows], np.frombuffer(ends, dtype=np.int64))
     starts = column.offsets[rows]
     lengths = column.offsets[rows + 1] - starts
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     elements = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
     return Column(column.values[elements], column.known[rows], offsets)
+
+
+def _int64s(array: np.ndarray) -> np.ndarray:
+    """`array` as the contiguous int64 buffer the native functions read (no copy when it is one already)."""
+    return np.ascontiguousarray(array, dtype=np.int64)

@@ -10,8 +10,10 @@ transitions.
 batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectory_table` over Arrow columns, so
 both paths share everything else. Work is per field and per distinct value, not per step: a field is read from
 every state once (prev and next share it; `take` gathers the transitions), a lifted predicate is computed once per
-distinct text, a binding once per distinct instruction. Reading from episodes goes through the states a few
-thousand at a time, every field of the chunk while its dicts are in cache.
+distinct text, a binding once per distinct instruction. Reading from episodes is one pass of the C extension over
+the states (then the actions), every field of a dict at once (`tracec.runtime.columns.native_pieces`); a field it
+declines, and every field where it is not built (or `native=False`), is read the Python way: the states a thousand
+at a time, every field of the chunk while its dicts are in cache. Both give the same batch, bit for bit.
 
 Errors: every bad field is reported, each at its first bad value, in one DataError, as `file:line:1: error: episode
 ID: field `f` of state 2: expected a list of strings, got 5` (0-based positions in `states` / `actions`). Episode ids,
@@ -44,6 +46,7 @@ from tracec.runtime.columns import (
     encode_piece,
     is_unicode,
     join_pieces,
+    native_pieces,
     take,
 )
 from tracec.runtime.trajectories import Episode, check_shape, shown
@@ -182,20 +185,23 @@ class RowSource(Protocol):
         """The raw strings of a text or entity field per row; None if the field is bad."""
 
 
-def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan) -> FactBatch:
-    """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type."""
-    return assemble(EpisodeRows(episodes, plan), plan)
+def build_fact_batch(episodes: Sequence[Episode], plan: FactPlan, native: bool = True) -> FactBatch:
+    """The plan's columns over `episodes`; raises DataError naming every field whose values do not fit its type.
+
+    `native=False` takes the Python path even where the C extension is built (the same batch, slower)."""
+    return assemble(EpisodeRows(episodes, plan, native), plan, native)
 
 
-def assemble(rows: RowSource, plan: FactPlan) -> FactBatch:
-    """The FactBatch of a row source: fields, bindings and lifts; raises DataError with every bad field."""
+def assemble(rows: RowSource, plan: FactPlan, native: bool = True) -> FactBatch:
+    """The FactBatch of a row source: fields, bindings and lifts; raises DataError with every bad field.
+    `native=False` gathers set rows in numpy even where the C extension is built."""
     layout, columns = rows.layout, {}
     for source in plan.fields:
         if source.type.kind != "text":
             column = rows.encoded(SIDES[source.side], source.field, source.type)
             if column is not None:
                 picked = layout.rows(source.side)
-                columns[source.column] = column if picked is None else take(column, picked)
+                columns[source.column] = column if picked is None else take(column, picked, native)
     regexes = Regexes()
     bound = {bind.name: _bind_values(rows, bind.expr, bind.type, regexes) for bind in plan.binds}
     for bind in plan.binds:
@@ -316,11 +322,13 @@ def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
 
 
 class EpisodeRows:
-    """A RowSource over in-memory episodes. The states (then the actions) are read a chunk at a time, and each field
-    of the plan is taken from the chunk's dicts and encoded while they are in cache: a pass per field over all of
-    them would fetch every dict from memory once per field."""
+    """A RowSource over in-memory episodes. The states (then the actions) are read in one native pass, every field
+    of a dict at once; the fields it declines are read a chunk at a time, each taken from the chunk's dicts and
+    encoded while they are in cache: a pass per field over all of them would fetch every dict from memory once per
+    field. `native=False` reads every field the second way."""
 
-    def __init__(self, episodes: Sequence[Episode], plan: FactPlan):
+    def __init__(self, episodes: Sequence[Episode], plan: FactPlan, native: bool = True):
+        self._native = native
         self._states = list(map(attrgetter("states"), episodes))
         self._actions = list(map(attrgetter("actions"), episodes))
         try:
@@ -348,8 +356,21 @@ class EpisodeRows:
                 self._read(source, fields)
 
     def _read(self, source: str, fields: dict[str, Type]) -> None:
-        rows = list(chain.from_iterable(self._states if source == "state" else self._actions))
+        groups = self._states if source == "state" else self._actions
         tables = {field: self._table(source, field, type_) for field, type_ in fields.items()}
+        native = native_pieces(groups, fields, tables) if self._native else {}
+        pieces: dict[str, list[Piece] | None] = {field: [piece] for field, piece in native.items()}
+        declined = {field: type_ for field, type_ in fields.items() if field not in native}
+        if declined:
+            pieces.update(self._read_python(source, list(chain.from_iterable(groups)), declined, tables))
+        for field, type_ in fields.items():
+            done = pieces[field]
+            joined = None if done is None else join_pieces(done, type_, tables[field], self._native)
+            self._columns[(source, field)] = (type_, joined)
+
+    def _read_python(self, source: str, rows: list[Any], fields: dict[str, Type],
+                     tables: dict[str, Interned | None]) -> dict[str, list[Piece] | None]:
+        """The pieces of each field a chunk at a time (None for a field found bad, with its diagnostic)."""
         pieces: dict[str, list[Piece] | None] = {field: [] for field in fields}
         gather = _Gather(list(fields))
         for lo in range(0, max(len(rows), 1), _CHUNK):
@@ -366,9 +387,7 @@ class EpisodeRows:
                 except BadValue as bad:
                     self.diagnostics.append(self._located(source, field, lo + bad.index, bad, raw[bad.index]))
                     pieces[field] = None
-        for field, type_ in fields.items():
-            done = pieces[field]
-            self._columns[(source, field)] = (type_, None if done is None else join_pieces(done, type_, tables[field]))
+        return pieces
 
     def _table(self, source: str, field: str, type_: Type) -> Interned | None:
         if type_.kind == "text":

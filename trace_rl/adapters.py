@@ -55,6 +55,15 @@ class AdapterModel(Protocol):
         `prompt_ids`: the distribution of the first token of the reply."""
 
 
+def chosen_adapter(name: str | None, loaded: Sequence[str]) -> str | None:
+    """The adapter `name` means among `loaded`: None for the base model (None or `base`); AdapterError if unknown."""
+    if name in (None, BASE):
+        return None
+    if name not in loaded:
+        raise AdapterError(f"no adapter {name!r}; loaded: {', '.join(loaded) or 'none'}")
+    return name
+
+
 def adapter_targets(folder: str | Path) -> tuple[str, ...]:
     """The modules an adapter folder adapts (its `adapter_config.json`), checked to be one peft can load."""
     path = Path(folder) / "adapter_config.json"
@@ -144,9 +153,7 @@ class PeftAdapters:
 
     @contextlib.contextmanager
     def active(self, name: str | None) -> Iterator[None]:
-        if name not in (None, BASE) and name not in self._names:
-            raise AdapterError(f"no adapter {name!r}; loaded: {', '.join(self._names) or 'none'}")
-        previous, self._active = self._active, None if name in (None, BASE) else name
+        previous, self._active = self._active, chosen_adapter(name, self._names)
         try:
             with self.policy.base_model() if self._active is None else self.policy.use_adapter(self._active):
                 yield

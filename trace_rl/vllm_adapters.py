@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.adapters import BASE, AdapterError, adapter_targets
+from tracec.trace_rl.adapters import BASE, AdapterError, adapter_targets, chosen_adapter
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.vllm_backend import import_vllm
 from tracec.trace_rl.models import TINY, resolve_model
@@ -107,9 +107,7 @@ class VLLMAdapters:
 
     @contextlib.contextmanager
     def active(self, name: str | None) -> Iterator[None]:
-        if name not in (None, BASE) and name not in self._requests:
-            raise AdapterError(f"no adapter {name!r}; loaded: {', '.join(self._requests) or 'none'}")
-        previous, self._active = self._active, None if name in (None, BASE) else name
+        previous, self._active = self._active, chosen_adapter(name, list(self._requests))
         try:
             yield
         finally:

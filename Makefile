@@ -13,7 +13,7 @@ BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 venv: $(STAMP)
 
 # The CPU torch wheel lies on disk; installing it first keeps the project's torch range from pulling a CUDA build.
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch])
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0

@@ -3,5 +3,5 @@
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("tracec.runtime._gather", ["runtime/_gather.c"], optional=True,
-                             extra_compile_args=["-O2"])])
+setup(ext_modules=[Extension("tracec.runtime._gather", ["runtime/_gather.c", "runtime/_gather_sets.c"], optional=True,
+                             depends=["runtime/_gather.h"], extra_compile_args=["-O2"])])

@@ -31,7 +31,7 @@ from typing import Any
 
 from tracec.trace_rl.adapters import BASE, AdapterError, adapter_targets, chosen_adapter
 from tracec.trace_rl.llm.calls import LLMError
-from tracec.trace_rl.llm.vllm_backend import import_vllm
+from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.models import TINY, resolve_model
 
 
@@ -60,17 +60,6 @@ def lora_specs(adapters: Mapping[str, str | Path]) -> list[LoraSpec]:
     return specs
 
 
-ENGINE_RANKS = (8, 16, 32, 64, 128, 256, 512)  # the values vLLM accepts as max_lora_rank
-
-
-def engine_rank(rank: int) -> int:
-    """The smallest `max_lora_rank` vLLM accepts that holds adapters of `rank` (a rank-4 adapter needs 8)."""
-    for allowed in ENGINE_RANKS:
-        if rank <= allowed:
-            return allowed
-    raise AdapterError(f"a LoRA rank of {rank} is above the largest vLLM serves ({ENGINE_RANKS[-1]})")
-
-
 class VLLMAdapters:
     """`AdapterModel` over one vLLM engine: greedy decoding with `max_new_tokens`, the active adapter per request."""
 
@@ -87,8 +76,6 @@ class VLLMAdapters:
     def load(cls, model: str, adapters: Mapping[str, str | Path], *, dtype: str = "float32",
              max_new_tokens: int = 128, **engine: Any) -> VLLMAdapters:
         """The base `model` (an installed name or a folder) in a vLLM engine sized for `adapters`."""
-        from tracec.trace_rl.vllm_sampler import clean_model_folder
-
         try:
             vllm = import_vllm()
         except LLMError as error:
@@ -99,8 +86,8 @@ class VLLMAdapters:
         source = resolve_model(model)
         scratch = tempfile.TemporaryDirectory(prefix="tracec-vllm-")
         folder = clean_model_folder(source, Path(scratch.name) / source.name)
-        lora = {"enable_lora": True, "max_loras": len(specs), "max_lora_rank": engine_rank(max(s.rank for s in specs))} \
-            if specs else {}
+        lora = {"enable_lora": True, "max_loras": len(specs),
+                "max_lora_rank": engine_rank(max(s.rank for s in specs))} if specs else {}
         llm = vllm.LLM(model=str(folder), tokenizer=str(folder), dtype=dtype, enable_prefix_caching=True,
                        **lora, **engine)
         return cls(llm, specs, max_new_tokens=max_new_tokens, folder=scratch)

@@ -18,7 +18,6 @@ parallelism, sleep mode between rollouts.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 import torch
 from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
-from tracec.trace_rl.llm.vllm_backend import import_vllm
+from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.models import TINY, resolve_model
 from tracec.trace_rl.policy import Policy
 from tracec.trace_rl.train_config import TrainConfig
@@ -48,8 +47,9 @@ class VLLMSampler:
         if config.model.name == TINY:
             raise ValueError("rollout.backend = \"vllm\" needs a model folder; the tiny model exists only in code")
         model_dir = clean_model_folder(resolve_model(config.model.name), adapters / "base")
-        llm = vllm.LLM(model=str(model_dir), tokenizer=str(model_dir), enable_lora=True, max_lora_rank=config.lora.rank,
-                       max_loras=1, enable_prefix_caching=True, gpu_memory_utilization=config.rollout.vllm_gpu_memory,
+        llm = vllm.LLM(model=str(model_dir), tokenizer=str(model_dir), enable_lora=True,
+                       max_lora_rank=engine_rank(config.lora.rank), max_loras=1, enable_prefix_caching=True,
+                       gpu_memory_utilization=config.rollout.vllm_gpu_memory,
                        max_model_len=config.rollout.max_context_tokens, dtype=config.model.dtype, seed=config.run.seed,
                        logprobs_mode="processed_logprobs", enforce_eager=config.rollout.vllm_eager)
         return cls(llm, policy=policy, temperature=config.rollout.temperature,
@@ -89,19 +89,3 @@ class VLLMSampler:
             logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, ids, strict=True)]
             turns.append(SampledTurn(ids=ids, logprobs=logprobs, closed=bool(ids) and ids[-1] in self.end_of_turn_ids))
         return turns
-
-
-def clean_model_folder(source: Path, target: Path) -> Path:
-    """The checkpoint as vLLM should read it: links to its files, and a config.json without the GGUF
-    `quantization_config` a converted checkpoint carries (the weights are plain floats)."""
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for path in source.iterdir():
-        if path.name != "config.json":
-            (target / path.name).symlink_to(path.resolve())
-    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    if isinstance(config.get("quantization_config"), dict) and config["quantization_config"].get("quant_method") == "gguf":
-        del config["quantization_config"]
-    (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    return target

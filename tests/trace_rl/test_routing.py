@@ -154,7 +154,8 @@ def test_smollm2_letters_are_single_tokens() -> None:
 def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path: Path) -> None:
     """What `VLLMAdapters` hands vLLM, read from real adapter folders: ids from 1 (vLLM reserves 0), the rank of each
     adapter's config (the engine is sized by the largest), absolute paths; `base` and non-LoRA folders refused."""
-    from tracec.trace_rl.vllm_adapters import engine_rank, lora_specs
+    from tracec.trace_rl.llm.vllm_backend import engine_rank
+    from tracec.trace_rl.vllm_adapters import lora_specs
 
     small = _random_adapter(tmp_path / "small", 1)
     large = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=3).save_adapter(tmp_path / "large")
@@ -166,7 +167,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
     with pytest.raises(AdapterError, match="not an adapter folder"):
         lora_specs({"gamma": tmp_path})
     assert [engine_rank(r) for r in (1, 4, 8, 9, 16, 200)] == [8, 8, 8, 16, 16, 256]
-    with pytest.raises(AdapterError, match="above the largest"):
+    with pytest.raises(ValueError, match="above the largest"):
         engine_rank(1024)
 
 

@@ -174,7 +174,7 @@ def test_smollm2_trains_an_iteration_on_a_capability_environment(tmp_path: Path)
 
 def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path: Path) -> None:
     from tracec.trace_rl.models import resolve_model
-    from tracec.trace_rl.vllm_sampler import clean_model_folder
+    from tracec.trace_rl.llm.vllm_backend import clean_model_folder
 
     source = resolve_model("smollm2-135m-instruct")
     folder = clean_model_folder(source, tmp_path / "base")

@@ -4,11 +4,15 @@ vLLM is optional (`pip install 'tracec[gpu]'`) and imported here only, when a ba
 a local checkpoint folder (the caller resolves a model name from `tracec models` to its folder, so nothing is
 downloaded), renders messages with the model's chat template (`LLM.chat`), and samples each call with
 its own `SamplingParams`, so n samples, stop strings and a per-call seed behave as on the other backends.
-Left out: tensor parallelism flags beyond what `vllm.LLM` takes as keywords (pass them in `engine`).
+`clean_model_folder` and `engine_rank` are what every vLLM engine here (this backend, the trainer's sampler, the
+adapter server) needs of a local checkpoint and its adapters. Left out: tensor parallelism flags beyond what
+`vllm.LLM` takes as keywords (pass them in `engine`).
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,33 @@ from tracec.runtime.chat import Sampling, cut_at_stop
 from tracec.trace_rl.llm.calls import LLMError
 
 INSTALL_HINT = "vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec[gpu]' (or pip install vllm)"
+
+
+ENGINE_RANKS = (8, 16, 32, 64, 128, 256, 512)  # the values vLLM accepts as max_lora_rank
+
+
+def engine_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds adapters of `rank` (a rank-4 adapter needs 8)."""
+    for allowed in ENGINE_RANKS:
+        if rank <= allowed:
+            return allowed
+    raise ValueError(f"a LoRA rank of {rank} is above the largest vLLM serves ({ENGINE_RANKS[-1]})")
+
+
+def clean_model_folder(source: Path, target: Path) -> Path:
+    """The checkpoint as vLLM should read it: links to its files, and a config.json without the GGUF
+    `quantization_config` a converted checkpoint carries (the weights are plain floats)."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for path in source.iterdir():
+        if path.name != "config.json":
+            (target / path.name).symlink_to(path.resolve())
+    config = json.loads((source / "config.json").read_text(encoding="utf-8"))
+    if isinstance(config.get("quantization_config"), dict) and config["quantization_config"].get("quant_method") == "gguf":
+        del config["quantization_config"]
+    (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return target
 
 
 def import_vllm() -> Any:

@@ -64,8 +64,14 @@ def chosen_adapter(name: str | None, loaded: Sequence[str]) -> str | None:
     return name
 
 
-def adapter_targets(folder: str | Path) -> tuple[str, ...]:
-    """The modules an adapter folder adapts (its `adapter_config.json`), checked to be one peft can load."""
+def check_adapter_name(name: str) -> None:
+    """An adapter's name is not empty and not `base`, which means no adapter."""
+    if name == BASE or not name:
+        raise AdapterError(f"an adapter may not be called {name!r}: `{BASE}` means no adapter")
+
+
+def adapter_config(folder: str | Path) -> dict[str, Any]:
+    """An adapter folder's `adapter_config.json`, checked to be a LoRA config peft can load."""
     path = Path(folder) / "adapter_config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
@@ -79,7 +85,12 @@ def adapter_targets(folder: str | Path) -> tuple[str, ...]:
         targets = [targets]
     if not isinstance(targets, list) or not targets or config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{path}: a LoRA adapter config with target_modules is expected")
-    return tuple(sorted(str(t) for t in targets))
+    return {**config, "target_modules": targets}
+
+
+def adapter_targets(folder: str | Path) -> tuple[str, ...]:
+    """The modules an adapter folder adapts (its `adapter_config.json`), checked to be one peft can load."""
+    return tuple(sorted(str(t) for t in adapter_config(folder)["target_modules"]))
 
 
 def load_adapter_model(model: str, adapters: Mapping[str, str | Path], *, engine: str = "transformers",
@@ -116,8 +127,7 @@ class PeftAdapters:
         from tracec.trace_rl.train_config import LoraSection
 
         for name in adapters:
-            if name == BASE or not name:
-                raise AdapterError(f"an adapter may not be called {name!r}: `{BASE}` means no adapter")
+            check_adapter_name(name)
         folders = {name: Path(folder) for name, folder in adapters.items()}
         # peft needs a first adapter to wrap the model; it is the trainer's zero-initialised one, never activated.
         targets = adapter_targets(next(iter(folders.values()))) if folders else LoraSection().targets

@@ -22,14 +22,13 @@ vLLM is optional (`pip install 'tracec[gpu]'`), imported when a model is loaded.
 from __future__ import annotations
 
 import contextlib
-import json
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.adapters import BASE, AdapterError, adapter_targets, chosen_adapter
+from tracec.trace_rl.adapters import AdapterError, adapter_config, check_adapter_name, chosen_adapter
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.models import TINY, resolve_model
@@ -49,11 +48,8 @@ def lora_specs(adapters: Mapping[str, str | Path]) -> list[LoraSpec]:
     """One spec per adapter, checked as `PeftAdapters` checks them: names other than `base`, LoRA folders with a rank."""
     specs = []
     for int_id, (name, folder) in enumerate(adapters.items(), start=1):
-        if name == BASE or not name:
-            raise AdapterError(f"an adapter may not be called {name!r}: `{BASE}` means no adapter")
-        adapter_targets(folder)
-        config = json.loads((Path(folder) / "adapter_config.json").read_text(encoding="utf-8"))
-        rank = config.get("r")
+        check_adapter_name(name)
+        rank = adapter_config(folder).get("r")
         if not isinstance(rank, int) or rank < 1:
             raise AdapterError(f"{folder}/adapter_config.json: `r` (the LoRA rank) must be a positive integer")
         specs.append(LoraSpec(name, int_id, str(Path(folder).resolve()), rank))

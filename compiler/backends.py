@@ -57,17 +57,14 @@ def compile_kernel(program: KernelProgram, backend: Backend, cache: KernelCache 
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return compile_kernel(program, backend, KernelCache(Path(scratch)))
     # Each backend is imported when it is used: Numba and cffi cost a tenth of a second or more each to import.
-    if backend == "auto":
+    if backend in ("auto", "c"):
         from tracec.compiler import c_backend
 
         try:
             return c_backend.compile_c(program, cache)
         except c_backend.BuildError:
-            backend = "numba"
-    if backend == "numba":
-        from tracec.compiler import numba_backend
+            if backend == "c":
+                raise
+    from tracec.compiler import numba_backend
 
-        return numba_backend.compile_numba(program, cache)
-    from tracec.compiler import c_backend
-
-    return c_backend.compile_c(program, cache)
+    return numba_backend.compile_numba(program, cache)

@@ -273,8 +273,7 @@ def _fast_bool(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece
 
 
 def _fast_enum(raw: Sequence[Any], type_: Type, table: Interned | None) -> Piece:
-    members: dict[Any, int] = {member: index for index, member in enumerate(type_.members)}
-    members[None] = MISSING_CODE
+    members = {**member_indices(type_), None: MISSING_CODE}
     # KeyError for anything else: a str never equals a non-str, so no wrong type passes as a member.
     codes = np.fromiter(map(members.__getitem__, raw), dtype=np.int64, count=len(raw))
     known = (codes >= 0).view(np.uint8)
@@ -304,7 +303,6 @@ _FAST = {"bool": _fast_bool, "int": _fast_number, "float": _fast_number, "enum":
 # --- the native path: every field of many rows read in one pass (runtime/_gather.c) -----------------------------
 
 _NATIVE_KINDS = {"bool": 0, "int": 1, "float": 2, "enum": 3, "entity": 4, "text": 4, "set": 5}
-_NATIVE_DTYPES = {"bool": np.uint8, "float": np.float64}
 
 
 def native_pieces(groups: list[Any], fields: Mapping[str, Type],
@@ -322,7 +320,7 @@ def native_pieces(groups: list[Any], fields: Mapping[str, Type],
         if table is not None and id(table) not in slots:
             slots[id(table)] = len(distinct)
             distinct.append(table)
-        lookup = table.codes if table is not None else _member_indices(type_) if type_.kind == "enum" else None
+        lookup = table.codes if table is not None else member_indices(type_) if type_.kind == "enum" else None
         spec.append((field, _NATIVE_KINDS[type_.kind], lookup, slots.get(id(table), -1)))
     gathered = _gather.gather(groups, spec, [len(table.strings) for table in distinct])
     if gathered is None:
@@ -334,13 +332,13 @@ def native_pieces(groups: list[Any], fields: Mapping[str, Type],
     for (field, type_), result in zip(fields.items(), coded):
         if result is not None:
             codes, known, lengths = result
-            pieces[field] = Piece(np.frombuffer(codes, dtype=_NATIVE_DTYPES.get(type_.kind, np.int64)),
+            pieces[field] = Piece(np.frombuffer(codes, dtype=_DTYPES.get(type_.kind, np.int64)),
                                   np.frombuffer(known, dtype=np.uint8),
                                   None if lengths is None else np.frombuffer(lengths, dtype=np.int64))
     return pieces
 
 
-def _member_indices(type_: Type) -> dict[Any, int]:
+def member_indices(type_: Type) -> dict[Any, int]:
     """Each member's index in the enum, the first where one repeats (as `tuple.index` says)."""
     indices: dict[Any, int] = {}
     for index, member in enumerate(type_.members):

@@ -27,7 +27,15 @@ import pyarrow.compute as pc
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import Type
-from tracec.runtime.columns import MISSING_CODE, Column, Entities, Interned, Piece, join_pieces
+from tracec.runtime.columns import (
+    MISSING_CODE,
+    Column,
+    Entities,
+    Interned,
+    Piece,
+    join_pieces,
+    member_indices,
+)
 from tracec.runtime.facts import Layout, plan_fields, test_texts
 from tracec.runtime.trajectories import Where, shown
 
@@ -262,7 +270,7 @@ def _dictionary(values: pa.Array, type_: Type, expected: str) -> tuple[np.ndarra
 def _code_enum(values: pa.Array, type_: Type, table: Interned) -> Piece:
     expected = f"a member of {type_}"
     indices, strings = _dictionary(values, type_, expected)
-    members = {member: i for i, member in enumerate(type_.members)}
+    members = member_indices(type_)
     unknown = [i for i, text in enumerate(strings) if text not in members]
     if unknown:
         raise _Bad(_first(np.isin(indices, unknown)), expected)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.paths import input_file, work_folder
 from tracec.trace_rl.adapters import AdapterError
-from tracec.trace_rl.config_io import ConfigError, FieldError, to_dict
+from tracec.trace_rl.config_io import ConfigError, FieldError, read_toml, to_dict
 from tracec.trace_rl.evaluate import EvalError
 from tracec.trace_rl.models import ModelError
 from tracec.trace_rl.routing import RouteError
@@ -136,7 +135,7 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     from tracec.trace_rl.adapters import load_adapter_model
     from tracec.trace_rl.routing import read_options
 
-    run = _run_config(args.run) if args.run is not None else {}
+    run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")
     name = args.model or settings.get("name") or "smollm2-135m-instruct"
     model = load_adapter_model(name, model_adapters(args), engine=args.engine or evaluate.get("engine") or "transformers",
@@ -144,14 +143,6 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
                                dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
     path = args.options or (args.run / "route" / "options.json" if args.run is not None else None)
     return model, read_options(input_file(path)) if path is not None else None
-
-
-def _run_config(run: Path) -> dict[str, Any]:
-    path = input_file(run / "pipeline.toml")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: error: not valid TOML: {error}") from None
 
 
 def _table(config: dict[str, Any], name: str) -> dict[str, Any]:

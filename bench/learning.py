@@ -192,13 +192,13 @@ def _summarize(curves: dict[str, dict[str, Any]], args: argparse.Namespace) -> d
         if reference is None:
             continue
         target = reference["success_mean"][-1]
+        rose = target > reference["success_mean"][0] + 1e-12
         for label, method in methods.items():
-            if label.startswith("SmolLM2") == bool(prefix) and target <= reference["success_mean"][0] + 1e-12:
-                method["rollouts_to_grpo_final"] = "n/a: GRPO never rose above its start"
-            elif label.startswith("SmolLM2") == bool(prefix):
-                method["rollouts_to_grpo_final"] = next(  # after some training: the start reaches nothing
-                    (x for x, y in zip(method["rollouts"], method["success_mean"]) if x > 0 and y >= target - 1e-12),
-                    None)
+            if label.startswith("SmolLM2") != bool(prefix):
+                continue
+            method["rollouts_to_grpo_final"] = next(  # after some training: the start reaches nothing
+                (x for x, y in zip(method["rollouts"], method["success_mean"]) if x > 0 and y >= target - 1e-12),
+                None) if rose else "n/a: GRPO never rose above its start"
     return {"settings": vars(args) | {"workdir": str(args.workdir)}, "methods": methods, "runs": curves}
 
 

@@ -5,10 +5,6 @@ For loss token t with ratio rho_t = exp(logp_t - logp_old_t) and advantage A_t:
     l_t = -( min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  -  beta * k3_t ),
     k3_t = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1            (Schulman's unbiased, positive estimate)
 
-With a dual clip c > 1 (Ye et al. 2020, "dual-clip PPO"), a token with A_t < 0 takes max(that min, c A_t): the min
-alone is unbounded below when rho_t grows past 1 + eps on a negative advantage, and one such token's gradient can
-outweigh the batch (TRCA's dense negative step advantages meet it far more often than sparse GRPO's).
-
 and the batch loss is `sum_t c_t w_s(t) l_t` with weights `c_t` from the aggregation, computed over the whole
 mini-batch on every rank (so gradient accumulation over micro-batches and DDP's gradient average give exactly the
 one-process gradient):
@@ -18,6 +14,11 @@ one-process gradient):
 Sequences without loss tokens count in neither. `w_s` is 1, or the masked sequence-level importance weight of
 rollouts from another engine (vLLM): `exp(sum_t (logp_old_t - logp_sampler_t))`, set to 0 above a cap, as TRL's
 `sequence_mask` mode does.
+
+With a dual clip c > 1 (Ye et al. 2020, "dual-clip PPO"), a token with A_t < 0 takes max(that min, c A_t): the min
+alone is unbounded below when rho_t grows past 1 + eps on a negative advantage, and one such token's gradient can
+outweigh the batch (TRCA's dense negative step advantages meet it far more often than sparse GRPO's).
+
 Left out: token-level importance weights, GSPO's sequence-level ratio, entropy bonuses, value baselines.
 """
 

@@ -3,8 +3,8 @@
 Every column has one row per transition (episodes end to end, delimited by `episode_offsets`) and a `known` mask:
 a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"); `tracec.runtime.columns` says how each type
 is encoded. Text never becomes a column: the compiler lifts `contains` / `matches` to bool columns "lift.K" that are
-computed here, and bindings ("bind.NAME") are evaluated once per episode from its instruction and broadcast to its
-transitions.
+computed here, and bindings ("bind.NAME", `tracec.runtime.bindings`) are evaluated once per episode from its
+instruction and broadcast to its transitions.
 
 `assemble` builds a batch from a `RowSource`, which gives each field encoded over all states (or all actions) of the
 batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectory_table` over Arrow columns, so
@@ -23,8 +23,6 @@ objects, sets of anything but entities, entity-id collisions (64-bit hashes; not
 
 from __future__ import annotations
 
-import enum
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -32,12 +30,11 @@ from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 import numpy as np
-import re2
 from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import ENTITY, TEXT, Type
+from tracec.runtime.bindings import MISSING, Regexes, convert, evaluate_binding
 from tracec.runtime.columns import (
-    INT64_RANGE,
     BadValue,
     Column,
     Entities,
@@ -50,13 +47,6 @@ from tracec.runtime.columns import (
     take,
 )
 from tracec.runtime.trajectories import Episode, check_shape, shown
-
-
-class _Missing(enum.Enum):
-    MISSING = "missing"
-
-
-MISSING = _Missing.MISSING  # a binding that did not match, or whose text did not convert to its type
 
 SIDES = {"prev": "state", "next": "state", "act": "action"}
 _CHUNK = 1024  # states (or actions) read per pass: their dicts stay in cache while every field is taken
@@ -73,66 +63,6 @@ class FactBatch:
     env_reward: np.ndarray  # (n_episodes,) float64
     success: np.ndarray  # (n_episodes,) int8: 1, 0, or -1 when absent
     entity_names: Mapping[int, str]  # entity_id -> the string, for every entity in a column
-
-
-class Regexes:
-    """Compiled RE2 patterns by (pattern, ignore_case), so that a batch compiles each pattern once."""
-
-    def __init__(self) -> None:
-        self._compiled: dict[tuple[str, bool], Any] = {}
-
-    def get(self, pattern: str, ignore_case: bool) -> Any:
-        key = (pattern, ignore_case)
-        if key not in self._compiled:
-            options = re2.Options()
-            options.case_sensitive = not ignore_case
-            options.log_errors = False  # the checker has already validated the pattern
-            self._compiled[key] = re2.compile(pattern, options)
-        return self._compiled[key]
-
-
-def evaluate_binding(expr: Node, instruction: str, regexes: Regexes | None = None) -> Any:
-    """The value of a binding expression (ops `instruction`, `const`, `match`, `lower`), or MISSING."""
-    op = expr.op
-    if op == "instruction":
-        return instruction
-    if op == "const":
-        return expr.value
-    inner = evaluate_binding(expr.args[0], instruction, regexes)
-    if inner is MISSING:
-        return MISSING
-    if op == "lower":
-        return str.lower(inner)
-    if op == "match":
-        pattern, ignore_case, group = expr.value
-        # On UTF-8 bytes: the same match, without the wrapper turning byte offsets into character offsets.
-        found = (regexes or Regexes()).get(pattern, ignore_case).search(inner.encode("utf-8"))
-        text = found.group(group) if found is not None else None
-        return MISSING if text is None else text.decode("utf-8")
-    raise ValueError(f"`{op}` is not a binding op")
-
-
-def convert(value: Any, type_: Type) -> Any:
-    """A bound value in the binding's type (entities stay strings, enums become member indices), or MISSING."""
-    kind = type_.kind
-    if value is MISSING or (kind in ("entity", "text") and not isinstance(value, str)):
-        return MISSING
-    if kind in ("entity", "text"):
-        return value
-    if kind == "enum":
-        return type_.members.index(value) if value in type_.members else MISSING
-    if kind == "bool":
-        return value if isinstance(value, bool) else {"true": True, "false": False}.get(value, MISSING)
-    # Numbers: a constant of the right kind, or text parsed with Python's int() / float() syntax.
-    if not isinstance(value, str) and type(value) not in ((int,) if kind == "int" else (int, float)):
-        return MISSING
-    try:
-        number = int(value) if kind == "int" else float(value)
-    except (ValueError, OverflowError):
-        return MISSING
-    if kind == "int":
-        return number if INT64_RANGE[0] <= number < INT64_RANGE[1] else MISSING
-    return number if math.isfinite(number) else MISSING
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from tracec.compiler.ir import (
 )
 from tracec.dsl.errors import DataError
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, TEXT, Type, enum
-from tracec.runtime.facts import MISSING, Column, FactBatch, build_fact_batch, convert, evaluate_binding
+from tracec.runtime.bindings import MISSING, convert, evaluate_binding
+from tracec.runtime.facts import Column, FactBatch, build_fact_batch
 from tracec.runtime.trajectories import Episode, read_trajectories
 
 VERB = enum("go", "take", "put", "open", "look")

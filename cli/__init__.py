@@ -8,6 +8,8 @@ A subcommand is a module of this package with two functions, `add_arguments(pars
 one `Command` line in `COMMANDS` below. The module is imported only when its command runs (so `tracec check` never
 pays for torch), and it may name the exception types of the library it calls that are the user's mistake, in
 `USER_ERRORS` (exit 1 with their message as it is), and those that are a usage mistake, in `USAGE_ERRORS` (exit 2).
+A type whose module imports torch is named as `"module:Class"`, so that `--help`, an argument error or a config
+error never import it: it is looked up only once its module is loaded, since nothing else can have raised it.
 Everything else a command raises is mapped here, once: `RubricError` (located diagnostics), `UserError` /
 `UsageError` (`tracec.cli.errors`), `OSError` (the path the user gave, see `tracec.cli.paths`).
 """
@@ -96,8 +98,6 @@ def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.Argum
 
 
 def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
-    user_errors: tuple[type[BaseException], ...] = getattr(module, "USER_ERRORS", ())
-    usage_errors: tuple[type[BaseException], ...] = getattr(module, "USAGE_ERRORS", ())
     try:
         return int(module.run(args))
     except RubricError as error:
@@ -109,10 +109,10 @@ def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
     except UsageError as error:
         _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
         return EXIT_USAGE
-    except usage_errors as error:
+    except _declared(module, "USAGE_ERRORS") as error:  # evaluated only when an error reaches it
         _say(f"tracec {command.name}: error: {error}\n(see `tracec {command.name} --help`)")
         return EXIT_USAGE
-    except user_errors as error:
+    except _declared(module, "USER_ERRORS") as error:
         _say(str(error))
         return EXIT_USER
     except BrokenPipeError:  # the reader of stdout went away: stop quietly, as `cat` does
@@ -129,6 +129,21 @@ def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - an internal bug: say so, with the traceback a maintainer needs
         return _internal_error()
+
+
+def _declared(module: ModuleType, name: str) -> tuple[type[BaseException], ...]:
+    """The error types `module` declares under `name`; a `"module:Class"` entry only if that module is loaded."""
+    declared: tuple[type[BaseException] | str, ...] = getattr(module, name, ())
+    found = []
+    for entry in declared:
+        if isinstance(entry, str):
+            where, _, attribute = entry.partition(":")
+            loaded = sys.modules.get(where)
+            if loaded is not None:
+                found.append(getattr(loaded, attribute))
+        else:
+            found.append(entry)
+    return tuple(found)
 
 
 def _internal_error() -> int:

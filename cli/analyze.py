@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tracec.cli.paths import output_file, work_folder
 from tracec.trace_rl.analysis.commands import USER_ERRORS, UsageProblem
 from tracec.trace_rl.llm.options import BackendChoiceError, add_llm_arguments
 
+from tracec.arguments import integer, number
+
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
+CASE_CHARS = 200  # the shortest transcript excerpt shown (the bound of analysis.discover.DiscoverSettings)
 
 
 def add_arguments(analyze: argparse.ArgumentParser) -> None:
@@ -29,23 +33,27 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     discover = steps.add_parser("discover", help="propose a capability dictionary from successes and failures")
     discover.add_argument("trajectories", nargs="+", type=Path, help="trajectory JSONL or tau2-bench result files")
     discover.add_argument("-o", "--output", type=Path, required=True, help="the dictionary (JSON)")
-    discover.add_argument("--runs", type=int, default=3, help="independent discovery runs, merged (default 3)")
-    discover.add_argument("--max-candidates", type=int, default=10)
-    discover.add_argument("--cases-per-run", type=int, default=16, help="trajectories shown per run (default 16)")
-    discover.add_argument("--case-chars", type=int, default=1500, help="characters of each transcript shown")
+    discover.add_argument("--runs", type=integer(1), default=3, help="independent discovery runs, merged (default 3)")
+    discover.add_argument("--max-candidates", type=integer(1), default=10,
+                          help="capabilities a run may propose (default 10)")
+    discover.add_argument("--cases-per-run", type=integer(1), default=16,
+                          help="trajectories shown per run (default 16)")
+    discover.add_argument("--case-chars", type=integer(CASE_CHARS), default=1500,
+                          help=f"characters of each transcript shown (at least {CASE_CHARS}; default 1500)")
     add_llm_arguments(discover)
 
     label = steps.add_parser("label", help="label trajectory x capability as NA / PRESENT / LACKING")
-    label.add_argument("trajectories", nargs="+", type=Path)
+    label.add_argument("trajectories", nargs="+", type=Path, help="trajectory JSONL or tau2-bench result files")
     source = label.add_mutually_exclusive_group(required=True)
     source.add_argument("--capabilities", type=Path, help="a capability dictionary: label with the LLM")
     source.add_argument("--rubric", type=Path, help="a .rubric file: label with its capability blocks")
     label.add_argument("--capability", action="append", default=[], help="with --rubric: only these (repeatable)")
     label.add_argument("--kernel", choices=("numba", "c", "interp"), default="numba", help="with --rubric")
     label.add_argument("-o", "--output", type=Path, required=True, help="folder for run_NN.json")
-    label.add_argument("--runs", type=int, default=1, help="LLM labeling runs (default 1; TRACE uses 10)")
-    label.add_argument("--first-run", type=int, default=1, help="number of the first run file (default 1)")
-    label.add_argument("--case-chars", type=int, default=4000)
+    label.add_argument("--runs", type=integer(1), default=1, help="LLM labeling runs (default 1; TRACE uses 10)")
+    label.add_argument("--first-run", type=integer(1), default=1, help="number of the first run file (default 1)")
+    label.add_argument("--case-chars", type=integer(CASE_CHARS), default=4000,
+                       help=f"characters of each transcript shown (at least {CASE_CHARS}; default 4000)")
     label.add_argument("--skip-failed", action="store_true",
                        help="leave trajectories the LLM cannot label out of a run instead of failing it")
     label.add_argument("--force", action="store_true", help="relabel runs whose file already exists")
@@ -54,9 +62,9 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     select = steps.add_parser("select", help="contrastive selection across runs (TRACE's aggregation)")
     select.add_argument("runs", nargs="+", type=Path, help="run files, or folders of run_*.json")
     select.add_argument("-o", "--output", type=Path, required=True, help="selected_capabilities.json")
-    select.add_argument("--rho", type=float, default=0.10, help="coverage threshold (default 0.10)")
-    select.add_argument("--delta", type=float, default=0.20, help="contrastive-gap threshold (default 0.20)")
-    select.add_argument("--k", type=int, default=8, help="runs a capability must pass (default 8)")
+    select.add_argument("--rho", type=number(0, 1), default=0.10, help="coverage threshold (default 0.10)")
+    select.add_argument("--delta", type=number(-1, 1), default=0.20, help="contrastive-gap threshold (default 0.20)")
+    select.add_argument("--k", type=integer(1), default=8, help="runs a capability must pass (default 8)")
     select.add_argument("--candidates", type=Path, help="the dictionary, for descriptions (default: "
                         "candidate_capabilities.json in a RUNS folder, if there)")
     select.add_argument("--chart", type=Path, help="the PNG chart (default: OUTPUT with .png)")
@@ -65,4 +73,10 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.analysis import commands
 
+    if args.step == "label":  # the outputs, before any LLM is called
+        work_folder(args.output)
+    else:
+        output_file(args.output)
+    if args.step == "select" and args.chart is not None:
+        output_file(args.chart)
     return int({"discover": commands.discover, "label": commands.label, "select": commands.select}[args.step](args))

@@ -16,7 +16,7 @@ from tracec.dsl.errors import RubricError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".rubric files, each checked")
 
 
 def run(args: argparse.Namespace) -> int:

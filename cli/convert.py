@@ -1,12 +1,14 @@
 """`tracec convert T.jsonl -o T.parquet`: trajectories between JSONL, Parquet and Arrow IPC, formats by suffix.
 
 What is read is checked as `tracec eval` would check it (located errors, nothing written); the output is written whole
-or not at all. The logic is `tracec.runtime.trajectory_files.convert_trajectories`.
+or not at all, and never over the input (the same file, or a link to it). The logic is
+`tracec.runtime.trajectory_files.convert_trajectories`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: a trajectory file's name must end in {' or '.join(SUFFIXES)}")
     output_file(args.output, SUFFIXES)
     input_file(args.file)
+    if args.output.exists() and os.path.samefile(args.file, args.output):  # a link to it too
+        raise UserError("is the input itself; name another file to write", args.output)
     try:
         episodes = convert_trajectories(args.file, args.output)
     except OSError as error:

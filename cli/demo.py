@@ -11,47 +11,44 @@ from pathlib import Path
 from tracec.cli.errors import UsageError
 from tracec.cli.paths import kernel_cache, work_folder
 
+from tracec.arguments import integer, number
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tracec.trace_rl.demo import DemoBudget
+    from tracec.trace_rl.demo import EVAL_SEED_BASE, DemoBudget
 
     default = DemoBudget()
     parser.add_argument("--workdir", type=Path, default=Path("out/demo"), metavar="DIR",
                         help="where the games, runs, curves and summary go (default: out/demo)")
     budget = parser.add_argument_group("budget (the small policy; each method gets the same)")
-    budget.add_argument("--train-games", type=int, default=32, help="training games: seeds 0 .. N-1 (default 32)")
-    budget.add_argument("--eval-games", type=int, default=24,
+    budget.add_argument("--train-games", type=integer(1, EVAL_SEED_BASE), default=32,
+                        help=f"training games: seeds 0 .. N-1, N at most {EVAL_SEED_BASE} (default 32)")
+    budget.add_argument("--eval-games", type=integer(1), default=24,
                         help="held-out games: seeds 100000 .. 100000+N-1, never trained on (default 24)")
-    budget.add_argument("--iterations", type=int, default=default.iterations,
+    budget.add_argument("--iterations", type=integer(1), default=default.iterations,
                         help=f"training iterations a method (default {default.iterations})")
-    budget.add_argument("--eval-every", type=int, default=default.eval_every,
+    budget.add_argument("--eval-every", type=integer(1), default=default.eval_every,
                         help=f"iterations between held-out evaluations (default {default.eval_every})")
-    budget.add_argument("--groups", type=int, default=default.groups,
+    budget.add_argument("--groups", type=integer(1), default=default.groups,
                         help=f"task groups an iteration (default {default.groups})")
-    budget.add_argument("--group-size", type=int, default=default.group_size,
+    budget.add_argument("--group-size", type=integer(1), default=default.group_size,
                         help=f"episodes a group (default {default.group_size})")
-    budget.add_argument("--eval-episodes", type=int, default=default.eval_episodes,
+    budget.add_argument("--eval-episodes", type=integer(1), default=default.eval_episodes,
                         help=f"episodes a held-out game at each evaluation (default {default.eval_episodes})")
-    budget.add_argument("--lr", type=float, default=default.lr, help=f"learning rate (default {default.lr})")
+    budget.add_argument("--lr", type=number(0, above=True), default=default.lr,
+                        help=f"learning rate (default {default.lr})")
     budget.add_argument("--sequential", action="store_true", help="train the two methods one after the other "
                         "(default: side by side, one process each)")
     smol = parser.add_argument_group("SmolLM2-135M-Instruct")
-    smol.add_argument("--smol-iterations", type=int, default=default.smol_iterations,
+    smol.add_argument("--smol-iterations", type=integer(0), default=default.smol_iterations,
                       help=f"training iterations, 0 skips the stage (default {default.smol_iterations})")
-    smol.add_argument("--smol-eval-seeds", type=int, default=default.smol_eval_seeds,
+    smol.add_argument("--smol-eval-seeds", type=integer(1), default=default.smol_eval_seeds,
                       help=f"held-out games it is evaluated on (default {default.smol_eval_seeds})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.demo import EVAL_SEED_BASE, DemoBudget, demo_family, run_demo
+    from tracec.trace_rl.demo import DemoBudget, demo_family, run_demo
 
-    if args.train_games > EVAL_SEED_BASE:
-        raise UsageError(f"--train-games must be at most {EVAL_SEED_BASE} (the held-out seeds start there)")
-    for name in ("train_games", "eval_games", "iterations", "eval_every", "groups", "group_size", "eval_episodes", "smol_eval_seeds"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if args.smol_iterations < 0 or not args.lr > 0:
-        raise UsageError("--smol-iterations must be >= 0 and --lr > 0")
     if args.iterations % args.eval_every:
         raise UsageError(f"--iterations ({args.iterations}) must be a multiple of --eval-every ({args.eval_every})")
     budget = DemoBudget(iterations=args.iterations, eval_every=args.eval_every, groups=args.groups,

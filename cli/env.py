@@ -16,6 +16,8 @@ from pathlib import Path
 from tracec.cli.errors import EXIT_OK, EXIT_USER, UsageError
 from tracec.cli.paths import read_source
 
+from tracec.arguments import integer
+
 USAGE = """
   tracec env FILE [--seed N] [--play] [--max-steps N] [--name ENV]
   tracec env validate FILE [--seeds N] [--first-seed N] [--name ENV]"""
@@ -26,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = USAGE
     parser.add_argument("words", nargs="+", metavar="[validate] FILE", help="the environment's .rubric file")
     parser.add_argument("--name", help="which environment of the file (default: its only one)")
-    parser.add_argument("--seed", type=int, help="the task instance to show or play (default 0)")
+    parser.add_argument("--seed", type=integer(0), help="the task instance to show or play (default 0)")
     parser.add_argument("--play", action="store_true", help="type the agent's turns, one a line")
-    parser.add_argument("--max-steps", type=_counted(1, MAX_STEPS), help=f"1..{MAX_STEPS} (default: the file's limit)")
-    parser.add_argument("--seeds", type=_counted(1, 1_000_000), help="validate: how many seeds (default 100)")
-    parser.add_argument("--first-seed", type=int, help="validate: the first seed (default 0)")
+    parser.add_argument("--max-steps", type=integer(1, MAX_STEPS), help=f"1..{MAX_STEPS} (default: the file's limit)")
+    parser.add_argument("--seeds", type=integer(1, 1_000_000), help="validate: how many seeds (default 100)")
+    parser.add_argument("--first-seed", type=integer(0), help="validate: the first seed (default 0)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,13 +62,3 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(describe(program, args.seed or 0))
     return EXIT_OK
 
-
-def _counted(low: int, high: int) -> type[int]:
-    def counted(text: str) -> int:
-        value = int(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
-        return value
-
-    counted.__name__ = "count"  # argparse names the type in its message: "invalid count value"
-    return counted  # type: ignore[return-value]

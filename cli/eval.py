@@ -32,13 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.compiler.backends import compile_kernel
-    from tracec.runtime.evaluate import RubricScorer, evaluate_file
-
     if args.output is not None:
         output_file(args.output, OUTPUT_SUFFIXES)
     input_file(args.trajectories)
     compiled = load(args)
+    from tracec.compiler.backends import compile_kernel
+    from tracec.runtime.evaluate import RubricScorer, evaluate_file
+
     cache = kernel_cache() if args.backend != "interp" else None
     scorer = RubricScorer(compiled, compile_kernel(compiled.program, args.backend, cache))
     try:

@@ -28,6 +28,8 @@ from tracec.trace_rl.evaluate import EvalError
 from tracec.trace_rl.models import ModelError
 from tracec.trace_rl.routing import RouteError
 
+from tracec.arguments import integer, torch_device
+
 USER_ERRORS = (AdapterError, ConfigError, EvalError, ModelError, RouteError)
 
 
@@ -38,23 +40,25 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--adapter", action="append", default=[], metavar="NAME=DIR",
                        help="an adapter folder under a name (repeatable)")
     group.add_argument("--options", type=Path, help="routing options JSON (default: the run's route/options.json)")
-    group.add_argument("--device", default=None, help="torch device (default: the run's, else cpu)")
+    group.add_argument("--device", type=torch_device, default=None,
+                       help="torch device: cpu, cuda or cuda:N (default: the run's, else cpu)")
     group.add_argument("--engine", choices=("transformers", "vllm"), default=None,
                        help="what decodes: transformers (peft adapters) or vllm (GPU, a LoRARequest per request; "
                             "default: the run's, else transformers)")
-    group.add_argument("--max-new-tokens", type=int, default=128, help="per turn (default 128)")
+    group.add_argument("--max-new-tokens", type=integer(1), default=128, help="per turn (default 128)")
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("the target")
-    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=True)
+    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=True,
+                       help="what is played: capability environments, a TextWorld family or tau2-bench domains")
     group.add_argument("--env", action="append", default=[], type=Path, help="capability: a .rubric (repeatable)")
     group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
     group.add_argument("--domain", action="append", default=[], help="tau2: airline and/or retail (default both)")
     group.add_argument("--user", choices=("base", "scripted"), default="base",
                        help="tau2: the simulated user: the base model (TRACE) or scripted (default base)")
     group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
-    group.add_argument("--max-turns", type=int, default=30, help="agent turns per episode (default 30)")
+    group.add_argument("--max-turns", type=integer(1), default=30, help="agent turns per episode (default 30)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(parser)
     parser.add_argument("--conditions", default="base,adapters,routed",
                         help="comma-separated: base, adapters (each), routed, or adapter names")
-    parser.add_argument("--tasks", type=int, default=20, help="tasks per domain (default 20)")
-    parser.add_argument("--first-seed", type=int, default=0, help="the first task's seed (default 0)")
+    parser.add_argument("--tasks", type=integer(1), default=20, help="tasks per domain (default 20)")
+    parser.add_argument("--first-seed", type=integer(0), default=0, help="the first task's seed (default 0)")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the output folder")
     parser.add_argument("--fresh", action="store_true", help="start over in an output folder of other settings")
     parser.add_argument("--quiet", action="store_true", help="no line per task on stderr")
@@ -75,14 +79,15 @@ def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.pipeline.targets import target_domains
     from tracec.trace_rl.routing import Router
 
-    if args.tasks < 1 or args.max_turns < 1 or args.first_seed < 0:
-        raise UsageError("--tasks and --max-turns must be at least 1, --first-seed at least 0")
     target = target_from_args(args)
     out = work_folder(args.output)
+    named = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    if not named:
+        raise UsageError("--conditions: name at least one: base, adapters, routed or an adapter's name")
     model, options = load_model(args)
     router = Router(model, options) if options is not None else None
     try:
-        conditions = policy_conditions(model, [c.strip() for c in args.conditions.split(",") if c.strip()], router)
+        conditions = policy_conditions(model, named, router)
     except ValueError as error:
         raise UsageError(f"--conditions: {error}") from None
     domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=BaseModelUser(model))
@@ -101,6 +106,8 @@ def target_from_args(args: argparse.Namespace) -> Any:
     from tracec.trace_rl.pipeline.config import TargetSection, Tau2TargetSection
     from tracec.trace_rl.train_config import TextWorldEnvSection
 
+    if args.target == "capability" and not args.env:
+        raise UsageError("--target capability: name its environments, --env FILE.rubric (one a domain)")
     try:
         return TargetSection(kind=args.target, environments=tuple(str(input_file(p)) for p in args.env),
                              textworld=TextWorldEnvSection(challenge=args.challenge),
@@ -108,8 +115,8 @@ def target_from_args(args: argparse.Namespace) -> Any:
                                                     data=args.tau2_data, user=args.user),
                              max_turns=args.max_turns)
     except FieldError as error:
-        flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain"}.get(error.name,
-                                                                                               error.name)
+        flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain",
+                "max_turns": "--max-turns"}.get(error.name, error.name)
         raise UsageError(f"{flag}: {error.problem}") from None
 
 
@@ -131,18 +138,28 @@ def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The base model with the adapters loaded, and the routing options (None when there are none)."""
-    from tracec.trace_rl.adapters import load_adapter_model
+    """The base model with the adapters loaded, and the routing options (None when there are none); every file
+    and setting is checked before the model (and torch) loads."""
+    from tracec.trace_rl.adapters import adapter_targets, load_adapter_model
+    from tracec.trace_rl.models import TINY, require_device, resolve_model
     from tracec.trace_rl.routing import read_options
 
     run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")
-    name = args.model or settings.get("name") or "smollm2-135m-instruct"
-    model = load_adapter_model(name, model_adapters(args), engine=args.engine or evaluate.get("engine") or "transformers",
-                               device=args.device or settings.get("device") or "cpu",
-                               dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
     path = args.options or (args.run / "route" / "options.json" if args.run is not None else None)
-    return model, read_options(input_file(path)) if path is not None else None
+    options = read_options(input_file(path)) if path is not None else None
+    adapters = model_adapters(args)
+    for folder in adapters.values():
+        adapter_targets(folder)
+    name = args.model or settings.get("name") or "smollm2-135m-instruct"
+    if name != TINY:
+        resolve_model(name)
+    device = args.device or settings.get("device") or "cpu"
+    require_device(device, "--device" if args.device else "model.device")
+    model = load_adapter_model(name, adapters, engine=args.engine or evaluate.get("engine") or "transformers",
+                               device=device, dtype=settings.get("dtype", "float32"),
+                               max_new_tokens=args.max_new_tokens)
+    return model, options
 
 
 def _table(config: dict[str, Any], name: str) -> dict[str, Any]:

@@ -12,7 +12,8 @@ USER_ERRORS = (ModelError,)  # its message says what to do (which names exist, h
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", nargs="?", choices=("list", "install"), default="list")
+    parser.add_argument("action", nargs="?", choices=("list", "install"), default="list",
+                        help="list (default): the models and where they are; install: convert SmolLM2 once")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,11 +21,11 @@ from tracec.trace_rl.evaluate import EvalError
 from tracec.trace_rl.pipeline.steps import PipelineFailed
 from tracec.trace_rl.routing import RouteError
 from tracec.trace_rl.synth.reference import MissingReference
-from tracec.trace_rl.turns import TemplateError
 
 # Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
-USER_ERRORS = (ConfigError, PipelineFailed, AdapterError, RouteError, EvalError, MissingReference, TemplateError,
-               ImportError, *ANALYSIS_ERRORS)
+# TemplateError is named, not imported: its module imports torch (see `tracec.cli`).
+USER_ERRORS = (ConfigError, PipelineFailed, AdapterError, RouteError, EvalError, MissingReference,
+               "tracec.trace_rl.turns:TemplateError", ImportError, *ANALYSIS_ERRORS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

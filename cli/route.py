@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.evaluate import USER_ERRORS, add_model_arguments, load_model, target_from_args
 from tracec.cli.paths import input_file
+
+from tracec.arguments import integer
 
 __all__ = ["USER_ERRORS", "add_arguments", "run"]
 
@@ -25,16 +28,17 @@ __all__ = ["USER_ERRORS", "add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--task", help="the task's first message (or @FILE)")
-    parser.add_argument("--seed", type=int, default=0, help="with --target: the task's seed (default 0)")
+    parser.add_argument("--seed", type=integer(0), default=0, help="with --target: the task's seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     group = parser.add_argument_group("a target's task instead of --task")
-    group.add_argument("--target", choices=("capability", "textworld", "tau2"))
+    group.add_argument("--target", choices=("capability", "textworld", "tau2"),
+                       help="the kind of task: a capability environment, a TextWorld game or a tau2-bench domain")
     group.add_argument("--env", action="append", default=[], type=Path, help="capability: the .rubric")
     group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
     group.add_argument("--domain", action="append", default=[], help="tau2: airline or retail")
     group.add_argument("--user", choices=("base", "scripted"), default="scripted",
                        help="tau2: who opens the conversation (default scripted: the scenario's own opening)")
-    group.add_argument("--tau2-data", default="")
+    group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,11 +46,17 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.task is None) == (args.target is None):
         raise UsageError("give the task: --task TEXT (or @FILE), or --target ... --seed N")
-    model, options = load_model(args)
-    if options is None:
+    if args.options is None and args.run is None:
         raise UsageError("routing needs its options: --run DIR (a pipeline's run folder) or --options FILE")
+    args.max_turns = 1
+    text = _task_text(args.task) if args.task is not None else None  # the files, before the model loads
+    target = target_from_args(args) if args.target is not None else None
+    named = {"capability": len(args.env), "tau2": len(target.tau2.domains)} if target is not None else {}
+    if named.get(args.target, 1) != 1:  # a TextWorld family is one domain
+        raise UsageError("--target: name exactly one domain (one --env, or one --domain)")
+    model, options = load_model(args)
     router = Router(model, options)
-    task = _task(args, model)
+    task = text if text is not None else _first_message(args, target, model)
     decision = router.route(task)
     if args.json:
         print(json.dumps(decision.record(), indent=2))
@@ -59,20 +69,16 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _task(args: argparse.Namespace, model: object) -> str:
-    if args.task is not None:
-        if args.task.startswith("@"):
-            return input_file(Path(args.task[1:])).read_text(encoding="utf-8")
-        return str(args.task)
+def _task_text(task: str) -> str:
+    return input_file(Path(task[1:])).read_text(encoding="utf-8") if task.startswith("@") else task
+
+
+def _first_message(args: argparse.Namespace, target: Any, model: Any) -> str:
     from tracec.trace_rl.adapters import BaseModelUser
     from tracec.trace_rl.pipeline.targets import target_domains
 
-    args.max_turns = 1
-    target = target_from_args(args)
-    domains = target_domains(target, first_seed=args.seed, tasks=1, user=BaseModelUser(model))  # type: ignore[arg-type]
-    if len(domains) != 1:
-        raise UsageError("--target: name exactly one domain (one --env, or one --domain)")
-    env = domains[0].make_env()
+    (domain,) = target_domains(target, first_seed=args.seed, tasks=1, user=BaseModelUser(model))
+    env = domain.make_env()
     try:
         return env.reset(args.seed).text
     finally:

@@ -20,6 +20,7 @@ def add_rubric_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace) -> CompiledRubric:
+    text = read_source(args.file)  # a path that cannot be read is said before numba is imported
     from tracec.runtime.evaluate import load_rubric
 
-    return load_rubric(read_source(args.file), str(args.file), args.rubric)
+    return load_rubric(text, str(args.file), args.rubric)

@@ -17,10 +17,14 @@ import argparse
 from pathlib import Path
 
 from tracec.cli.analyze import USAGE_ERRORS
+from tracec.cli.env import MAX_STEPS
+from tracec.cli.paths import output_file, work_folder
 from tracec.trace_rl.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.trace_rl.llm.options import add_llm_arguments
 from tracec.trace_rl.synth.commands import SynthFailed
 from tracec.trace_rl.synth.reference import MissingReference
+
+from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USER_ERRORS = (*ANALYSIS_ERRORS, SynthFailed, MissingReference)
@@ -40,20 +44,30 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
     env.add_argument("-o", "--output", type=Path, required=True, help="output folder")
     env.add_argument("--library", type=Path, help="environment library folder (default examples/envs)")
     env.add_argument("--no-library", action="store_true", help="always ask the LLM to write the environment")
-    env.add_argument("--validate-seeds", type=int, default=50)
-    env.add_argument("--excerpts", type=int, default=3, help="failure excerpts in the prompt (default 3)")
+    env.add_argument("--validate-seeds", type=integer(1), default=50,
+                     help="seeds the environment is validated on (default 50)")
+    env.add_argument("--excerpts", type=integer(0), default=3, help="failure excerpts in the prompt (default 3)")
     calibration = env.add_argument_group("calibration")
-    calibration.add_argument("--no-calibrate", action="store_true")
+    calibration.add_argument("--no-calibrate", action="store_true",
+                             help="skip calibration: accept an environment the checks pass, unplayed")
     calibration.add_argument("--policy", default="smollm2-135m-instruct",
                              help="base policy: an installed model or checkpoint folder (tiny: the test model)")
-    calibration.add_argument("--calibration-seeds", type=int, default=8)
-    calibration.add_argument("--group-size", type=int, default=4)
-    calibration.add_argument("--max-steps", type=int, default=None, help="turns per rollout (default the env's)")
-    calibration.add_argument("--policy-temperature", type=float, default=1.0)
-    calibration.add_argument("--policy-max-tokens", type=int, default=128)
-    calibration.add_argument("--mean-band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
-    calibration.add_argument("--success-band", type=float, nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"))
-    calibration.add_argument("--max-constant-groups", type=float, default=0.5)
+    calibration.add_argument("--calibration-seeds", type=integer(1), default=8,
+                             help="task seeds the policy plays (default 8)")
+    calibration.add_argument("--group-size", type=integer(2), default=4,
+                             help="episodes per seed, a GRPO group (default 4)")
+    calibration.add_argument("--max-steps", type=integer(1, MAX_STEPS), default=None,
+                             help=f"turns per rollout, 1..{MAX_STEPS} (default the env's)")
+    calibration.add_argument("--policy-temperature", type=number(0), default=1.0,
+                             help="the policy's sampling temperature (default 1.0)")
+    calibration.add_argument("--policy-max-tokens", type=integer(1), default=128,
+                             help="the policy's tokens per turn (default 128)")
+    calibration.add_argument("--mean-band", type=number(0, 1), nargs=2, default=(0.2, 0.6), metavar=("LOW", "HIGH"),
+                             help="the mean reward an acceptable environment gives the policy (default 0.2 0.6)")
+    calibration.add_argument("--success-band", type=number(0, 1), nargs=2, default=(0.2, 0.6),
+                             metavar=("LOW", "HIGH"), help="its success rate (default 0.2 0.6)")
+    calibration.add_argument("--max-constant-groups", type=number(0, 1), default=0.5,
+                             help="the largest share of groups whose episodes all score the same (default 0.5)")
     add_llm_arguments(env)
 
     rubric = steps.add_parser("rubric", help="a TRCA operator library for a benchmark's schema")
@@ -64,7 +78,7 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
     rubric.add_argument("--trajectories", type=Path, help="recorded episodes (JSONL with `success`)")
     rubric.add_argument("--random-trajectories", type=Path, help="random-agent episodes (JSONL)")
     rubric.add_argument("--env", type=Path, help="record gold, do-nothing and random episodes of this environment")
-    rubric.add_argument("--seeds", type=int, default=20, help="with --env: seeds to record (default 20)")
+    rubric.add_argument("--seeds", type=integer(1), default=20, help="with --env: seeds to record (default 20)")
     rubric.add_argument("-o", "--output", type=Path, required=True, help="the rubric (.rubric)")
     add_llm_arguments(rubric, tries=4)
 
@@ -72,4 +86,8 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.synth import commands
 
+    if args.step == "env":  # the output, before any LLM is called
+        work_folder(args.output)
+    else:
+        output_file(args.output)
     return int({"env": commands.env, "rubric": commands.rubric}[args.step](args))

@@ -15,13 +15,14 @@ DOMAINS = ("airline", "retail")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     replay = commands.add_parser("replay", help="replay a task's gold actions on a fresh database")
-    replay.add_argument("--domain", required=True, choices=DOMAINS)
+    replay.add_argument("--domain", required=True, choices=DOMAINS, help="the tau2-bench domain")
     replay.add_argument("--task", required=True, help="task id, as in tasks.json")
     replay.add_argument("--dump-db", type=Path, metavar="OUT.json", help="write the final database here (JSON)")
     replay.add_argument("--data-dir", type=Path, metavar="DIR", help=_data_dir_help())
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.envs.tau2.db import DatabaseError
     from tracec.trace_rl.envs.tau2.replay import dump_db, replay
     from tracec.trace_rl.envs.tau2.tasks import TaskError
 
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         result = replay(args.domain, args.task, args.data_dir)
     except KeyError as error:  # no such task: the message lists how many there are
         raise UserError(str(error.args[0])) from None
-    except (FileNotFoundError, TaskError) as error:  # the data folder, or a tasks file that does not read
+    except (FileNotFoundError, TaskError, DatabaseError) as error:  # the folder, or a file of it that does not read
         raise UserError(str(error)) from None
     if args.dump_db is not None:
         try:

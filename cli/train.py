@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
+from tracec.cli.paths import work_folder
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.models import ModelError
 from tracec.trace_rl.train_config import ConfigError
-from tracec.trace_rl.turns import TemplateError
 
-# Each message says what to fix; an LLMError here is vLLM missing, its message the install hint.
-USER_ERRORS = (ConfigError, ModelError, TemplateError, LLMError)
+# Each message says what to fix; an LLMError here is vLLM missing, its message the install hint. TemplateError is
+# named, not imported: its module imports torch (see `tracec.cli`).
+USER_ERRORS = (ConfigError, ModelError, "tracec.trace_rl.turns:TemplateError", LLMError)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,10 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.train import train
     from tracec.trace_rl.train_config import load_config
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides)  # before the trainer (and torch) is imported
+    work_folder(args.out or Path(config.run.out))
+    from tracec.trace_rl.train import train
+
     bar, report = _progress(config.run.iterations, quiet=args.quiet)
     try:
         result = train(config, out=args.out, resume=args.resume, on_iteration=report)

@@ -68,12 +68,20 @@ def build(cls: type, data: Mapping[str, Any], *, where: str = "<dict>", text: st
 
 
 def read_toml(path: str) -> tuple[dict[str, Any], str]:
-    """The tables of a TOML file and its text (for locating errors later)."""
+    """The tables of a TOML file and its text (for locating errors later); bytes that are not UTF-8 are an error
+    located at the first one, as in a `.rubric` file."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(path, "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: error: no such config file") from None
+    from tracec.dsl.errors import RubricError
+    from tracec.dsl.parse import decode_source
+
+    try:
+        text = decode_source(data, path)
+    except RubricError as error:
+        raise ConfigError(error.format()) from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:

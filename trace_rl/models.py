@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracec.arguments import DEVICE
+
 MODELS_DIR_VARIABLE = "TRACEC_MODELS_DIR"
 SMOLLM2 = "smollm2-135m-instruct"
 TINY = "tiny"  # built in code by `trace_rl.tiny_model`; never on disk
@@ -64,17 +66,31 @@ def resolve_model(name_or_path: str | os.PathLike[str], environ: Mapping[str, st
 
 
 def list_models(environ: Mapping[str, str] = os.environ) -> list[ModelInfo]:
-    """The tiny built-in model, then every checkpoint folder in the models folder, by name."""
-    from tracec.trace_rl.tiny_model import build_tiny_model
+    """The tiny built-in model, then every checkpoint folder in the models folder, by name (torch is not imported)."""
+    from tracec.trace_rl.tiny_model import parameter_count
 
-    tiny, _ = build_tiny_model()
-    found = [ModelInfo(name=TINY, path=None, parameters=sum(p.numel() for p in tiny.parameters()))]
+    found = [ModelInfo(name=TINY, path=None, parameters=parameter_count())]
     folder = models_dir(environ)
     if folder.is_dir():
         for path in sorted(folder.iterdir()):
             if _is_checkpoint(path):
                 found.append(ModelInfo(name=path.name, path=path, parameters=_checkpoint_parameters(path)))
     return found
+
+
+def require_device(device: str, setting: str) -> None:
+    """A ModelError unless a model can be placed on `device` (`setting`: the flag or key that gave it). torch is
+    imported only for a cuda device, whose model imports it next anyway."""
+    if DEVICE.fullmatch(device) is None:
+        raise ModelError(f"{setting} {device}: not a device; use cpu, cuda or cuda:N")
+    if device == "cpu":
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(device.partition(":")[2] or 0) >= count:
+        seen = f"only {count} CUDA device(s)" if count else f"no CUDA device (torch {torch.__version__})"
+        raise ModelError(f"{setting} {device}: torch sees {seen} here; use {setting} cpu")
 
 
 def install_smollm2(environ: Mapping[str, str] = os.environ, *, force: bool = False) -> Path:

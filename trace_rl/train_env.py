@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tracec.runtime.environment import EnvironmentFactory
+from tracec.runtime.environment import Environment, EnvironmentFactory
 from tracec.trace_rl.train_config import ConfigError, EnvSection
+
+PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))  # what every environment has
 
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
@@ -118,7 +120,17 @@ def _python(spec: str) -> EnvironmentFactory:
         target = getattr(target, part)
     if not callable(target):
         raise ConfigError(f"env.python.factory = {spec!r}: {attribute!r} is not callable")
-    return target  # type: ignore[no-any-return]
+
+    def make() -> Any:
+        """What the factory made, if it speaks the protocol: else the rollout would fail on its first `reset`."""
+        made = target()
+        missing = [name for name in PROTOCOL if not hasattr(made, name)]
+        if missing:
+            raise ConfigError(f"env.python.factory = {spec!r}: {attribute}() made a {type(made).__name__}, not an "
+                              f"environment (it has no {', '.join(missing)}; see tracec.runtime.environment)")
+        return made
+
+    return make
 
 
 class TaskStream:

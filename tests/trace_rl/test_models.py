@@ -9,7 +9,7 @@ import torch
 from tracec.cli import main
 from tracec.trace_rl.models import SMOLLM2, ModelError, list_models, resolve_model
 from tracec.trace_rl.rollout import TransformersBackend
-from tracec.trace_rl.tiny_model import build_tiny_model
+from tracec.trace_rl.tiny_model import build_tiny_model, parameter_count
 
 
 def _save_tiny(folder: Path, seed: int) -> int:
@@ -60,3 +60,9 @@ def test_installed_smollm2_is_a_chat_model() -> None:
     with torch.no_grad():
         out = backend.model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)
     assert "Paris" in backend.tokenizer.decode(out[0, len(prompt):])
+
+
+@pytest.mark.parametrize("layers, hidden, heads", [(2, 64, 4), (3, 32, 2)])
+def test_the_tiny_models_parameters_are_counted_without_building_it(layers: int, hidden: int, heads: int) -> None:
+    model, _ = build_tiny_model(layers=layers, hidden=hidden, heads=heads)
+    assert parameter_count(layers=layers, hidden=hidden) == sum(p.numel() for p in model.parameters())

@@ -17,6 +17,9 @@ from collections.abc import Mapping
 
 from tracec.runtime.chat import SamplingBackend
 from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.models import require_device
+
+from tracec.arguments import integer, number, torch_device
 
 BACKENDS = ("transformers", "http", "vllm")
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
@@ -34,13 +37,16 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, tries: int = 3) -> Non
                        "or the served model's name for http (TRACEC_LLM_MODEL)")
     group.add_argument("--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 "
                        "(TRACEC_LLM_BASE_URL, OPENAI_BASE_URL); the key comes from TRACEC_LLM_API_KEY or OPENAI_API_KEY")
-    group.add_argument("--timeout", type=float, default=120.0, help="seconds per HTTP request (default 120)")
-    group.add_argument("--retries", type=int, default=4, help="HTTP retries on 429 / 5xx / timeouts (default 4)")
-    group.add_argument("--device", default="cpu", help="torch device of a local transformers model (default cpu)")
-    group.add_argument("--max-tokens", type=int, default=None, help="reply length bound per call")
-    group.add_argument("--temperature", type=float, default=None, help="sampling temperature (0: greedy)")
-    group.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    group.add_argument("--tries", type=int, default=tries, help=f"attempts per step of the repair loop (default {tries})")
+    group.add_argument("--timeout", type=number(0, above=True), default=120.0,
+                       help="seconds per HTTP request (default 120)")
+    group.add_argument("--retries", type=integer(0), default=4, help="HTTP retries on 429 / 5xx / timeouts (default 4)")
+    group.add_argument("--device", type=torch_device, default="cpu",
+                       help="torch device of a local transformers model: cpu, cuda or cuda:N (default cpu)")
+    group.add_argument("--max-tokens", type=integer(1), default=None, help="reply length bound per call")
+    group.add_argument("--temperature", type=number(0), default=None, help="sampling temperature (0: greedy)")
+    group.add_argument("--seed", type=integer(0), default=0, help="sampling seed (default 0)")
+    group.add_argument("--tries", type=integer(1), default=tries,
+                       help=f"attempts per step of the repair loop (default {tries})")
 
 
 def open_backend(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> SamplingBackend:
@@ -70,6 +76,7 @@ def open_backend(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
 
         import_vllm()  # the install hint before any model lookup
         return VLLMBackend(resolve_model(model_name, environ), seed=args.seed)
+    require_device(args.device, "--device")  # before the model loads
     return local_backend(model_name, device=args.device, seed=args.seed, environ=environ)
 
 

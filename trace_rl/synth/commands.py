@@ -32,6 +32,7 @@ def text_argument(value: str | None, flag: str) -> str | None:
 def env(args: argparse.Namespace) -> int:
     from tracec.trace_rl.analysis.cases import read_cases
     from tracec.trace_rl.llm.options import local_backend, open_backend
+    from tracec.trace_rl.models import require_device
     from tracec.trace_rl.synth.calibration import Bands
     from tracec.trace_rl.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
     from tracec.trace_rl.synth.library import load_library
@@ -55,6 +56,8 @@ def env(args: argparse.Namespace) -> int:
     library = load_library(args.library or LIBRARY)
     out: Path = args.output
     out.mkdir(parents=True, exist_ok=True)
+    if not args.no_calibrate:
+        require_device(args.device, "--device")  # before the policy loads
     policy = None if args.no_calibrate else local_backend(args.policy, device=args.device, seed=args.seed,
                                                          max_new_tokens=args.policy_max_tokens)
     target = Target(name=name, description=description, excerpts=excerpts)

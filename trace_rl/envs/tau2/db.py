@@ -74,15 +74,26 @@ class _TableJson:
         self.body = ", ".join(self.entries)
 
 
+class DatabaseError(ValueError):
+    """A `db.json` that is not the domain's database; the message names the file and what is wrong."""
+
+
 def load_snapshot(domain: str, path: Path) -> Snapshot:
     """Read a domain's `db.json` and fill in the optional fields the benchmark's models carry as null."""
     if domain not in TABLES:
         raise ValueError(f"unknown tau2 domain `{domain}`; expected one of: {', '.join(sorted(TABLES))}")
-    with open(path, encoding="utf-8") as handle:
-        raw = json.load(handle)
-    missing = [name for name in TABLES[domain] if not isinstance(raw.get(name), dict)]
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except ValueError as error:  # not UTF-8, or not JSON
+        raise DatabaseError(f"{path}: cannot read the {domain} database: {error}") from None
+    if not isinstance(raw, dict):
+        raise DatabaseError(f"{path}: not a {domain} database, expected an object of tables")
+    missing = [name for name in TABLES[domain]
+               if not isinstance(raw.get(name), dict) or not all(isinstance(row, dict) for row in raw[name].values())]
     if missing:
-        raise ValueError(f"{path}: not a {domain} database, missing table(s) {', '.join(missing)}")
+        raise DatabaseError(f"{path}: not a {domain} database, missing table(s) {', '.join(missing)} (each an "
+                            "object of rows)")
     tables = {name: raw[name] for name in TABLES[domain]}
     for table, fields in OPTIONAL_FIELDS[domain].items():
         for row in tables[table].values():

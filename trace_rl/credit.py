@@ -7,6 +7,9 @@
   own advantage A_t = A_E + A_S (`docs/language.md`, rewards), and it reaches only the action tokens of turn t.
   The rubric's task groups are the rollout groups (each episode's `task` is set to its group), so A_E compares the
   K episodes of one task instance exactly as GRPO would. `lam` / `gamma` override the rubric's when given.
+- `oracle`: +1 on a step that played the next command of the environment's shortest winning plan from its state,
+  -1 on any other (the trajectory's `on_plan`, which the TextWorld family records). Not a method: the learnability
+  gate's upper reference, credit no reward design can beat.
 A group whose loss tokens all have |A| <= 1e-9 is constant: it teaches nothing, and the trainer may drop it.
 Left out: batch-level reward scaling, reward clipping, per-token (rather than per-step) credit.
 """
@@ -82,11 +85,22 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
         groups = np.array([e.group for e in episodes])
         per_episode = grpo_advantages(rewards, groups, scale=scale)
         return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
+    if kind == "oracle":
+        return [token_advantages(e, oracle_step_advantages(e)) for e in episodes]
     if kind == "trca":
         if scorer is None:
             raise ValueError("TRCA advantages need a scorer (advantage.rubric)")
         return [token_advantages(e, a) for e, a in zip(episodes, trca_step_advantages(scorer, episodes))]
-    raise ValueError(f"advantage kind {kind!r}: use 'grpo' or 'trca'")
+    raise ValueError(f"advantage kind {kind!r}: use 'grpo', 'trca' or 'oracle'")
+
+
+def oracle_step_advantages(episode: EpisodeRollout) -> np.ndarray:
+    """(turns,) +1 where the step followed the shortest winning plan, -1 elsewhere."""
+    on_plan = episode.trajectory.get("on_plan")
+    if on_plan is None:
+        raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records `on_plan` "
+                         "per step (the TextWorld family does)")
+    return np.where(np.asarray(on_plan, dtype=bool), 1.0, -1.0)
 
 
 def constant_groups(episodes: Sequence[EpisodeRollout], advantages: Sequence[np.ndarray]) -> set[int]:

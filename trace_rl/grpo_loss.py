@@ -1,8 +1,11 @@
-"""The GRPO objective on loss tokens: a clipped surrogate, an optional k3 KL to the base model, two aggregations.
+"""The GRPO objective on loss units: a clipped surrogate, an optional k3 KL to the base model, an optional entropy
+bonus, two aggregations.
 
-For loss token t with ratio rho_t = exp(logp_t - logp_old_t) and advantage A_t:
+A loss unit t is a token of an action (the token-level loss) or one chosen command with its log pi(c|s) (the
+command-level loss of the admissible mode, `choice_policy`). With ratio rho_t = exp(logp_t - logp_old_t),
+advantage A_t and (command level) the entropy H_t of the candidates' distribution:
 
-    l_t = -( min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  -  beta * k3_t ),
+    l_t = -( min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t)  -  beta * k3_t  +  alpha * H_t ),
     k3_t = exp(logp_ref_t - logp_t) - (logp_ref_t - logp_t) - 1            (Schulman's unbiased, positive estimate)
 
 and the batch loss is `sum_t c_t w_s(t) l_t` with weights `c_t` from the aggregation, computed over the whole
@@ -19,7 +22,10 @@ With a dual clip c > 1 (Ye et al. 2020, "dual-clip PPO"), a token with A_t < 0 t
 alone is unbounded below when rho_t grows past 1 + eps on a negative advantage, and one such token's gradient can
 outweigh the batch (TRCA's dense negative step advantages meet it far more often than sparse GRPO's).
 
-Left out: token-level importance weights, GSPO's sequence-level ratio, entropy bonuses, value baselines.
+The trust-region diagnostics come from the same terms: the approximate KL to the behaviour policy
+(k3 with logp_old in place of logp_ref: what PPO's `target_kl` reads), the clip fraction, and the ratios themselves
+(their quantiles). Left out: token-level importance weights, GSPO's sequence-level ratio, value baselines, and the
+entropy bonus of the token-level loss (the chunked log-prob kernel returns the token entropy without a gradient).
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ class SurrogateTerms:
     clipped: Tensor  # sum_t c_t [the clip bound is active at t]
     kl: Tensor  # sum_t c_t k3_t (0 without a reference)
     ratio: Tensor  # sum_t c_t rho_t
+    behaviour_kl: Tensor  # sum_t c_t k3(logp_old_t, logp_t): the approximate KL to the policy that sampled
+    ratios: Tensor  # (N,) rho_t, detached: for quantiles
 
 
 def aggregation_weights(loss_counts: Sequence[int], aggregation: str, *, total_tokens: int,
@@ -55,9 +63,10 @@ def aggregation_weights(loss_counts: Sequence[int], aggregation: str, *, total_t
 
 
 def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, weights: Tensor, *, clip_eps: float,
-                      dual_clip: float = 0.0, ref_logp: Tensor | None = None, kl_beta: float = 0.0) -> SurrogateTerms:
-    """The weighted loss of loss tokens (all (N,) fp32; `weights` = c_t w_s, with w_s folded in by the caller).
-    `dual_clip` is c (> 1), or 0 for none."""
+                      dual_clip: float = 0.0, ref_logp: Tensor | None = None, kl_beta: float = 0.0,
+                      entropy: Tensor | None = None, entropy_coef: float = 0.0) -> SurrogateTerms:
+    """The weighted loss of loss units (all (N,) fp32; `weights` = c_t w_s, with w_s folded in by the caller).
+    `dual_clip` is c (> 1), or 0 for none; `entropy` (with gradient) is each unit's H_t for the bonus."""
     log_ratio = logp - old_logp
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
@@ -74,10 +83,14 @@ def clipped_surrogate(logp: Tensor, old_logp: Tensor, advantages: Tensor, weight
         delta = ref_logp - logp
         kl = torch.exp(delta) - delta - 1.0
         objective = objective - kl_beta * kl
+    if entropy is not None and entropy_coef:
+        objective = objective + entropy_coef * entropy
     loss = -(weights * objective).sum()
     with torch.no_grad():
+        behaviour = torch.exp(-log_ratio) + log_ratio - 1.0
         return SurrogateTerms(loss=loss, clipped=(weights * active.float()).sum(), kl=(weights * kl).sum(),
-                              ratio=(weights * ratio).sum())
+                              ratio=(weights * ratio).sum(), behaviour_kl=(weights * behaviour).sum(),
+                              ratios=ratio.detach())
 
 
 def sequence_importance_weights(trainer_logp: Sequence[Tensor], sampler_logp: Sequence[Tensor], *,

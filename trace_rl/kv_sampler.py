@@ -21,7 +21,8 @@ enter the episode as if decoded, with their log-probs under the sampling distrib
 Sampling draws each row from its episode's own generator (inverse CDF: one uniform a row, one batched search), so
 an episode's tokens depend on its seed, not on which other episodes share the batch (up to float rounding in the
 batched matmuls). The trainer decodes with the adapter merged into the base weights (`Policy.merged`).
-Left out: top-p/top-k (the trainer needs the policy's own probabilities), speculative decoding, paged attention.
+`greedy` takes the most likely choice or token instead (evaluation). Left out: top-p/top-k (the trainer needs the
+policy's own probabilities), speculative decoding, paged attention.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from tracec.trace_rl.choice_policy import SCORES, choice_score
 
 _MIN_CAPACITY = 256
 
@@ -56,6 +58,7 @@ class SampledTurn:
     logprobs: list[float]  # of each drawn id under the sampling distribution
     closed: bool  # ended by an end-of-turn token (else by the token limit)
     choice: int | None = None  # the index of the chosen choice (admissible-command mode)
+    choice_logprob: float = 0.0  # log pi(choice | context): its log-softmax over the choices' scores
 
 
 class GrowingKVCache:
@@ -125,12 +128,13 @@ class KVCacheSampler:
     """Samples the turns of a set of episodes in lockstep, one cache row per episode, for one batch of episodes."""
 
     def __init__(self, model: Any, *, temperature: float, end_of_turn_ids: frozenset[int], pad_id: int,
-                 choice_score: str = "mean") -> None:
+                 choice_score: str = "mean", greedy: bool = False) -> None:
         if not temperature > 0:
             raise ValueError(f"KVCacheSampler: temperature={temperature!r} must be > 0")
-        if choice_score not in ("sum", "mean"):
-            raise ValueError(f"KVCacheSampler: choice_score={choice_score!r} must be 'sum' or 'mean'")
+        if choice_score not in SCORES:
+            raise ValueError(f"KVCacheSampler: choice_score={choice_score!r} must be one of {SCORES}")
         self.model, self.temperature, self.choice_score = model, temperature, choice_score
+        self.greedy = greedy  # the most likely choice or token (evaluation); log-probs stay the sampling ones
         self.end_of_turn_ids, self.pad_id = end_of_turn_ids, pad_id
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         self._num_layers = int(base.config.num_hidden_layers)
@@ -279,11 +283,12 @@ class KVCacheSampler:
         for row, request in enumerate(requests):
             tree = logits[row] if logits is not None else first[row, None]
             lps = self._choice_logprobs(first[row], tree, width - len(fed[row]), request.choices)
-            index = self._pick([self._score(values) for values in lps], request.generator)
+            scores = torch.tensor([self._score(values) for values in lps], dtype=torch.float64)
+            index = int(torch.argmax(scores)) if self.greedy else self._pick(scores, request.generator)
             chosen = list(request.choices[index])
             self._unfed[row] = [chosen[-1]]
             turns.append(SampledTurn(ids=chosen, logprobs=lps[index], closed=chosen[-1] in self.end_of_turn_ids,
-                                     choice=index))
+                                     choice=index, choice_logprob=float(torch.log_softmax(scores, 0)[index])))
         if logits is not None:
             self._keep_chosen(owner, [turn.choice for turn in turns])
         return turns
@@ -315,14 +320,13 @@ class KVCacheSampler:
         return out
 
     def _score(self, logprobs: list[float]) -> float:
-        """A choice's score: its sequence log-probability, or (`mean`) that per token, which does not favour the
-        shortest commands when the policy knows nothing yet."""
-        return sum(logprobs) / (len(logprobs) if self.choice_score == "mean" else 1)
+        """A choice's score (`choice_policy.choice_score`: one rule for the sampler and the learner)."""
+        return float(choice_score(sum(logprobs), len(logprobs), self.choice_score))
 
     @staticmethod
-    def _pick(scores: list[float], generator: torch.Generator) -> int:
+    def _pick(scores: torch.Tensor, generator: torch.Generator) -> int:
         """A draw from softmax(scores) by inverse CDF with one uniform of the episode's stream."""
-        probabilities = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
+        probabilities = torch.softmax(scores, dim=0)
         uniform = 1.0 - float(torch.rand((), dtype=torch.float64, generator=generator))
         index = int(torch.searchsorted(probabilities.cumsum(0), torch.tensor([uniform]), side="left"))
         return min(index, len(scores) - 1)
@@ -350,6 +354,7 @@ class KVCacheSampler:
         # 1 - U lies in (0, 1]: the search then never lands on a zero-probability token
         uniforms = 1.0 - torch.stack([torch.rand((), dtype=torch.float64, generator=requests[row].generator)
                                       for row in rows])
-        tokens = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None]).squeeze(1).clamp_(max=cdf.shape[1] - 1)
+        tokens = logprobs.argmax(dim=1) if self.greedy else \
+            torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None]).squeeze(1).clamp_(max=cdf.shape[1] - 1)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
         return {row: (int(token), float(logprob)) for row, token, logprob in zip(rows, tokens, chosen)}

@@ -8,6 +8,14 @@ tokens, each packed into rows (`packing.pack_sequences`) and scored by the packe
 (`logprobs.sequence_logprobs`: no padding, only the loss positions reach the LM head); gradients accumulate.
 Old log-probs are the sampler's (the same weights drew the tokens) or, for rollouts from another engine, the
 trainer's own, recomputed before the update, with each sequence weighted by its masked importance weight.
+At the command level (`level = "command"`, the admissible mode) a sequence's loss units are its turns, each with
+log pi(c|s) re-scored over the tree of the turn's candidates (`choice_policy`), not the chosen command's tokens.
+
+Every optimizer step reports its trust-region diagnostics (`StepStats`): the ratio's median, 99th percentile and
+maximum over the mini-batch's loss units, the approximate KL to the behaviour policy, the clip fraction and the
+gradient norm before clipping. With `target_kl`, a step whose mini-batch already sits further than that from the
+behaviour policy is not taken, and the iteration's updates end there (PPO's early stop): the first step of an
+iteration always runs, at ratio 1.
 
 The sequence table (which sequences exist, their lengths and loss-token counts, who owns them) is global: every
 rank plans every part and micro-batch alike, runs its own sequences of each, and pads with empty micro-batches to
@@ -23,10 +31,12 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
+from tracec.trace_rl.choice_policy import ChoiceTree, ChoiceTurn, choice_logprobs, choice_tree, tree_length
 from tracec.trace_rl.distributed import Distributed
 from tracec.trace_rl.grpo_loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
 from tracec.trace_rl.logprobs import sequence_logprobs
@@ -46,13 +56,15 @@ class LearnSequence:
     advantages: np.ndarray  # (T,) float32, read at loss tokens
     old_logprobs: np.ndarray  # (T,) float32, read at loss tokens
     weight: float = 1.0  # importance weight of the sequence (1 for on-policy rollouts)
+    choice_turns: tuple[ChoiceTurn, ...] = ()  # the command level's loss units, in turn order
+    choice_advantages: tuple[float, ...] = ()  # each turn's advantage
 
 
 @dataclass(frozen=True, kw_only=True)
 class SequenceInfo:
     key: tuple[int, int]
-    length: int
-    loss_tokens: int
+    length: int  # tokens its forward takes (a tree's, at the command level)
+    loss_tokens: int  # its loss units: tokens, or (command level) turns
     rank: int
 
 
@@ -68,11 +80,38 @@ class LearnSettings:
     temperature: float = 1.0
     row_tokens: int = 2048
     micro_batch_tokens: int = 8192
+    level: str = "token"  # token: the chosen tokens' log-probs | command: log pi(c|s) over the candidates
+    choice_score: str = "mean"  # command level: how a candidate's tokens make its score (as the sampler scored)
+    entropy_coef: float = 0.0  # command level: the entropy bonus's weight
+    target_kl: float = 0.0  # end an iteration's updates once a mini-batch's approximate KL exceeds it; 0 = never
+
+    def __post_init__(self) -> None:
+        if self.level not in ("token", "command"):
+            raise ValueError(f"LearnSettings: level={self.level!r} must be 'token' or 'command'")
+        if self.entropy_coef and self.level != "command":
+            raise ValueError("LearnSettings: the entropy bonus needs the command level (the token kernel's entropy "
+                             "has no gradient)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepStats:
+    """One optimizer step's trust-region diagnostics, measured on its mini-batch before the step."""
+
+    loss: float
+    clip_fraction: float
+    kl: float  # to the base model (0 without kl_beta)
+    approx_kl: float  # k3 to the behaviour policy
+    ratio_mean: float
+    ratio_p50: float
+    ratio_p99: float
+    ratio_max: float
+    grad_norm: float  # before clipping
+    taken: bool  # False: target_kl stopped the iteration here
 
 
 @dataclass(frozen=True, kw_only=True)
 class LearnStats:
-    steps: int
+    steps: int  # optimizer steps taken
     loss: float
     clip_fraction: float
     kl: float
@@ -80,6 +119,12 @@ class LearnStats:
     entropy: float
     grad_norm: float
     loss_tokens: int
+    approx_kl: float = 0.0
+    ratio_p50: float = 1.0
+    ratio_p99: float = 1.0  # the largest of the steps'
+    ratio_max: float = 1.0
+    early_stopped: bool = False
+    per_step: tuple[StepStats, ...] = ()
 
 
 def row_width(lengths: Sequence[int], most: int) -> int:
@@ -109,13 +154,16 @@ def _rows_needed(lengths: Sequence[int], width: int) -> int:
 
 
 class PackedLogprobs(torch.nn.Module):
-    """`sequence_logprobs` as a module, so that DDP's forward (which arms the gradient all-reduce) runs it."""
+    """`sequence_logprobs` (or, given a tree, `choice_logprobs`) as a module, so that DDP's forward (which arms the
+    gradient all-reduce) runs it."""
 
-    def __init__(self, model: torch.nn.Module, temperature: float) -> None:
+    def __init__(self, model: torch.nn.Module, temperature: float, choice_score: str = "mean") -> None:
         super().__init__()
-        self.model, self.temperature = model, temperature
+        self.model, self.temperature, self.choice_score = model, temperature, choice_score
 
-    def forward(self, batch: PackedBatch, with_entropy: bool) -> tuple[list[Tensor], list[Tensor] | None]:
+    def forward(self, batch: PackedBatch | ChoiceTree, with_entropy: bool) -> Any:
+        if isinstance(batch, ChoiceTree):
+            return choice_logprobs(self.model, batch, temperature=self.temperature, score=self.choice_score)
         if with_entropy:
             logprobs, entropy = sequence_logprobs(self.model, batch, temperature=self.temperature, with_entropy=True)
             return logprobs, entropy
@@ -126,7 +174,7 @@ class Learner:
     def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, settings: LearnSettings,
                  dist: Distributed) -> None:
         self.policy, self.optimizer, self.settings, self.dist = policy, optimizer, settings, dist
-        self.scorer = PackedLogprobs(policy.model, settings.temperature)
+        self.scorer = PackedLogprobs(policy.model, settings.temperature, settings.choice_score)
         self.module = dist.wrap(self.scorer, policy.device)
         pad = policy.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else 0)
@@ -136,8 +184,9 @@ class Learner:
         """Train on the batch whose sequences `table` lists (every rank's); `local` are this rank's."""
         by_key = {s.key: s for s in local}
         order = sorted(table, key=lambda info: info.key)
-        sums = np.zeros(5)  # loss, clipped, kl, ratio, grad_norm: per optimizer step
-        entropy_sum = entropy_count = steps = 0.0
+        steps: list[StepStats] = []
+        entropy_sum = entropy_count = 0.0
+        stopped = False
         for epoch in range(self.settings.epochs):
             permutation = np.random.default_rng([seed, iteration, epoch]).permutation(len(order))
             for part in np.array_split(permutation, self.settings.mini_batches):
@@ -145,40 +194,70 @@ class Learner:
                 total_tokens = sum(m.loss_tokens for m in members)
                 if total_tokens == 0:
                     continue
-                step, entropy = self._step(members, by_key, total_tokens, with_entropy=epoch == 0)
-                sums += step
+                step, entropy = self._step(members, by_key, total_tokens, with_entropy=epoch == 0,
+                                           may_stop=bool(steps))
+                steps.append(step)
                 entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
-                steps += 1
-        steps_done = max(steps, 1)
-        mean = [float(v) / steps_done for v in sums]
-        return LearnStats(steps=int(steps), loss=mean[0], clip_fraction=mean[1], kl=mean[2], ratio=mean[3],
-                          grad_norm=mean[4], entropy=float(entropy_sum) / max(entropy_count, 1),
-                          loss_tokens=sum(m.loss_tokens for m in order))
+                if not step.taken:
+                    stopped = True
+                    break
+            if stopped:
+                break
+        taken = [step for step in steps if step.taken]
+        mean = {name: float(np.mean([getattr(step, name) for step in taken])) if taken else 0.0
+                for name in ("loss", "clip_fraction", "kl", "approx_kl", "ratio_mean", "grad_norm")}
+        return LearnStats(steps=len(taken), loss=mean["loss"], clip_fraction=mean["clip_fraction"], kl=mean["kl"],
+                          ratio=mean["ratio_mean"] if taken else 1.0, grad_norm=mean["grad_norm"],
+                          entropy=float(entropy_sum) / max(entropy_count, 1),
+                          loss_tokens=sum(m.loss_tokens for m in order), approx_kl=mean["approx_kl"],
+                          ratio_p50=float(np.median([s.ratio_p50 for s in steps])) if steps else 1.0,
+                          ratio_p99=max((s.ratio_p99 for s in steps), default=1.0),
+                          ratio_max=max((s.ratio_max for s in steps), default=1.0), early_stopped=stopped,
+                          per_step=tuple(steps))
 
     def _step(self, members: list[SequenceInfo], by_key: dict[tuple[int, int], LearnSequence], total_tokens: int, *,
-              with_entropy: bool) -> tuple[np.ndarray, tuple[float, float]]:
-        """One optimizer step on a mini-batch; returns its (loss, clipped, kl, ratio, grad norm) and entropy sums."""
+              with_entropy: bool, may_stop: bool) -> tuple[StepStats, tuple[float, float]]:
+        """One optimizer step on a mini-batch (not taken when `may_stop` and its KL is past `target_kl`); its
+        diagnostics and entropy sums."""
         total_sequences = sum(1 for m in members if m.loss_tokens)
         plans = [self._micro_batches([m for m in members if m.rank == rank]) for rank in range(self.dist.world)]
         mine = plans[self.dist.rank]
         count = max(len(plan) for plan in plans)
-        terms = torch.zeros(4, dtype=torch.float64)
+        terms = torch.zeros(5, dtype=torch.float64)
+        ratios: list[Tensor] = []
         entropy_sum = entropy_count = 0.0
         for index in range(count):
             last = index == count - 1
             sequences = [by_key[m.key] for m in mine[index]] if index < len(mine) else []
             sync = contextlib.nullcontext() if last or not self.dist.active else self.module.no_sync()  # type: ignore[operator]
             with sync:
-                loss, parts, entropy = self._micro_batch(sequences, total_tokens, total_sequences, with_entropy)
+                loss, parts, unit_ratios, entropy = self._micro_batch(sequences, total_tokens, total_sequences,
+                                                                      with_entropy)
                 loss.backward()
             terms += parts
+            ratios.append(unit_ratios)
             entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
+        totals = self._sum_over_ranks(torch.cat([terms, torch.tensor([entropy_sum, entropy_count])]))
+        spread = self._ratio_quantiles(torch.cat(ratios))
+        taken = not (may_stop and self.settings.target_kl and float(totals[4]) > self.settings.target_kl)
         norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(),
                                               self.settings.max_grad_norm or float("inf"))
-        self.optimizer.step()
+        if taken:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        totals = self._sum_over_ranks(torch.cat([terms, torch.tensor([entropy_sum, entropy_count])]))
-        return np.array([*totals[:4].tolist(), float(norm)]), (float(totals[4]), float(totals[5]))
+        stats = StepStats(loss=float(totals[0]), clip_fraction=float(totals[1]), kl=float(totals[2]),
+                          ratio_mean=float(totals[3]), approx_kl=float(totals[4]), ratio_p50=spread[0],
+                          ratio_p99=spread[1], ratio_max=spread[2], grad_norm=float(norm), taken=taken)
+        return stats, (float(totals[5]), float(totals[6]))
+
+    def _ratio_quantiles(self, ratios: Tensor) -> tuple[float, float, float]:
+        """The median, 99th percentile and maximum of the mini-batch's ratios over every rank."""
+        values = ratios.double().cpu().numpy()
+        if self.dist.active:
+            values = np.concatenate([np.asarray(v) for v in self.dist.gather(values.tolist())])
+        if not len(values):
+            return 1.0, 1.0, 1.0
+        return float(np.median(values)), float(np.quantile(values, 0.99)), float(values.max())
 
     def _micro_batches(self, members: list[SequenceInfo]) -> list[list[SequenceInfo]]:
         batches: list[list[SequenceInfo]] = []
@@ -192,35 +271,70 @@ class Learner:
         return batches
 
     def _micro_batch(self, sequences: list[LearnSequence], total_tokens: int, total_sequences: int,
-                     with_entropy: bool) -> tuple[Tensor, Tensor, tuple[float, float]]:
+                     with_entropy: bool) -> tuple[Tensor, Tensor, Tensor, tuple[float, float]]:
+        """The weighted loss of a micro-batch; its metric sums (loss, clipped, kl, ratio, behaviour kl), its units'
+        ratios and its entropy sum and count."""
         if not sequences:  # this rank has nothing here: a zero-weight pass keeps DDP's backward count in step
             batch = pack_sequences([[self.pad_id, self.pad_id]], [[False, True]],
                                    max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
             logprobs, _ = self.module(batch, False)
-            return logprobs[0].sum() * 0.0, torch.zeros(4, dtype=torch.float64), (0.0, 0.0)
+            return logprobs[0].sum() * 0.0, torch.zeros(5, dtype=torch.float64), torch.ones(0), (0.0, 0.0)
+        if self.settings.level == "command":
+            logp, old, advantages, counts, ref, entropy = self._command_units(sequences)
+            spread = (float(entropy.detach().sum()), float(len(entropy)))
+        else:
+            logp, old, advantages, counts, ref, token_entropy = self._token_units(sequences, with_entropy)
+            entropy = None
+            spread = (float(token_entropy.sum()), float(len(token_entropy))) if token_entropy is not None \
+                else (0.0, 0.0)
+        weights = aggregation_weights(counts, self.settings.aggregation, total_tokens=total_tokens,
+                                      total_sequences=total_sequences)
+        weights = weights * torch.repeat_interleave(torch.tensor([s.weight for s in sequences], dtype=torch.float32),
+                                                    torch.tensor(counts))
+        terms = clipped_surrogate(logp, old, advantages, weights.to(logp.device), clip_eps=self.settings.clip_eps,
+                                  dual_clip=self.settings.dual_clip, ref_logp=ref, kl_beta=self.settings.kl_beta,
+                                  entropy=entropy, entropy_coef=self.settings.entropy_coef)
+        # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
+        loss = terms.loss * self.dist.world
+        parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio),
+                              float(terms.behaviour_kl)], dtype=torch.float64)
+        return loss, parts, terms.ratios, spread
+
+    def _token_units(self, sequences: list[LearnSequence], with_entropy: bool) -> tuple[
+            Tensor, Tensor, Tensor, list[int], Tensor | None, Tensor | None]:
+        """The token level's units: each loss token's log-prob, old log-prob and advantage."""
         batch = self._pack(sequences)
         logprobs, entropy = self.module(batch, with_entropy)
         logp = torch.cat(logprobs)
         device = logp.device
         old = torch.from_numpy(np.concatenate([s.old_logprobs[s.loss_mask] for s in sequences])).to(device)
         advantages = torch.from_numpy(np.concatenate([s.advantages[s.loss_mask] for s in sequences])).to(device)
-        counts = [int(s.loss_mask.sum()) for s in sequences]
-        weights = aggregation_weights(counts, self.settings.aggregation, total_tokens=total_tokens,
-                                      total_sequences=total_sequences)
-        weights = weights * torch.repeat_interleave(torch.tensor([s.weight for s in sequences], dtype=torch.float32),
-                                                    torch.tensor(counts))
         ref = None
         if self.settings.kl_beta > 0:
             with torch.no_grad(), self.policy.base_model():
                 ref = torch.cat(self.scorer(batch, False)[0])
-        terms = clipped_surrogate(logp, old, advantages, weights.to(device), clip_eps=self.settings.clip_eps,
-                                  dual_clip=self.settings.dual_clip, ref_logp=ref, kl_beta=self.settings.kl_beta)
-        # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
-        loss = terms.loss * self.dist.world
-        parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio)],
-                             dtype=torch.float64)
-        spread = (float(torch.cat(entropy).sum()), float(len(logp))) if entropy is not None else (0.0, 0.0)
-        return loss, parts, spread
+        counts = [int(s.loss_mask.sum()) for s in sequences]
+        return logp, old, advantages, counts, ref, torch.cat(entropy) if entropy is not None else None
+
+    def _command_units(self, sequences: list[LearnSequence]) -> tuple[
+            Tensor, Tensor, Tensor, list[int], Tensor | None, Tensor]:
+        """The command level's units: each turn's log pi(c|s), its old value, its advantage, and pi(.|s)'s entropy."""
+        ids = [s.token_ids.tolist() for s in sequences]
+        turns = [s.choice_turns for s in sequences]
+        lengths = [tree_length(len(s.token_ids), s.choice_turns) for s in sequences]
+        tree = choice_tree(ids, turns, row_tokens=row_width(lengths, max(self.settings.row_tokens, max(lengths))),
+                           pad_id=self.pad_id)
+        scored = self.module(tree, False)
+        device = scored.chosen.device
+        old = torch.tensor([t.old_logprob for s in sequences for t in s.choice_turns], dtype=torch.float32,
+                           device=device)
+        advantages = torch.tensor([a for s in sequences for a in s.choice_advantages], dtype=torch.float32,
+                                  device=device)
+        ref = None
+        if self.settings.kl_beta > 0:
+            with torch.no_grad(), self.policy.base_model():
+                ref = self.scorer(tree, False).chosen
+        return scored.chosen.float(), old, advantages, [len(t) for t in turns], ref, scored.entropy.float()
 
     @torch.no_grad()
     def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from tracec.runtime.environment import Environment, EnvironmentFactory
+from tracec.trace_rl.choice_policy import ChoiceTurn
 from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.turns import TurnTemplate, choice_text
 
@@ -91,6 +92,7 @@ class EpisodeRollout:
     success: bool
     truncated: bool  # ended because the context was full
     turns: int
+    choice_turns: tuple[ChoiceTurn, ...] = ()  # admissible mode: each turn's candidates, choice and its odds
 
     @property
     def loss_mask(self) -> np.ndarray:
@@ -115,6 +117,7 @@ class _Live:
     truncated: bool = False
     choices: list[str] = field(default_factory=list)  # admissible mode: the commands the next turn chooses from
     choice_ids: list[list[int]] = field(default_factory=list)
+    choice_turns: list[ChoiceTurn] = field(default_factory=list)
 
 
 def episode_generator(seed: int, iteration: int, group: int, member: int) -> torch.Generator:
@@ -201,6 +204,9 @@ class RolloutEngine:
             first, stop = 0, len(turn.ids)
         else:
             first, stop = self.template.action_token_range(turn.ids)
+        if turn.choice is not None:
+            episode.choice_turns.append(ChoiceTurn(start=len(episode.ids), choices=tuple(map(tuple, episode.choice_ids)),
+                                                   chosen=turn.choice, old_logprob=turn.choice_logprob))
         episode.ids.extend(turn.ids)
         episode.logprobs.extend(turn.logprobs)
         episode.steps.extend(step if first <= i < stop else -1 for i in range(len(turn.ids)))
@@ -234,5 +240,5 @@ class RolloutEngine:
             sampler_logprobs=np.asarray(episode.logprobs, dtype=np.float32),
             step_of_token=np.asarray(episode.steps, dtype=np.int32), sampled=np.asarray(episode.sampled, dtype=bool),
             trajectory=record, reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
-            truncated=episode.truncated, turns=episode.turns,
+            truncated=episode.truncated, turns=episode.turns, choice_turns=tuple(episode.choice_turns),
         )

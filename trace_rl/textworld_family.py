@@ -15,7 +15,9 @@ into a cache folder keyed by the textworld version and the game's options, each 
 
 `FamilyEnvironment` plays a game through `TextWorldEnvironment` (the canonical facts the rubric reads come from
 there) with two differences that make it a learning task: the reward is sparse, 1 for a win and 0 otherwise (not
-TextWorld's share of the score), and the observations are compact: the objective once, then per turn the game's
+TextWorld's share of the score), each step records whether it played the next command of TextWorld's shortest
+winning plan from the state it was taken in (`on_plan`: what the oracle credit reads, and a diagnostic of how
+much of the plan a policy follows), and the observations are compact: the objective once, then per turn the game's
 answer in its first line, the room, the inventory and (`list_commands`) the admissible commands, without the banner
 and the room's flavour text (which would be most of every turn's tokens). The trajectory's instruction (what a
 rubric reads) is the objective in lower case, as the entity facts are, so that `contains(instruction, act.obj)`
@@ -40,7 +42,7 @@ from typing import Any
 
 from tracec.runtime.environment import Observation, StepResult
 from tracec.trace_rl.envs.textworld_env import SYSTEM_PROMPT, GameMakeError, TextWorldEnvironment
-from tracec.trace_rl.envs.textworld_facts import clean_feedback
+from tracec.trace_rl.envs.textworld_facts import clean_feedback, extract_command
 
 _TITLE = re.compile(r"^-= (.+?) =-$")
 
@@ -146,6 +148,7 @@ class FamilyEnvironment:
         self.family, self.cache_dir, self.list_commands = family, Path(cache_dir), list_commands
         self._inner: TextWorldEnvironment | None = None
         self._game: Path | None = None
+        self._on_plan: list[bool] = []
 
     @property
     def system_prompt(self) -> str:
@@ -172,11 +175,14 @@ class FamilyEnvironment:
             self._game = game
         assert self._inner is not None
         self._inner.reset(0)
+        self._on_plan = []
         return Observation(text=self._render(opening=True), role="user")
 
     def step(self, action: str) -> StepResult:
         inner = self._playing()
+        plan = inner.policy_commands
         result = inner.step(action)
+        self._on_plan.append(bool(plan) and extract_command(action) == plan[0])
         won = bool(inner.game_state["won"])
         return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=result.done,
                           reward=float(won) if result.done else 0.0, state=result.state, action=result.action)
@@ -186,6 +192,7 @@ class FamilyEnvironment:
         record["game_score"] = record["env_reward"]  # TextWorld's share of the points (1 for a win), for reports
         record["env_reward"] = 1.0 if record["success"] else 0.0  # sparse: a win or nothing
         record["instruction"] = record["instruction"].lower()  # as the entity facts are: `contains` then matches
+        record["on_plan"] = list(self._on_plan)
         return record
 
     def close(self) -> None:

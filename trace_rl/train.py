@@ -8,22 +8,26 @@ Each iteration:
    the seed), every episode of the iteration decoded in one batch, multi-turn, token-in/token-out
    (`rollout_engine`). Ranks split the groups.
 2. Scoring: each loss token's advantage (`credit`): the episode's group-normalised reward (GRPO), or its step's
-   A = A_E + A_S from the compiled rubric (TRCA). Only the action tokens of each turn carry it.
+   A = A_E + A_S from the compiled rubric (TRCA). Only the action tokens of each turn carry it (at the command
+   level of the admissible mode, each turn's log pi(c|s) over its candidate commands does).
 3. Filtering: groups whose advantages are all zero teach nothing; they are dropped, and up to
    `max_resample_batches` further batches are sampled to refill the batch (DAPO's dynamic sampling, bounded).
 4. Learning: epochs x mini-batches of AdamW steps on the clipped surrogate (`learner`, `grpo_loss`), old
-   log-probs from the sampler, optional k3 KL to the base model (the adapter disabled).
+   log-probs from the sampler, optional k3 KL to the base model (the adapter disabled), an optional entropy bonus
+   and KL target; each step's trust-region diagnostics (ratio quantiles, KL to the sampler, clip fraction,
+   gradient norm) go to the metrics.
 5. Bookkeeping: metrics to `metrics.jsonl` and the console, a checkpoint every `checkpoint_every` iterations
    (`checkpoint`), the adapter synced to the rollout engine when it is not the training model itself (vLLM).
 
 What this leaves out of GRPO as papers describe it: a separate frozen reference model (the base is the adapter
 switched off), a value function or any critic, reward models (rewards are the environment's and the rubric's),
-per-token advantages within a step, entropy bonuses, and asynchronous (off-policy) rollouts.
+per-token advantages within a step, the token-level loss's entropy bonus, and asynchronous (off-policy) rollouts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 import sys
@@ -47,6 +51,7 @@ from tracec.trace_rl.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from tracec.trace_rl.choice_policy import tree_length
 from tracec.trace_rl.credit import constant_groups, episode_token_advantages, load_scorer
 from tracec.trace_rl.distributed import Distributed, init_distributed, shutdown
 from tracec.trace_rl.kv_sampler import KVCacheSampler
@@ -147,8 +152,10 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
     run.sampler.sync(run.policy)
     return {"iteration": iteration + 1, **batch.metrics, "loss": stats.loss, "clip_fraction": stats.clip_fraction,
             "kl": stats.kl, "entropy": stats.entropy, "ratio": stats.ratio, "grad_norm": stats.grad_norm, "lr": lr,
-            "optimizer_steps": stats.steps, "time_learn": time.perf_counter() - learned,
-            "time_total": time.perf_counter() - began}
+            "optimizer_steps": stats.steps, "approx_kl": stats.approx_kl, "ratio_p50": stats.ratio_p50,
+            "ratio_p99": stats.ratio_p99, "ratio_max": stats.ratio_max, "early_stopped": stats.early_stopped,
+            "steps": [dataclasses.asdict(step) for step in stats.per_step],
+            "time_learn": time.perf_counter() - learned, "time_total": time.perf_counter() - began}
 
 
 def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: EnvironmentFactory | None,
@@ -211,11 +218,10 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
                                               scorer=scorer) if episodes else []
         constant = constant_groups(episodes, advantages)
         times["time_score"] += time.perf_counter() - clock
-        offers: dict[int, list[tuple[int, int, int]]] = {}  # group -> (member, length, loss tokens)
+        offers: dict[int, list[tuple[int, int, int]]] = {}  # group -> (member, length, loss units)
         for episode in episodes:
             if not (filtering and episode.group in constant):
-                offers.setdefault(episode.group, []).append(
-                    (episode.member, len(episode.token_ids), int(episode.loss_mask.sum())))
+                offers.setdefault(episode.group, []).append((episode.member, *_units(episode, config.loss_level)))
         gathered = dist.gather(([_summary(e, e.group in constant) for e in episodes], offers))
         summaries = [s for rank_summaries, _ in gathered for s in rank_summaries]
         sampled += sum(s["sampled_tokens"] for s in summaries)
@@ -228,7 +234,7 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
             accepted.add(group)
             table.extend(SequenceInfo(key=(group, m), length=n, loss_tokens=t, rank=rank) for m, n, t in members)
             if rank == dist.rank:
-                sequences.extend(_learn_sequence(e, a) for e, a in zip(episodes, advantages) if e.group == group)
+                sequences.extend(learn_sequence(e, a) for e, a in zip(episodes, advantages) if e.group == group)
         if len(accepted) >= groups or not filtering:
             break
     metrics = _rollout_metrics(first, groups_trained=len(accepted), resample_batches=attempts - 1)
@@ -255,9 +261,19 @@ def _rollout_metrics(summaries: Sequence[dict[str, Any]], *, groups_trained: int
             "groups_trained": groups_trained, "resample_batches": resample_batches}
 
 
-def _learn_sequence(episode: EpisodeRollout, advantages: np.ndarray) -> LearnSequence:
+def _units(episode: EpisodeRollout, level: str) -> tuple[int, int]:
+    """An episode's forward length and loss units at `level`: its tokens and loss tokens, or its tree and turns."""
+    if level == "command":
+        return tree_length(len(episode.token_ids), episode.choice_turns), len(episode.choice_turns)
+    return len(episode.token_ids), int(episode.loss_mask.sum())
+
+
+def learn_sequence(episode: EpisodeRollout, advantages: np.ndarray) -> LearnSequence:
+    """What the learner needs of an episode; a chosen command's advantage is its first token's (its step's)."""
     return LearnSequence(key=(episode.group, episode.member), token_ids=episode.token_ids,
-                         loss_mask=episode.loss_mask, advantages=advantages, old_logprobs=episode.sampler_logprobs)
+                         loss_mask=episode.loss_mask, advantages=advantages, old_logprobs=episode.sampler_logprobs,
+                         choice_turns=episode.choice_turns,
+                         choice_advantages=tuple(float(advantages[turn.start]) for turn in episode.choice_turns))
 
 
 def make_sampler(config: TrainConfig, policy: Policy, template: TurnTemplate, run_dir: Path) -> Any:
@@ -278,7 +294,9 @@ def _learn_settings(config: TrainConfig) -> LearnSettings:
                          aggregation=config.loss.aggregation,
                          kl_beta=config.loss.kl_beta, max_grad_norm=config.optim.max_grad_norm,
                          temperature=config.rollout.temperature, row_tokens=config.rollout.max_context_tokens,
-                         micro_batch_tokens=config.optim.micro_batch_tokens)
+                         micro_batch_tokens=config.optim.micro_batch_tokens, level=config.loss_level,
+                         choice_score=config.rollout.choice_score, entropy_coef=config.loss.entropy_coef,
+                         target_kl=config.loss.target_kl)
 
 
 def _lr_factor(config: TrainConfig) -> Callable[[int], float]:

@@ -184,7 +184,8 @@ class RolloutSection:
 
 @dataclass(frozen=True, kw_only=True)
 class AdvantageSection:
-    kind: str = "grpo"  # grpo: the episode's group advantage | trca: per step A = A_E + A_S from a rubric
+    kind: str = "grpo"  # grpo: the episode's group advantage | trca: per step A = A_E + A_S from a rubric |
+    #   oracle: +1 on a step that follows the shortest winning plan, -1 elsewhere (the learnability gate)
     scale: str = "std"  # grpo: std (divide by the group's std) | none (Dr. GRPO)
     rubric: str = ""  # trca: the `.rubric` file of the rubric
     rubric_name: str = ""  # trca: which rubric of the file; "" = its only one
@@ -194,7 +195,7 @@ class AdvantageSection:
     max_resample_batches: int = 0  # at most this many extra batches sampled to refill filtered groups
 
     def __post_init__(self) -> None:
-        choice("kind", self.kind, ("grpo", "trca"))
+        choice("kind", self.kind, ("grpo", "trca", "oracle"))
         choice("scale", self.scale, ("std", "none"))
         require(self.kind != "trca" or bool(self.rubric), "rubric", self.rubric,
                  "TRCA scores episodes with a rubric; e.g. advantage.rubric = \"examples/toolenv.rubric\"")
@@ -239,6 +240,10 @@ class LossSection:
     aggregation: str = "sequence_mean"  # sequence_mean (GRPO, TRACE) | token_mean (DAPO)
     kl_beta: float = 0.0  # weight of the k3 KL estimate to the base model (adapter disabled); 0 = off
     importance_cap: float = 3.0  # vllm rollouts: sequences whose trainer/sampler ratio exceeds it are masked
+    level: str = "auto"  # token: ratio and clip on the chosen tokens | command: on log pi(c|s) over the
+    #   admissible commands (the policy the admissible mode samples) | auto: command when admissible, else token
+    entropy_coef: float = 0.0  # command level: weight of the candidates' entropy bonus (TRCA's paper: 0.001)
+    target_kl: float = 0.0  # end an iteration's updates once a mini-batch's approximate KL exceeds it; 0 = never
 
     def __post_init__(self) -> None:
         require(0 < self.clip_eps < 1, "clip_eps", self.clip_eps, "a number in (0, 1); try 0.28")
@@ -247,6 +252,9 @@ class LossSection:
         choice("aggregation", self.aggregation, ("sequence_mean", "token_mean"))
         require(self.kl_beta >= 0, "kl_beta", self.kl_beta, "a number >= 0 (0 = no KL term)")
         require(self.importance_cap >= 1, "importance_cap", self.importance_cap, "a number >= 1; try 3.0")
+        choice("level", self.level, ("auto", "token", "command"))
+        require(self.entropy_coef >= 0, "entropy_coef", self.entropy_coef, "a number >= 0; try 0.001")
+        require(self.target_kl >= 0, "target_kl", self.target_kl, "a number >= 0 (0 = never stop early); try 0.02")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,6 +293,20 @@ class TrainConfig:
         if self.rollout.backend == "vllm" and self.model.device == "cpu":
             raise FieldError("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
                        "rollout.backend = \"transformers\"")
+
+        if self.loss.level == "command" and self.rollout.action_mode != "admissible":
+            raise FieldError("loss.level", "command", "the command-level loss needs the admissible-command mode; set "
+                             "rollout.action_mode = \"admissible\" or loss.level = \"token\"")
+        if self.loss.entropy_coef and self.loss_level != "command":
+            raise FieldError("loss.entropy_coef", self.loss.entropy_coef, "the entropy bonus acts on the command "
+                             "level (admissible mode) only; set loss.entropy_coef = 0")
+
+    @property
+    def loss_level(self) -> str:
+        """The loss's level once `auto` is resolved: command in the admissible mode, token otherwise."""
+        if self.loss.level != "auto":
+            return self.loss.level
+        return "command" if self.rollout.action_mode == "admissible" else "token"
 
     def replace(self, **sections: Any) -> TrainConfig:
         return dataclasses.replace(self, **sections)

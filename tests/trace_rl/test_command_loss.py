@@ -1,0 +1,186 @@
+"""The command-level loss of the admissible mode and the trust-region diagnostics of every update.
+
+The tree re-scoring is checked against plain full-context forwards of each candidate (no cache, no tree), and the
+loss, its ratio and its gradient against a direct transcription of the formulas on the tiny model; the diagnostics
+on an update whose second mini-batch must move the ratio; the KL target on one that must stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from test_admissible_mode import CommandEnv, _engine, _plain_scores
+from tracec.trace_rl.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
+from tracec.trace_rl.credit import episode_token_advantages
+from tracec.trace_rl.distributed import Distributed
+from tracec.trace_rl.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
+from tracec.trace_rl.policy import Policy
+from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask
+from tracec.trace_rl.train import learn_sequence
+from tracec.trace_rl.train_config import ConfigError, LoraSection, config_from_dict
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _adapted(seed: int = 2) -> Policy:
+    policy = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=seed)
+    torch.manual_seed(seed)
+    with torch.no_grad():  # a non-zero adapter: the scores are the adapted policy's
+        for p in policy.trainable_parameters():
+            p.normal_(0, 0.05)
+    return policy
+
+
+def _episodes(policy: Policy, score: str = "mean", groups: int = 2, size: int = 3) -> list[EpisodeRollout]:
+    engine = _engine(policy, score=score, max_turns=3)
+    with torch.no_grad():
+        return engine.run([GroupTask(group=g, seed=g + 1) for g in range(groups)], group_size=size, seed=0,
+                          iteration=0)
+
+
+def _direct_log_pi(policy: Policy, episode: EpisodeRollout, turn: ChoiceTurn, score: str) -> torch.Tensor:
+    """log softmax over the turn's candidates of their scores, each from a plain forward of context + candidate."""
+    context = episode.token_ids[:turn.start].tolist()
+    values = []
+    for choice in turn.choices:
+        logits = policy.model(input_ids=torch.tensor([context + list(choice)])).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        token = torch.stack([logprobs[len(context) - 1 + j, t] for j, t in enumerate(choice)])
+        values.append(token.mean() if score == "mean" else token.sum())
+    return torch.log_softmax(torch.stack(values), dim=0)
+
+
+@pytest.mark.parametrize("score", ["mean", "sum"])
+def test_the_tree_scores_every_candidate_as_a_plain_forward_would(score: str) -> None:
+    policy = _adapted()
+    episodes = _episodes(policy, score)
+    tree = choice_tree([e.token_ids.tolist() for e in episodes], [e.choice_turns for e in episodes],
+                       row_tokens=150, pad_id=policy.tokenizer.pad_token_id)
+    assert tree.input_ids.shape[0] > 1  # several rows, several trees a row: the mask keeps them apart
+    with torch.no_grad():
+        scored = choice_logprobs(policy.model, tree, temperature=1.0, score=score)
+        direct = [_direct_log_pi(policy, e, t, score) for e in episodes for t in e.choice_turns]
+    chosen = torch.stack([d[t.chosen] for d, t in zip(direct, [t for e in episodes for t in e.choice_turns])])
+    entropy = torch.stack([-(d.exp() * d).sum() for d in direct])
+    old = torch.tensor([t.old_logprob for e in episodes for t in e.choice_turns])
+    assert torch.allclose(scored.chosen, chosen, atol=1e-5)
+    assert torch.allclose(scored.entropy, entropy, atol=1e-5)
+    assert torch.allclose(scored.chosen.double(), old.double(), atol=1e-4)  # what the sampler drew it with
+    plain = _plain_scores(policy, episodes[0].token_ids[:episodes[0].choice_turns[0].start].tolist(),
+                          [list(c) for c in episodes[0].choice_turns[0].choices], 1.0, score)
+    assert np.allclose(torch.log_softmax(torch.tensor(plain), 0).numpy(), direct[0].detach().numpy(), atol=1e-5)
+
+
+def _learn_batch(policy: Policy, shift: float) -> tuple[list[LearnSequence], list[SequenceInfo]]:
+    """The episodes as learner sequences, their old log-probs moved by +-`shift` so that some ratios clip."""
+    episodes = _episodes(policy, groups=2, size=3)
+    advantages = episode_token_advantages(episodes, kind="grpo")
+    sequences = []
+    for index, (episode, advantage) in enumerate(zip(episodes, advantages, strict=True)):
+        sequence = learn_sequence(episode, advantage)
+        moved = tuple(dataclasses.replace(t, old_logprob=t.old_logprob + shift * (-1) ** (index + k))
+                      for k, t in enumerate(sequence.choice_turns))
+        ramp = tuple(a + 0.5 * k - 0.5 for k, a in enumerate(sequence.choice_advantages))  # non-zero, mixed signs
+        sequences.append(dataclasses.replace(sequence, choice_turns=moved, choice_advantages=ramp))
+    table = [SequenceInfo(key=s.key, length=tree_length(len(s.token_ids), s.choice_turns),
+                          loss_tokens=len(s.choice_turns), rank=0) for s in sequences]
+    return sequences, table
+
+
+def test_the_command_loss_its_ratio_and_gradient_match_a_direct_transcription() -> None:
+    policy = _adapted()
+    sequences, table = _learn_batch(policy, shift=0.3)
+    eps, coef = 0.2, 0.01
+    # The direct transcription: per turn rho = pi / pi_old, min(rho A, clip(rho) A) + alpha H, a mean over each
+    # episode's turns, then over episodes.
+    episodes_loss = []
+    for sequence in sequences:
+        terms = []
+        for turn, advantage in zip(sequence.choice_turns, sequence.choice_advantages, strict=True):
+            log_pi = _direct_log_pi(policy, _as_rollout(sequence), turn, "mean")
+            rho = torch.exp(log_pi[turn.chosen] - turn.old_logprob)
+            surrogate = torch.minimum(rho * advantage, torch.clamp(rho, 1 - eps, 1 + eps) * advantage)
+            terms.append(surrogate + coef * -(log_pi.exp() * log_pi).sum())
+        episodes_loss.append(-torch.stack(terms).mean())
+    expected = torch.stack(episodes_loss).mean()
+    expected.backward()
+    grads = [p.grad.detach().clone() for p in policy.trainable_parameters()]
+    before = [p.detach().clone() for p in policy.trainable_parameters()]
+    policy.model.zero_grad(set_to_none=True)
+    learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=1.0),
+                      LearnSettings(level="command", clip_eps=eps, entropy_coef=coef, max_grad_norm=0.0,
+                                    mini_batches=1), Distributed())
+    stats = learner.update(sequences, table, seed=0, iteration=0)
+    assert stats.steps == 1 and stats.loss == pytest.approx(float(expected), abs=1e-5)
+    assert 0 < stats.clip_fraction < 1  # the shifted old log-probs put some turns outside the clip range
+    for grad, old, new in zip(grads, before, policy.trainable_parameters(), strict=True):
+        assert torch.allclose(old - new.detach(), grad, atol=1e-5, rtol=1e-4)
+    assert any(g.abs().max() > 1e-4 for g in grads)
+
+
+def _as_rollout(sequence: LearnSequence) -> EpisodeRollout:
+    return EpisodeRollout(group=0, member=0, seed=0, episode="e", token_ids=sequence.token_ids,
+                          sampler_logprobs=sequence.old_logprobs, step_of_token=np.zeros(0, dtype=np.int32),
+                          sampled=np.zeros(0, dtype=bool), trajectory={}, reward=0.0, success=False,
+                          truncated=False, turns=len(sequence.choice_turns), choice_turns=sequence.choice_turns)
+
+
+def test_the_second_mini_batch_sees_the_first_steps_ratio_and_the_diagnostics_say_so() -> None:
+    policy = _adapted()
+    sequences, table = _learn_batch(policy, shift=0.0)
+    learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
+                      LearnSettings(level="command", mini_batches=2), Distributed())
+    stats = learner.update(sequences, table, seed=0, iteration=0)
+    first, second = stats.per_step
+    assert first.taken and second.taken and stats.steps == 2
+    assert first.ratio_max == pytest.approx(1.0, abs=1e-4) and first.approx_kl == pytest.approx(0.0, abs=1e-6)
+    assert abs(second.ratio_max - 1.0) > 1e-3 and second.approx_kl > 1e-6
+    assert second.ratio_p50 <= second.ratio_p99 <= second.ratio_max
+    assert stats.ratio_max == max(first.ratio_max, second.ratio_max) and first.grad_norm > 0
+
+
+def test_a_kl_target_ends_the_updates_at_the_first_mini_batch_past_it() -> None:
+    policy = _adapted()
+    sequences, table = _learn_batch(policy, shift=0.0)
+    learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
+                      LearnSettings(level="command", mini_batches=3, target_kl=1e-7), Distributed())
+    stats = learner.update(sequences, table, seed=0, iteration=0)
+    after_one = [p.detach().clone() for p in policy.trainable_parameters()]
+    assert stats.early_stopped and stats.steps == 1
+    assert [s.taken for s in stats.per_step] == [True, False]
+    assert stats.per_step[1].approx_kl > 1e-7
+    # the same update without the target takes the later steps, which move the weights further
+    redo = _adapted()
+    Learner(redo, torch.optim.Adam(redo.trainable_parameters(), lr=0.05),
+            LearnSettings(level="command", mini_batches=3), Distributed()).update(
+        sequences, table, seed=0, iteration=0)
+    assert any(not torch.equal(a, b.detach()) for a, b in zip(after_one, redo.trainable_parameters()))
+
+
+def test_the_loss_level_follows_the_action_mode_and_refuses_what_cannot_work() -> None:
+    base = {"model": {"name": "tiny"}, "env": {"kind": "python", "python": {"factory": "m:f"}}}
+    admissible = config_from_dict({**base, "rollout": {"action_mode": "admissible"}})
+    assert admissible.loss_level == "command"
+    assert config_from_dict(base).loss_level == "token"
+    assert config_from_dict({**base, "rollout": {"action_mode": "admissible"},
+                             "loss": {"level": "token"}}).loss_level == "token"
+    with pytest.raises(ConfigError, match="loss.level"):
+        config_from_dict({**base, "loss": {"level": "command"}})
+    with pytest.raises(ConfigError, match="entropy_coef"):
+        config_from_dict({**base, "loss": {"entropy_coef": 0.001}})
+
+
+def test_every_turn_of_an_admissible_episode_is_a_choice_turn_with_its_sampled_odds() -> None:
+    policy = _adapted()
+    envs: list[CommandEnv] = []
+    episodes = _engine(policy, envs, max_turns=3).run([GroupTask(group=0, seed=1)], group_size=2, seed=0,
+                                                      iteration=0)
+    for episode in episodes:
+        assert len(episode.choice_turns) == episode.turns == 3
+        for turn in episode.choice_turns:
+            chosen = list(turn.choices[turn.chosen])
+            assert episode.token_ids[turn.start:turn.start + len(chosen)].tolist() == chosen
+            assert turn.old_logprob < 0

@@ -20,7 +20,6 @@ Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+import numpy as np
 from tracec.trace_rl.learning_curve import (
     Curve,
     CurvePoint,
@@ -39,8 +39,8 @@ from tracec.trace_rl.learning_curve import (
     learning_curve,
     plot_curves,
     prepare_setup,
-    rollouts_to_reach,
 )
+from tracec.trace_rl.learning_stats import paired_auc, paired_difference, success_interval
 from tracec.trace_rl.textworld_family import TaskFamily
 from tracec.trace_rl.train_config import LoraSection
 
@@ -92,8 +92,23 @@ def method_spec(method: str, setup: Setup, budget: DemoBudget, *, seed: int = 0)
                    lr=budget.lr, eval_episodes=budget.eval_episodes, seed=seed)
 
 
-def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFamily = DEMO_FAMILY) -> int:
+def quiet_libraries() -> None:
+    """No third-party warnings or progress bars (transformers' weight loading and shard writing) in the demo's
+    output: it prints its own progress."""
+    import warnings
+
+    import transformers
+
+    warnings.filterwarnings("ignore")
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFamily = DEMO_FAMILY,
+             verbose: bool = False) -> int:
     budget = budget or DemoBudget()
+    if not verbose:
+        quiet_libraries()
     workdir.mkdir(parents=True, exist_ok=True)
     began, cpu_began = time.perf_counter(), _cpu_seconds()
     _section(f"1. the task family: {len(family.train_seeds)} training games, {len(family.eval_seeds)} held-out games "
@@ -104,7 +119,9 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
     rollouts = budget.iterations * budget.groups * budget.group_size
     _section(f"2. the small policy, {rollouts} rollouts a method: sparse GRPO and GRPO + TRCA ({setup.rubric.name})")
     curves = _train_methods(setup, budget, workdir)
-    _print_curves(curves, budget.eval_episodes * len(family.eval_seeds))
+    print(f"  each point: {budget.eval_episodes * len(family.eval_seeds)} held-out episodes ({len(family.eval_seeds)} "
+          f"games x {budget.eval_episodes}), sampled from one fixed stream")
+    _print_curves(curves)
     figure = plot_curves({label: [curves[method]] for method, label in METHODS}, workdir / "learning.png",
                          title="TextWorld family, small policy: held-out success")
     print(f"  curves: {figure}")
@@ -183,9 +200,7 @@ def _run_dir(workdir: Path, method: str) -> Path:
 
 
 def _worker(method: str, setup: Setup, budget: DemoBudget, out: Path, queue: Any) -> None:
-    import warnings
-
-    warnings.filterwarnings("ignore")
+    quiet_libraries()
     try:
         curve = learning_curve(setup, method_spec(method, setup, budget), out,
                                on_iteration=lambda _: queue.put(("iteration", method, None)),
@@ -203,24 +218,52 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _print_curves(curves: dict[str, Curve], episodes: int) -> None:
-    """The two curves side by side; `episodes`: held-out episodes a point."""
+def _print_curves(curves: dict[str, Curve]) -> None:
+    """The two curves side by side with 95% intervals over the held-out games, the headline gap with its interval,
+    and each run's trust-region diagnostics."""
     grpo, trca = curves["grpo"], curves["trca"]
-    print(f"\n  {'rollouts':>8}  {'sparse GRPO':>11}  {'GRPO + TRCA':>11}   (held-out success; points share)")
+    print(f"\n  {'rollouts':>8}  {'sparse GRPO':>22}  {'GRPO + TRCA':>22}   (held-out success, 95% CI over games)")
     for a, b in zip(grpo.points, trca.points, strict=True):
-        print(f"  {a.rollouts:>8}  {a.success:>11.3f}  {b.success:>11.3f}   ({a.reward:.3f}; {b.reward:.3f})")
-    target = grpo.points[-1].success
-    reached = rollouts_to_reach(trca, target)
+        print(f"  {a.rollouts:>8}  {_with_interval(a):>22}  {_with_interval(b):>22}")
+    print(headline(grpo, trca))
+    for method, label in METHODS:
+        print(f"  {label}: {trust_region_summary(curves[method].train_metrics)}")
     print(f"  groups with no signal (all advantages 0): sparse GRPO {grpo.constant_fraction():.0%}, "
           f"TRCA {trca.constant_fraction():.0%}")
-    if target <= grpo.points[0].success:
-        print(f"  sparse GRPO's held-out success did not rise above its start ({target:.3f})")
-    print(f"  TRCA first reaches sparse GRPO's final held-out success ({target:.3f}) at "
-          + (f"{reached} rollouts (GRPO: {grpo.points[-1].rollouts})" if reached is not None else "no evaluated point")
-          + f"; final: sparse GRPO {target:.3f}, TRCA {trca.points[-1].success:.3f}")
-    spread = math.sqrt(max(target, 0.05) * (1 - max(target, 0.05)) / episodes)
-    print(f"  each point is {episodes} held-out episodes: its standard error is ~{spread:.3f}, so smaller gaps are "
-          "noise; bench/learning.py runs seeds and reports their spread")
+
+
+def _wins(point: CurvePoint) -> np.ndarray:
+    return np.asarray(point.wins, dtype=float)[None]  # one seed: (1, games, episodes)
+
+
+def _with_interval(point: CurvePoint) -> str:
+    interval = success_interval(_wins(point))
+    return f"{point.success:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def headline(grpo: Curve, trca: Curve) -> str:
+    """One line: TRCA minus GRPO at the end and over the whole curve, each with its paired 95% interval, and what
+    the interval allows one to say."""
+    final = paired_difference(_wins(grpo.points[-1]), _wins(trca.points[-1]))
+    rollouts = [p.rollouts for p in grpo.points]
+    area = paired_auc(rollouts, np.stack([[np.asarray(p.wins, dtype=float) for p in grpo.points]]),
+                      np.stack([[np.asarray(p.wins, dtype=float) for p in trca.points]]))
+    verdict = ("TRCA ahead" if final.low > 0 else "GRPO ahead") if final.excludes_zero() else \
+        "the interval holds 0: this budget does not tell the methods apart"
+    return (f"  TRCA - GRPO held-out success at {rollouts[-1]} rollouts: {final} (paired over the same games, 95%); "
+            f"{verdict}\n  TRCA - GRPO area under the curve: {area}")
+
+
+def trust_region_summary(metrics: list[dict[str, Any]]) -> str:
+    """How far the updates went from the sampling policy over a run: the worst per-step ratio p99 and maximum, the
+    median approximate KL, the mean clip fraction, the largest gradient norm before clipping, early stops."""
+    steps = [step for m in metrics for step in m.get("steps", ())]
+    if not steps:
+        return "no update taken"
+    return (f"{len(steps)} optimizer steps, ratio p99 <= {max(s['ratio_p99'] for s in steps):.2f} (max "
+            f"{max(s['ratio_max'] for s in steps):.2f}), approx KL median {np.median([s['approx_kl'] for s in steps]):.4f}, "
+            f"clipped {np.mean([s['clip_fraction'] for s in steps]):.1%}, grad norm <= "
+            f"{max(s['grad_norm'] for s in steps):.2f}, {sum(bool(m.get('early_stopped')) for m in metrics)} early stops")
 
 
 def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] | None:

@@ -42,7 +42,7 @@ FAMILY_FACTORY = "tracec.trace_rl.textworld_family:FamilyEnvironment"
 class RunSpec:
     """One training run and how it is evaluated."""
 
-    method: str  # grpo: sparse GRPO | trca: GRPO + TRCA step advantages from `rubric`
+    method: str  # grpo: sparse GRPO | trca: GRPO + TRCA step advantages from `rubric` | oracle: the plan's credit
     model: str  # a checkpoint folder or an installed model's name
     rubric: Path | None = None
     lora: LoraSection = SMALL_LORA
@@ -52,6 +52,10 @@ class RunSpec:
     groups_per_batch: int = 8
     lr: float = 1e-2
     dual_clip: float = 0.0  # the loss's dual clip (0: off)
+    clip_eps: float = 0.2
+    loss_level: str = "auto"  # command in the admissible mode (log pi(c|s)), token otherwise
+    entropy_coef: float = 0.0
+    target_kl: float = 0.0
     epochs: int = 1
     mini_batches: int = 2
     seed: int = 0
@@ -61,14 +65,15 @@ class RunSpec:
     choice_score: str = "mean"
     max_new_tokens: int = 16
     max_context_tokens: int = 2048
-    eval_episodes: int = 2  # a held-out seed
+    eval_episodes: int = 2  # a held-out seed, sampled
+    eval_greedy: bool = False  # also one greedy episode a held-out seed
     threads: int = 1  # torch threads (0: torch's default)
     device: str = "cpu"
     backend: str = "transformers"  # the training rollouts' sampler (vllm: GPUs); evaluation uses the KV-cache one
 
     def __post_init__(self) -> None:
-        if self.method not in ("grpo", "trca"):
-            raise ValueError(f"RunSpec: method={self.method!r} must be 'grpo' or 'trca'")
+        if self.method not in ("grpo", "trca", "oracle"):
+            raise ValueError(f"RunSpec: method={self.method!r} must be 'grpo', 'trca' or 'oracle'")
         if self.method == "trca" and self.rubric is None:
             raise ValueError("RunSpec: TRCA needs a rubric")
         if self.iterations < 1 or self.eval_every < 1 or self.eval_episodes < 1:
@@ -82,8 +87,11 @@ class RunSpec:
 @dataclass(frozen=True)
 class CurvePoint:
     rollouts: int  # training episodes sampled before this evaluation
-    success: float  # held-out success rate
+    success: float  # held-out success rate (sampled)
     reward: float  # held-out mean share of the game's points (1 for a win)
+    wins: tuple[tuple[float, ...], ...] = ()  # (games, episodes): each sampled episode's win, games in seed order
+    greedy: float | None = None  # held-out success of one greedy episode a game (eval_greedy)
+    greedy_wins: tuple[float, ...] = ()
 
 
 @dataclass
@@ -146,7 +154,8 @@ def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
                     "action_mode": spec.action_mode, "choice_score": spec.choice_score},
         "advantage": advantage,
         "optim": {"lr": spec.lr, "epochs": spec.epochs, "mini_batches": spec.mini_batches},
-        "loss": {"dual_clip": spec.dual_clip},
+        "loss": {"dual_clip": spec.dual_clip, "clip_eps": spec.clip_eps, "level": spec.loss_level,
+                 "entropy_coef": spec.entropy_coef, "target_kl": spec.target_kl},
         "run": {"iterations": spec.iterations, "checkpoint_every": spec.eval_every,
                 "keep_checkpoints": spec.iterations // spec.eval_every + 1, "seed": spec.seed, "out": str(out)},
     })
@@ -185,8 +194,11 @@ def learning_curve(setup: Setup, spec: RunSpec, out: Path, *,
     for iteration in [0, *range(spec.eval_every, spec.iterations + 1, spec.eval_every)]:
         if iteration:
             policy.load_adapter_state(_adapter_state(out / "checkpoints" / f"iter_{iteration:06d}" / "adapter"))
-        success, reward = evaluate(policy, setup, spec)
-        point = CurvePoint(rollouts=iteration * spec.rollouts_per_iteration, success=success, reward=reward)
+        sampled = evaluate(policy, setup, spec)
+        greedy = evaluate(policy, setup, spec, greedy=True) if spec.eval_greedy else None
+        point = CurvePoint(rollouts=iteration * spec.rollouts_per_iteration, success=sampled.success,
+                           reward=sampled.reward, wins=sampled.wins, greedy=greedy.success if greedy else None,
+                           greedy_wins=tuple(w[0] for w in greedy.wins) if greedy else ())
         curve.points.append(point)
         if on_evaluation is not None:
             on_evaluation(point)
@@ -205,8 +217,17 @@ def _adapter_state(folder: Path) -> dict[str, Any]:
     return load_file(str(folder / "adapter_model.safetensors"))
 
 
-def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | None = None) -> tuple[float, float]:
-    """Held-out success rate and mean points share of `policy` (episodes sampled from the fixed eval stream)."""
+@dataclass(frozen=True)
+class Evaluation:
+    success: float
+    reward: float  # mean points share
+    wins: tuple[tuple[float, ...], ...]  # (games, episodes)
+
+
+def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | None = None, *,
+             greedy: bool = False) -> Evaluation:
+    """Held-out success of `policy`: `spec.eval_episodes` episodes a game sampled from the fixed eval stream, or
+    (`greedy`) one episode a game taking the most likely command."""
     import torch
     from tracec.trace_rl.kv_sampler import KVCacheSampler
     from tracec.trace_rl.rollout_engine import GroupTask, RolloutEngine, RolloutSettings
@@ -216,17 +237,19 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
     template = TurnTemplate(policy.tokenizer)
     pad = policy.tokenizer.pad_token_id
     sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
-                             pad_id=int(pad if pad is not None else 0), choice_score=spec.choice_score)
+                             pad_id=int(pad if pad is not None else 0), choice_score=spec.choice_score, greedy=greedy)
     engine = RolloutEngine(sampler, template, lambda: _environment(setup, spec),
                            RolloutSettings(max_turns=setup.family.max_turns, max_new_tokens=spec.max_new_tokens,
                                            max_context_tokens=spec.max_context_tokens, action_mode=spec.action_mode))
     policy.model.eval()
+    per_game = 1 if greedy else spec.eval_episodes
     with torch.no_grad(), policy.merged():
         episodes = engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)],
-                              group_size=spec.eval_episodes, seed=EVAL_STREAM, iteration=0)
-    success = float(np.mean([e.success for e in episodes]))
-    reward = float(np.mean([e.trajectory.get("game_score", float(e.success)) for e in episodes]))
-    return success, reward
+                              group_size=per_game, seed=EVAL_STREAM, iteration=0)
+    wins = tuple(tuple(float(e.success) for e in episodes[g * per_game:(g + 1) * per_game]) for g in range(len(seeds)))
+    return Evaluation(success=float(np.mean([e.success for e in episodes])),
+                      reward=float(np.mean([e.trajectory.get("game_score", float(e.success)) for e in episodes])),
+                      wins=wins)
 
 
 def rollouts_to_reach(curve: Curve, target: float) -> int | None:

@@ -1,0 +1,82 @@
+"""The learning statistics against direct transcriptions: interpolated reach, the area under a curve, and
+bootstrap intervals that cover what they should and separate what differs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tracec.trace_rl.learning_stats import (
+    area_under_curve,
+    paired_auc,
+    paired_difference,
+    reach,
+    reach_ratio,
+    success_interval,
+)
+
+ROLLOUTS = [0, 100, 200, 300]
+
+
+def test_reach_interpolates_the_first_crossing() -> None:
+    assert reach(ROLLOUTS, [0.0, 0.2, 0.4, 0.6], 0.3) == pytest.approx(150.0)
+    assert reach(ROLLOUTS, [0.0, 0.2, 0.4, 0.6], 0.2) == pytest.approx(100.0)
+    assert reach(ROLLOUTS, [0.0, 0.5, 0.1, 0.6], 0.3) == pytest.approx(60.0)  # the first crossing, not a later one
+    assert reach(ROLLOUTS, [0.0, 0.1, 0.1, 0.1], 0.3) is None
+    assert reach(ROLLOUTS, [0.4, 0.1, 0.1, 0.1], 0.3) == 0.0
+
+
+@given(st.lists(st.floats(0, 1), min_size=2, max_size=8), st.floats(0.01, 1))
+def test_reach_is_where_the_piecewise_linear_curve_first_meets_the_target(values: list[float], target: float) -> None:
+    rollouts = [64 * k for k in range(len(values))]
+    found = reach(rollouts, values, target)
+    grid = np.union1d(np.linspace(0, rollouts[-1], 20001), rollouts)  # the evaluated points themselves included
+    curve = np.interp(grid, rollouts, values)
+    hits = grid[curve >= target - 1e-9]
+    if found is None:
+        assert not len(hits)
+    else:
+        assert len(hits) and abs(found - hits[0]) <= rollouts[-1] / 20000 + 1e-6
+
+
+def test_the_area_is_the_trapezoid_mean() -> None:
+    assert area_under_curve(ROLLOUTS, [0.0, 0.3, 0.3, 0.6]) == pytest.approx((0.15 + 0.3 + 0.45) / 3)
+
+
+def _wins(rng: np.random.Generator, rates: np.ndarray, seeds: int, episodes: int) -> np.ndarray:
+    """(seeds, games, episodes) wins at each game's rate."""
+    return (rng.random((seeds, len(rates), episodes)) < rates[None, :, None]).astype(float)
+
+
+def test_a_paired_difference_separates_a_real_gap_and_covers_no_gap() -> None:
+    rng = np.random.default_rng(0)
+    rates = rng.uniform(0.1, 0.6, 32)  # games differ a lot: pairing removes that
+    a = _wins(rng, rates, 5, 8)
+    same = _wins(rng, rates, 5, 8)
+    better = _wins(rng, np.clip(rates + 0.15, 0, 1), 5, 8)
+    gap = paired_difference(a, better)
+    assert gap.excludes_zero() and gap.low < 0.15 < gap.high + 0.05
+    assert gap.estimate == pytest.approx(better.mean() - a.mean())
+    assert not paired_difference(a, same).excludes_zero()
+    one = success_interval(a)
+    assert one.low < a.mean() < one.high and one.estimate == pytest.approx(a.mean())
+    with pytest.raises(ValueError, match="same games"):
+        paired_difference(a, better[:, :5])
+
+
+def test_the_reach_ratio_finds_a_method_twice_as_fast() -> None:
+    rng = np.random.default_rng(1)
+    rollouts = [0, 100, 200, 300, 400]
+    slow = np.array([0.0, 0.1, 0.2, 0.3, 0.4])
+    fast = np.array([0.0, 0.2, 0.4, 0.4, 0.4])
+    games = np.full(32, 1.0)
+
+    def runs(curve: np.ndarray) -> np.ndarray:  # (seeds, points, games, episodes)
+        return np.stack([np.stack([_wins(rng, games * p, 1, 16)[0] for p in curve]) for _ in range(5)])
+
+    ratio, grpo_seeds, trca_seeds = reach_ratio(rollouts, runs(slow), runs(fast), share=1.0)
+    assert 0.3 < ratio.estimate < 0.75 and ratio.high < 1.0
+    assert len(grpo_seeds) == len(trca_seeds) == 5
+    auc = paired_auc(rollouts, runs(slow), runs(fast))
+    assert auc.excludes_zero() and auc.estimate > 0

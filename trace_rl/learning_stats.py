@@ -1,0 +1,139 @@
+"""Statistics of learning curves that can tell two methods apart: paired bootstrap intervals over seeds and games.
+
+A method's evaluation at one checkpoint is an array of wins, (seeds, games, episodes): every seed of every method
+meets the same held-out games with the same random streams, so the games pair the methods. Every interval here is a
+percentile bootstrap that resamples both sources of noise at once: the games (one draw shared by the two methods:
+the pairing) and each method's seeds (independently: the runs are independent). Functions:
+- `paired_difference`: the mean success of B minus A at one checkpoint, with its interval;
+- `reach`: the rollouts a curve needs to reach a target success, by linear interpolation between evaluated points
+  (a first crossing of the curve, not of one noisy endpoint: the curve is a mean over seeds and games), or None;
+- `reach_ratio`: TRCA's rollouts to reach a share of GRPO's final success over GRPO's own, with its interval (a
+  resample where a method never reaches the target counts at the budget, so the ratio is then a bound);
+- `area_under_curve`: mean success over the rollout axis (trapezoids), normalised by the budget.
+Left out: multiple-comparison corrections (the primary metric is fixed in advance, the rest are secondary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ROUNDS = 2000
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def _percentiles(samples: np.ndarray) -> tuple[float, float]:
+    finite = samples[np.isfinite(samples)]
+    if not len(finite):
+        return float("nan"), float("nan")
+    tail = (1 - LEVEL) / 2 * 100
+    return float(np.percentile(finite, tail)), float(np.percentile(finite, 100 - tail))
+
+
+def _resample(rng: np.random.Generator, seeds: int, games: int) -> tuple[np.ndarray, np.ndarray]:
+    return rng.integers(0, seeds, seeds), rng.integers(0, games, games)
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray, *, seed: int = 0, rounds: int = ROUNDS) -> Interval:
+    """Mean success of `b` minus `a` (each (seeds, games, episodes), the same games), with its interval."""
+    _check_pair(a, b)
+    rng = np.random.default_rng(seed)
+    per_game_a, per_game_b = a.mean(axis=2), b.mean(axis=2)  # (seeds, games)
+    samples = np.empty(rounds)
+    for r in range(rounds):
+        games = rng.integers(0, a.shape[1], a.shape[1])
+        seeds_a, seeds_b = rng.integers(0, a.shape[0], a.shape[0]), rng.integers(0, b.shape[0], b.shape[0])
+        samples[r] = per_game_b[np.ix_(seeds_b, games)].mean() - per_game_a[np.ix_(seeds_a, games)].mean()
+    return Interval(float(per_game_b.mean() - per_game_a.mean()), *_percentiles(samples))
+
+
+def reach(rollouts: Sequence[int], success: Sequence[float], target: float) -> float | None:
+    """The first rollout count at which the piecewise-linear curve through the evaluated points reaches `target`
+    (0 when the untrained point already does); None when it never does."""
+    if success[0] >= target:
+        return 0.0
+    for k in range(1, len(rollouts)):
+        if success[k] >= target:
+            share = (target - success[k - 1]) / (success[k] - success[k - 1])
+            return float(rollouts[k - 1] + share * (rollouts[k] - rollouts[k - 1]))
+    return None
+
+
+def reach_ratio(rollouts: Sequence[int], grpo: np.ndarray, trca: np.ndarray, *, share: float, seed: int = 0,
+                rounds: int = ROUNDS) -> tuple[Interval, list[float | None], list[float | None]]:
+    """TRCA's rollouts to reach `share` x GRPO's final mean success over GRPO's own, with its interval; and
+    each seed's reach. `grpo`, `trca`: (seeds, points, games, episodes) wins along the curve."""
+    rng = np.random.default_rng(seed)
+    budget = float(rollouts[-1])
+
+    def reaches(runs: np.ndarray, games: np.ndarray, target: float) -> np.ndarray:
+        curves = runs[:, :, games].mean(axis=(2, 3))  # (seeds, points)
+        found = [reach(rollouts, curve, target) for curve in curves]
+        return np.array([budget if r is None else r for r in found])
+
+    everything = np.arange(grpo.shape[2])
+    target = share * grpo[:, -1].mean()
+    estimate = reaches(trca, everything, target).mean() / reaches(grpo, everything, target).mean()
+    samples = np.empty(rounds)
+    for r in range(rounds):
+        games = rng.integers(0, grpo.shape[2], grpo.shape[2])
+        seeds_g, seeds_t = rng.integers(0, grpo.shape[0], grpo.shape[0]), rng.integers(0, trca.shape[0], trca.shape[0])
+        goal = share * grpo[seeds_g][:, -1][:, games].mean()
+        samples[r] = reaches(trca[seeds_t], games, goal).mean() / reaches(grpo[seeds_g], games, goal).mean()
+    per_seed = [[reach(rollouts, run.mean(axis=(1, 2)), target) for run in runs] for runs in (grpo, trca)]
+    return Interval(float(estimate), *_percentiles(samples)), per_seed[0], per_seed[1]
+
+
+def area_under_curve(rollouts: Sequence[int], success: Sequence[float]) -> float:
+    """Mean success over [0, budget] (trapezoids between the evaluated points)."""
+    x, y = np.asarray(rollouts, dtype=float), np.asarray(success, dtype=float)
+    return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))
+
+
+def paired_auc(rollouts: Sequence[int], a: np.ndarray, b: np.ndarray, *, seed: int = 0,
+               rounds: int = ROUNDS) -> Interval:
+    """The area under B's curve minus A's (each (seeds, points, games, episodes)), with its interval."""
+    rng = np.random.default_rng(seed)
+    curve_a, curve_b = a.mean(axis=3), b.mean(axis=3)  # (seeds, points, games)
+
+    def auc(curves: np.ndarray) -> float:
+        return area_under_curve(rollouts, curves.mean(axis=(0, 2)))
+
+    samples = np.empty(rounds)
+    for r in range(rounds):
+        games = rng.integers(0, a.shape[2], a.shape[2])
+        seeds_a, seeds_b = rng.integers(0, a.shape[0], a.shape[0]), rng.integers(0, b.shape[0], b.shape[0])
+        samples[r] = auc(curve_b[seeds_b][:, :, games]) - auc(curve_a[seeds_a][:, :, games])
+    return Interval(auc(curve_b) - auc(curve_a), *_percentiles(samples))
+
+
+def success_interval(wins: np.ndarray, *, seed: int = 0, rounds: int = ROUNDS) -> Interval:
+    """A method's mean success at one checkpoint ((seeds, games, episodes)) with its interval."""
+    rng = np.random.default_rng(seed)
+    per_game = wins.mean(axis=2)
+    samples = np.empty(rounds)
+    for r in range(rounds):
+        seeds, games = _resample(rng, *per_game.shape)
+        samples[r] = per_game[np.ix_(seeds, games)].mean()
+    return Interval(float(per_game.mean()), *_percentiles(samples))
+
+
+def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
+    if a.ndim != 3 or b.ndim != 3 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"paired_difference: wins of shape (seeds, games, episodes) over the same games; got "
+                         f"{a.shape} and {b.shape}")

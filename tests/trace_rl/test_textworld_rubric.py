@@ -129,11 +129,35 @@ def played(tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
     write_records(gold + episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
-    return scorer, scorer.evaluate(path), [e["episode"] for e in gold], [e["episode"] for e in episodes]
+    return scorer, scorer.evaluate(path), [e["episode"] for e in gold], [e["episode"] for e in episodes], \
+        {e["episode"]: e["states"] for e in gold + episodes}
 
 
 def test_walkthroughs_are_never_punished_and_random_play_is(played):
-    scorer, result, gold, others = played
+    scorer, result, gold, others, _ = played
     assert all(result.batch.env_reward[result.batch.episodes.index(name)] == 1.0 for name in gold)
     fired = assert_invalidity_profile(scorer, result, gold, others)
     assert any(name.endswith("-careless") for name in fired["drops_target"])
+
+
+def test_a_discovery_pays_once_so_shuttling_earns_nothing(played):
+    """Random play shuttles between rooms and takes, drops and reopens things: each discovery operator fires at most
+    once for each room or thing it is about, whatever the episode repeats."""
+    scorer, result, gold, others, states_of = played
+    column = {op.name: j for j, op in enumerate(scorer.compiled.operators)}
+    assert "examines" not in column  # examining changes nothing: it could be farmed forever
+    revisits = 0
+    for name in gold + others:
+        steps = _episode(result, name)
+        states = states_of[name]
+        rooms = {s["location"] for s in states if "location" in s}
+        revisits += sum(1 for a, b in zip(states, states[1:]) if b.get("location") in a["visited"]
+                        and b.get("location") != a.get("location"))
+        fired = result.fired[steps]
+        assert fired[:, column["new_room"]].sum() <= len(rooms) - 1
+        assert fired[:, column["heads_named"]].sum() <= len(rooms) - 1
+        assert fired[:, column["takes_named"]].sum() <= len(set().union(*(s["held"] for s in states)))
+        for operator in ("sees_target", "sees_dest", "takes_target"):
+            assert fired[:, column[operator]].sum() <= 1
+    assert revisits > 0  # the episodes do go back to rooms they have been in
+

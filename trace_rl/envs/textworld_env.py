@@ -32,6 +32,7 @@ from tracec.trace_rl.envs.textworld_facts import (
     clean_feedback,
     extract_command,
     state_facts,
+    with_history,
 )
 
 SYSTEM_PROMPT = (
@@ -247,7 +248,7 @@ class TextWorldEnvironment:
             self._env, self._loaded = _start(path, self.room_descriptions), path
         self._game_state = self._env.reset()
         self.steps, self.done = 0, False
-        self.states: list[dict[str, Any]] = [state_facts(self._game_state)]
+        self.states: list[dict[str, Any]] = [with_history(state_facts(self._game_state), None)]
         self.actions: list[dict[str, Any]] = []
         return Observation(text=self._render(opening=True), role="user")
 
@@ -261,7 +262,7 @@ class TextWorldEnvironment:
         self._game_state, self.steps = after, self.steps + 1
         self.actions.append(action_facts(text=action, command=command, admissible_before=before["admissible_commands"],
                                          score_before=before["score"] or 0, score_after=after["score"] or 0))
-        self.states.append(state_facts(after))
+        self.states.append(with_history(state_facts(after), self.states[-1]))
         won_or_lost = bool(after["won"]) or bool(after["lost"])
         self.done = won_or_lost or (self.max_steps is not None and self.steps >= self.max_steps)
         return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=self.done,

@@ -125,6 +125,17 @@ def _entity(words: str | None) -> str | None:
     return None if words is None else _ARTICLE.sub("", words)
 
 
+def with_history(state: dict[str, Any], previous: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`state` with what the episode has shown up to and including it: the rooms `visited`, every entity `seen`,
+    `held` or `ever_opened`. A rubric pays a discovery once with these; on the instant facts alone, shuttling between
+    rooms or opening and closing a box would be paid again every time."""
+    history = {"visited": [state["location"]] if "location" in state else [], "seen": state["visible"],
+               "held": state["holding"], "ever_opened": state["opened"]}
+    for name, now in history.items():
+        state[name] = sorted(set(now) | set(previous[name] if previous is not None else ()))
+    return state
+
+
 def state_facts(game_state: Mapping[str, Any]) -> dict[str, Any]:
     """The canonical state of one TextWorld `GameState` (requested with `facts`, `score`, `won`, `lost`)."""
     location: str | None = None

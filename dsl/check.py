@@ -11,7 +11,7 @@ import functools
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeGuard
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
@@ -190,8 +190,7 @@ class _Checker(Reporter):
                 declared = self.type_ref(item.type)
                 odd = _unbindable(item.value)
                 if odd is not None:
-                    self.error(odd.loc, "a binding's value is a literal, `instruction`, `match(instruction, /re/, "
-                               "group)` or `lower(...)` of one of those; compute with the binding in the operators")
+                    self.error(odd.loc, _unbindable_message(odd))
                 got = scope.expr(item.value) if odd is None else None
                 if declared is not None:
                     if declared.kind not in BIND_TYPES:
@@ -274,12 +273,26 @@ def _unbindable(expr: ast.Expr) -> ast.Expr | None:
     rejects with a message of its own)."""
     if isinstance(expr, (ast.Literal, ast.Name, ast.Regex, ast.Fact)):
         return None
-    if isinstance(expr, ast.Unary) and expr.op == "-" and isinstance(expr.operand, ast.Literal) \
-            and isinstance(expr.operand.value, (int, float)) and not isinstance(expr.operand.value, bool):
+    if _negated_number(expr) and (expr.loc.end_line, expr.loc.end_column) == (
+            expr.operand.loc.end_line, expr.operand.loc.end_column):  # `-4`, not `-(4)`: it ends with the number
         return None
     if isinstance(expr, ast.Call) and expr.func in ("match", "lower") and expr.args:
         return _unbindable(expr.args[0])
     return expr
+
+
+def _negated_number(expr: ast.Expr) -> TypeGuard[ast.Unary]:
+    return isinstance(expr, ast.Unary) and expr.op == "-" and isinstance(expr.operand, ast.Literal) \
+        and isinstance(expr.operand.value, (int, float)) and not isinstance(expr.operand.value, bool)
+
+
+def _unbindable_message(odd: ast.Expr) -> str:
+    if _negated_number(odd):  # `-(4)`: a negated expression, where the literal `-4` is meant
+        assert isinstance(odd.operand, ast.Literal)
+        return (f"a binding's value is a literal: write `-{odd.operand.value!r}`, with the `-` right before the "
+                "number")
+    return ("a binding's value is a literal, `instruction`, `match(instruction, /re/, group)` or `lower(...)` of "
+            "one of those; compute with the binding in the operators")
 
 
 def _bindable(got: Type, declared: Type) -> bool:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from lark import Token, Transformer, v_args
 from tracec.dsl import ast
 from tracec.dsl.errors import Diagnostic, Loc, ParseError, Source, printable
-from tracec.dsl.syntax import parse_tree
+from tracec.dsl.syntax import END_OF_FILE, check_line_ends, parse_tree
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:
@@ -70,14 +71,19 @@ def read_source(path: str) -> str:
         return decode_source(handle.read(), path)
 
 
+_LINE_END = re.compile(rb"\n|\r(?!\n)")
+
+
 def decode_source(data: bytes, path: str) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         start = error.start
+        # A lone `\r` before the byte comes first: past it, the byte's line would be another in some editors.
+        check_line_ends(data[:start].decode("utf-8").removeprefix("\ufeff"), Source(path, ""))
         line_start = data.rfind(b"\n", 0, start) + 1
-        line_end = data.find(b"\n", start)
-        line = data[line_start:None if line_end < 0 else line_end].decode("utf-8", errors="replace")
+        line_end = _LINE_END.search(data, start)  # a later lone `\r` ends the line as an editor shows it
+        line = data[line_start:None if line_end is None else line_end.start()].decode("utf-8", errors="replace")
         column = len(data[line_start:start].decode("utf-8", errors="replace")) + 1
         loc = Loc.point(data.count(b"\n", 0, start) + 1, column)
         message = f"the file is not UTF-8 text: byte 0x{data[start]:02x} here {error.reason}"
@@ -183,7 +189,11 @@ class _Builder(Transformer):
         try:
             tree = parse_tree(padded, "expr", Source(self.source.path, padded))
         except ParseError as error:
-            self.errors.extend(self.source.diagnostic(d.loc, d.message) for d in error.diagnostics)
+            for d in error.diagnostics:
+                loc, message = d.loc, d.message
+                if message.startswith(END_OF_FILE):  # the fragment ends at its `}` (Lark: 1:1, or its last token)
+                    loc, message = Loc.point(line, column + len(text)), "unexpected `}`" + message[len(END_OF_FILE):]
+                self.errors.append(self.source.diagnostic(loc, message))
             return ast.Literal("", loc=Loc.point(line, column))
         return self.transform(tree)
 

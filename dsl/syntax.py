@@ -18,7 +18,7 @@ from pathlib import Path
 
 import lark
 from lark import Token
-from tracec.dsl.errors import Loc, ParseError, Source
+from tracec.dsl.errors import Diagnostic, Loc, ParseError, Source, printable
 
 from tracec.atomic import atomic_open
 from tracec.cache_dir import cache_root
@@ -92,6 +92,7 @@ _NESTING = frozenset(["or_", "and_", "not_", "compare", "in_", "arith", "neg", "
 def parse_tree(text: str, start: str, source: Source) -> lark.Tree:
     """Lark's tree of `text` from the grammar rule `start`; a ParseError where the grammar rejects it or an
     expression nests deeper than MAX_DEPTH."""
+    check_line_ends(text, source)
     _check_size(text, source)
     try:
         tree = lark_parser().parse(text, start=start)
@@ -102,6 +103,24 @@ def parse_tree(text: str, start: str, source: Source) -> lark.Tree:
         raise ParseError([source.diagnostic(too_deep, f"this expression nests more than {MAX_DEPTH} levels deep (a "
                                             "chain `a and b and ...` is one level per operator); split it")])
     return tree
+
+
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def check_line_ends(text: str, source: Source) -> None:
+    """A ParseError at the first `\\r` that does not start a `\\r\\n`. Editors and Python's `splitlines` break a
+    line there, Lark does not (to it `\\r` is whitespace, and a comment runs on past it), so after it the line
+    numbers of a message and of the reader's editor would differ. Up to it every reader counts alike: the message
+    names its line and column in any reader's terms, and quotes that line as far as the `\\r`."""
+    match = _LONE_CR.search(text)
+    if match is None:
+        return
+    start = match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    loc = Loc.point(text.count("\n", 0, start) + 1, start - line_start + 1)
+    message = "a carriage return (\\r) not followed by a newline; lines end with \\n or \\r\\n"
+    raise ParseError([Diagnostic(source.path, loc, message, printable(text[line_start:start]) + "\ufffd")])
 
 
 def _check_size(text: str, source: Source) -> None:
@@ -134,6 +153,9 @@ def _too_deep(tree: lark.Tree) -> Loc | None:
     return None
 
 
+END_OF_FILE = "unexpected end of file"  # how a message about the text's end begins
+
+
 def describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, str]:
     """Where Lark stopped in `text`, and why, for a person."""
     line, column = max(error.line, 1), max(error.column, 1)
@@ -153,7 +175,7 @@ def describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, st
         if token.value == "/" and "REGEX" in error.expected:
             return Loc.point(line, column), "unterminated regex (a regex is written /.../ on one line)"
         if token.type == "$END":
-            return Loc.point(line, column), f"unexpected end of file{_expected(error.expected)}"
+            return Loc.point(line, column), f"{END_OF_FILE}{_expected(error.expected)}"
         loc = Loc(token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
         if token.value in _COMPARISONS and _after_comparison(error):
             return loc, f"comparisons do not chain: write `a < b and b < c`, not `a < b {token.value} c`"
@@ -161,7 +183,7 @@ def describe(error: lark.exceptions.UnexpectedInput, text: str) -> tuple[Loc, st
         if token.type == "NAME" and after_regex:
             return loc, f"unknown regex flag `{token.value}` (the only flag is `i`, as in /abc/i)"
         return loc, f"unexpected `{token.value}`{_expected(error.expected)}"
-    return Loc.point(line, column), "unexpected end of file"
+    return Loc.point(line, column), END_OF_FILE
 
 
 # Characters other languages use for operators this one spells as words.

@@ -9,10 +9,14 @@ outputs bit for bit, not merely up to rounding. `fill_trca_advantages` does A_E,
 task group, for `evaluate_rewards`.
 
 Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
-<= 1e-9, gets 0. Any finite inputs give finite outputs: a task group holding a value beyond 2^480 (whose squares,
-or whose sum, would overflow) is scaled by 2^-600 first, an exact power of two, with eps and the 1e-9 threshold
-scaled alike; other groups are computed unscaled. Left out: filtering constant-reward groups out of a GRPO batch
-(the trainer decides that).
+<= 1e-9, gets 0. Any finite inputs give finite outputs: a group (a task group's outcomes for A_E, a step group's
+returns for A_S) holding a value beyond 2^480 (whose squares, or whose sum, would overflow) is scaled by 2^-600
+first, an exact power of two, with eps and the 1e-9 threshold scaled alike; every other group is computed unscaled,
+also beside a huge one in the same task group (scaled with it, its squares would underflow to a flat group). The
+mean is taken in two parts, the sum's mean and the mean of what is left (the corrected two-pass algorithm), so
+that the deviations are exact where values are close: a group of equal values is flat however large they are,
+where the rounded mean alone would leave it a spread of one ulp (and advantages of +-1). Left out: filtering
+constant-reward groups out of a GRPO batch (the trainer decides that).
 """
 
 from __future__ import annotations
@@ -160,9 +164,9 @@ def _group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @fixed_kernel()
 def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndarray,
-                        eps: float) -> tuple[float, float, float]:
-    """(mean, scale, factor) of values[members] * factor, summed in ascending order; member x gets
-    (x * factor - mean) / scale, and scale 0 marks a singleton or flat group, whose members get 0."""
+                        eps: float) -> tuple[float, float, float, float]:
+    """(mean, rest, scale, factor) of values[members] * factor, summed in ascending order; member x gets
+    ((x * factor - mean) - rest) / scale, and scale 0 marks a singleton or flat group, whose members get 0."""
     size = members.shape[0]
     largest = 0.0
     for k in range(size):  # insertion sort: a task group holds a handful of episodes
@@ -178,11 +182,15 @@ def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndar
     for k in range(size):
         total += buffer[k] * factor
     mean = total / size
+    rest = 0.0
+    for k in range(size):
+        rest += buffer[k] * factor - mean
+    rest /= size
     squares = 0.0
     for k in range(size):
-        squares += (buffer[k] * factor - mean) ** 2
+        squares += ((buffer[k] * factor - mean) - rest) ** 2
     std = np.sqrt(squares / size)
-    return mean, (std + eps * factor if size >= 2 and std > ZERO_VARIANCE * factor else 0.0), factor
+    return mean, rest, (std + eps * factor if size >= 2 and std > ZERO_VARIANCE * factor else 0.0), factor
 
 
 @fixed_kernel(nogil=True)
@@ -206,14 +214,15 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
     slot_id = np.empty(slot_key.shape[0], np.int64)
     local, gathered = np.empty(largest, np.int64), np.empty(largest)
     sums, counts, scales = np.empty(largest), np.empty(largest, np.int64), np.empty(largest)
+    rests, factors = np.empty(largest), np.empty(largest)
     env_buffer, sort_buffer = np.empty(most), np.empty(most, np.int64)
     ranked_buffer, canonical = np.empty(most, np.int64), np.empty(most, np.int64)
     for g in range(group_starts.shape[0] - 1):
         group = episodes[group_starts[g]:group_starts[g + 1]]
-        e_mean, e_scale, e_factor = _sorted_standardize(env_reward, group, env_buffer, eps)
+        e_mean, e_rest, e_scale, e_factor = _sorted_standardize(env_reward, group, env_buffer, eps)
         if not by_context:
             for s in group:
-                ae = (env_reward[s] * e_factor - e_mean) / e_scale if e_scale > 0.0 else 0.0
+                ae = ((env_reward[s] * e_factor - e_mean) - e_rest) / e_scale if e_scale > 0.0 else 0.0
                 for i in range(offsets[s], offsets[s + 1]):
                     a_e[i], a_s[i], a[i] = ae, 0.0, ae + 0.0
             continue
@@ -229,8 +238,8 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
             canonical[np.searchsorted(group, s)] = size
             size += offsets[s + 1] - offsets[s]
         # Pass 1: dense context ids (hash table stamped with g, so never cleared), the returns gathered at their
-        # canonical positions.
-        n_ids, magnitude = 0, 0.0
+        # canonical positions, each step group's largest magnitude.
+        n_ids = 0
         for p in range(n):
             s, k = group[p], canonical[p]
             previous, r = ~context[offsets[s]], 0  # keys often come in runs: look each run up once
@@ -242,34 +251,39 @@ def _trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward:
                         h = (h + 1) & ((1 << bits) - 1)
                     if slot_stamp[h] != g:
                         slot_stamp[h], slot_key[h], slot_id[h] = g, key, n_ids
-                        sums[n_ids], counts[n_ids], scales[n_ids] = 0.0, 0, 0.0
+                        sums[n_ids], rests[n_ids], scales[n_ids], factors[n_ids] = 0.0, 0.0, 0.0, 0.0
+                        counts[n_ids] = 0
                         n_ids += 1
                     previous, r = key, slot_id[h]
                 local[k], gathered[k] = r, returns[i]
-                magnitude = max(magnitude, abs(returns[i]))
+                factors[r] = max(factors[r], abs(returns[i]))
                 k += 1
-        # Pass 2: means and squared deviations, in canonical order (scaled, where the group is huge).
-        factor = _scale_for(magnitude)
-        if factor != 1.0:
-            for k in range(size):
-                gathered[k] *= factor
+        # Pass 2: means (in two parts) and squared deviations, in canonical order, each step group scaled by its own
+        # factor.
+        for r in range(n_ids):
+            factors[r] = _scale_for(factors[r])
         for k in range(size):
+            gathered[k] *= factors[local[k]]
             sums[local[k]] += gathered[k]
             counts[local[k]] += 1
         for r in range(n_ids):
             sums[r] /= counts[r]  # now the mean
         for k in range(size):
-            scales[local[k]] += (gathered[k] - sums[local[k]]) ** 2
+            rests[local[k]] += gathered[k] - sums[local[k]]
+        for r in range(n_ids):
+            rests[r] /= counts[r]
+        for k in range(size):
+            scales[local[k]] += ((gathered[k] - sums[local[k]]) - rests[local[k]]) ** 2
         for r in range(n_ids):
             std = np.sqrt(scales[r] / counts[r])
-            scales[r] = std + eps * factor if counts[r] >= 2 and std > ZERO_VARIANCE * factor else 0.0
+            scales[r] = std + eps * factors[r] if counts[r] >= 2 and std > ZERO_VARIANCE * factors[r] else 0.0
         # Pass 3: write A_E, A_S and A in the batch's order.
         for p in range(n):
             s, k = group[p], canonical[p]
-            ae = (env_reward[s] * e_factor - e_mean) / e_scale if e_scale > 0.0 else 0.0
+            ae = ((env_reward[s] * e_factor - e_mean) - e_rest) / e_scale if e_scale > 0.0 else 0.0
             for i in range(offsets[s], offsets[s + 1]):
                 r = local[k]
-                step = (gathered[k] - sums[r]) / scales[r] if scales[r] > 0.0 else 0.0
+                step = ((gathered[k] - sums[r]) - rests[r]) / scales[r] if scales[r] > 0.0 else 0.0
                 a_e[i], a_s[i], a[i] = ae, step, ae + step
                 k += 1
 

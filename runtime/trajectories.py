@@ -18,9 +18,12 @@ Defaults: a missing `task` makes the episode its own task, a missing `instructio
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import math
 import os
+import re
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -130,16 +133,74 @@ def read_trajectories(path: str | os.PathLike[str]) -> list[Episode]:
 
 def _episode(raw: bytes, where: Where) -> Episode:
     try:
-        record = json.loads(raw.rstrip(b"\r\n").decode("utf-8"))  # so that a column is a column of this line
+        text = raw.rstrip(b"\r\n").decode("utf-8")  # so that a column is a column of this line
+        record = json.loads(text)
     except UnicodeDecodeError as error:
         raise DataError([where.diagnostic("line is not valid UTF-8", error.start + 1)]) from None
     except json.JSONDecodeError as error:
         raise DataError([where.diagnostic(f"malformed JSON: {error.msg}", error.colno)]) from None
     except RecursionError:
         raise DataError([where.diagnostic("JSON nested too deeply to read")]) from None
-    except ValueError as error:  # an integer of over 4,300 digits (sys.set_int_max_str_digits)
-        raise DataError([where.diagnostic(f"unreadable JSON: {error}")]) from None
+    except ValueError:  # an integer of over 4,300 digits (sys.set_int_max_str_digits)
+        raise DataError([_too_many_digits(text, where)]) from None
     return episode_from_record(record, where)
+
+
+# JSON's tokens as Python's parser reads them (json.scanner.NUMBER_RE), for finding a number in a line.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|(?P<integer>-?(?:0|[1-9]\d*))(?P<rest>(?:\.\d+)?(?:[eE][-+]?\d+)?)'
+                         r'|[^"\d-]+|.', re.DOTALL)
+
+
+def _too_many_digits(text: str, where: Where) -> Diagnostic:
+    """The first integer of a line with more digits than Python converts, at its column and with its field: Python's
+    own message names neither it nor the line."""
+    limit = sys.get_int_max_str_digits()
+    number = next((m for m in _JSON_TOKEN.finditer(text)
+                   if m["integer"] and not m["rest"] and len(m["integer"].lstrip("-")) > limit), None)
+    assert number is not None, "json.loads refused an integer that is not in the line"
+    digits = len(number["integer"].lstrip("-"))
+    return where.diagnostic(f"{_long_integer_place(text, limit)}a number of {digits:,} digits; a number may have at "
+                            f"most {limit:,}", number.start() + 1)
+
+
+@dataclass(frozen=True)
+class _Digits:
+    """An integer too long for Python to convert, standing in for it while the line is read again."""
+
+    order: int  # how many such integers come before it in the line
+
+
+def _long_integer_place(text: str, limit: int) -> str:
+    """`episode e1: field `n` of state 2 is ` for the first integer over `limit` digits of a line, found by reading
+    the line again with such integers left as markers; "" where it cannot be read so (it is malformed further on)."""
+    orders = itertools.count()
+
+    def integer(digits: str) -> int | _Digits:
+        return int(digits) if len(digits.lstrip("-")) <= limit else _Digits(next(orders))
+
+    try:
+        record = json.loads(text, parse_int=integer)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), record)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Digits) and value.order == 0:
+            name = record.get("episode") if isinstance(record, dict) else None
+            return (f"episode {name}: " if isinstance(name, str) else "") + f"{_json_path(path)} is "
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        stack.extend(((*path, key), child) for key, child in children)
+    return ""  # its key was given again, later in the line
+
+
+def _json_path(path: tuple[str | int, ...]) -> str:
+    """A value's place in a record as the errors name it: field `n` of state 2, `env_reward`, `states[0].open[3]`."""
+    if not path:
+        return "the line"
+    if len(path) == 3 and path[0] in ("states", "actions") and isinstance(path[1], int) and isinstance(path[2], str):
+        return f"field `{path[2]}` of {str(path[0])[:-1]} {path[1]}"
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return f"`{text.removeprefix('.')}`"
 
 
 def episode_from_record(record: Any, where: Where) -> Episode:

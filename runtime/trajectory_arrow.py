@@ -79,18 +79,24 @@ _ARROW_TYPES = {"bool": pa.bool_(), "int": pa.int64(), "float": pa.float64(), "e
 
 def json_table(path: str, plan: FactPlan) -> pa.Table | None:
     """Trajectory JSONL parsed by Arrow's JSON reader straight into columns, only the fields the plan reads (typed
-    by it), or None when Arrow declines the file (malformed or ill-typed JSON, invalid UTF-8, a lone surrogate, a
-    key given twice); the caller then reads it line by line for the located error. What this accepts, the line
-    reader accepts with the same values, except for JSON that Python's parser cannot read at all (nesting over ~1,000
-    deep, an integer of over 4,300 digits) inside a field no rubric reads."""
+    by it), or None when this declines the file (malformed or ill-typed JSON, invalid UTF-8, a lone surrogate, a
+    key given twice, a line that is not one object); the caller then reads it line by line for the located error.
+    What this accepts, the line reader accepts with the same values, except for JSON that Python's parser cannot
+    read at all (nesting over ~1,000 deep, an integer of over 4,300 digits) inside a field no rubric reads."""
     import pyarrow.json as pj
 
     try:
         with open(path, "rb") as handle:
-            data = pa.py_buffer(handle.read())
+            raw = handle.read()
+        if raw.startswith(b"\xef\xbb\xbf"):  # a byte order mark, dropped as the line reader drops it
+            raw = raw[3:]
+        data = pa.py_buffer(raw)
         pa.Array.from_buffers(pa.large_binary(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int64)),
                                                      data]).cast(pa.large_string())  # invalid UTF-8: declined
     except (OSError, pa.ArrowException):
+        return None
+    lines = _object_lines(np.frombuffer(data, np.uint8))
+    if not lines:
         return None
 
     wanted = plan_fields(plan)
@@ -103,14 +109,41 @@ def json_table(path: str, plan: FactPlan) -> pa.Table | None:
     block = 1 << 22
     while True:
         try:
-            return pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block),
-                                parse_options=options)
+            table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=block),
+                                 parse_options=options)
+            return table if table.num_rows == lines else None  # `{} {}` on one line is two rows to Arrow
         except pa.ArrowInvalid as error:
             if "straddl" not in str(error) or block > data.size:  # a line longer than a block: read in one block
                 return None
             block = data.size + 1
         except pa.ArrowException:
             return None
+
+
+def _object_lines(codes: np.ndarray) -> int | None:
+    """How many lines of a JSONL file hold something, when each of them starts with `{` and ends with `}` (JSON
+    whitespace aside), else None; 0 for a file of blank lines. Arrow's reader must see no other line: a first value
+    `null` crashes the process (pyarrow 26.0.1, SIGSEGV), and it reads JSON values, not lines (`{"a":` then `1}` is
+    one row, `{}{}` two), where the line reader refuses all three. Lines so framed hold no value that spans two of
+    them (the `{` opening the next one cannot follow the `}` closing the last), so one row per line is all that is
+    left to check. One vectorized pass; only lines with whitespace around them go through Python."""
+    if codes.size == 0:
+        return 0
+    stops = np.flatnonzero(codes == ord("\n"))
+    starts = np.concatenate([[0], stops + 1])
+    stops = np.concatenate([stops, [codes.size]])
+    filled = stops > starts
+    starts, stops = starts[filled], stops[filled]
+    trimmed = stops - (codes[stops - 1] == ord("\r"))  # CRLF line ends
+    framed = ((trimmed > starts) & (codes[starts] == ord("{"))
+              & (codes[np.maximum(trimmed - 1, 0)] == ord("}")))
+    count = int(np.count_nonzero(framed))
+    for start, stop in zip(starts[~framed].tolist(), stops[~framed].tolist()):
+        line = codes[start:stop].tobytes().strip(b" \t\r")
+        if line and not (line.startswith(b"{") and line.endswith(b"}")):
+            return None
+        count += bool(line)
+    return count
 
 
 def episodes_table(episodes: Sequence[Episode], path: str) -> pa.Table:

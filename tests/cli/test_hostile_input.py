@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from cli_fixtures import DOOR_EPISODES, DOOR_RUBRIC, door_episode, run_tracec, write_jsonl
 
+REPO = Path(__file__).resolve().parents[2]
+
 # A case writes its files under the folder it is given and returns the arguments, relative to that folder.
 Make = Callable[[Path], list[str]]
 
@@ -139,6 +141,18 @@ FORM_FEEDS = DOOR_RUBRIC.replace("rubric door_rubric", "# a comment\vwith\fform 
 TYPO_LINE = next(line for line in FORM_FEEDS.split("\n") if "wiat" in line)
 MATCHES = DOOR_RUBRIC.replace('contains(next.note, "can\'t")', "matches(next.note, /can.t/)")  # read by RE2
 NOT_UTF8 = DOOR_RUBRIC.encode().replace(b'"waits"', b'"w\xffits"')
+LONG_TASK = _jsonl_with(("task",), "1" * 5000)
+LONG_FACT = _jsonl_with(("states", 1, "open", 0), "-" + "1" * 5000)
+# Issue 20 §3: a lone \r is an error at its place, an empty `{}` in a template is located at its `}`, `-(4)` binds
+# no literal.
+LONE_CR = DOOR_RUBRIC.replace("rubric door_rubric", "# note\rrubric door_rubric")
+LONE_CR_LINE = LONE_CR.split("\n").index(next(line for line in LONE_CR.split("\n") if "\r" in line)) + 1
+EMPTY_BRACES = "\n" + (REPO / "examples/envs/datetime_reasoning.rubric").read_text().replace(
+    "My visit {visit.id}", "My visit {}", 1)
+BRACES_LINE = next(i for i, line in enumerate(EMPTY_BRACES.split("\n"), 1) if "{}" in line)
+BRACES_COLUMN = EMPTY_BRACES.split("\n")[BRACES_LINE - 1].index("{}") + 2
+NEGATED = DOOR_RUBRIC.replace("rubric door_rubric for door {", "rubric door_rubric for door {\n  bind n: int = -(4)")
+NEGATED_LINE = next(i for i, line in enumerate(NEGATED.split("\n"), 1) if "-(4)" in line)
 LOCATED_SOURCE = r"door\.rubric:\d+:\d+: error: "
 LOCATED_DATA = r"t\.jsonl:\d+(:\d+)?: error: "
 OK_OR_LOCATED = rf"(door\.rubric: ok|{LOCATED_SOURCE})"
@@ -168,8 +182,24 @@ INPUT_CASES = [
         "act.verb == wait", "not " * 20_000 + "act.verb == wait")), (0, 1), SCORED_OR_LOCATED),
     Case("eval an env_reward of 400 digits", lambda d: _eval(d, trajectories=_jsonl_with(("env_reward",), "9" * 400)),
          1, LOCATED_DATA),
-    Case("eval a number of 5,000 digits", lambda d: _eval(d, trajectories=_jsonl_with(("task",), "1" * 5000)),
-         1, LOCATED_DATA),
+    Case("eval a number of 5,000 digits", lambda d: _eval(d, trajectories=LONG_TASK), 1,
+         rf"^t\.jsonl:1:{LONG_TASK[0].index('1' * 5000) + 1}: error: episode a: `task` is a number of 5,000 digits; "
+         r"a number may have at most 4,300\n"),
+    Case("eval a number of 5,000 digits in a fact", lambda d: _eval(d, trajectories=LONG_FACT), 1,
+         rf"^t\.jsonl:1:{LONG_FACT[0].index('-1111') + 1}: error: episode a: `states\[1\]\.open\[0\]` is a number "
+         r"of 5,000 digits; a number may have at most 4,300\n"),
+    *[Case(f"eval a first line {first!r} (pyarrow's reader crashed on null)", (lambda d, f=first: _eval(
+        d, trajectories=[f, json.dumps(DOOR_EPISODES[0])])), 1,
+           rf"^t\.jsonl:1:1: error: expected a JSON object \(one episode a line\), got {re.escape(shown)}\n")
+      for first, shown in (("null", "null"), ("[null]", "[null]"), ("true", "true"), ("5", "5"),
+                           ("\ufeffnull", "null"), (" \tnull", "null"))],
+    Case("eval null after a good line", lambda d: _eval(d, trajectories=[json.dumps(DOOR_EPISODES[0]), "null"]), 1,
+         r"^t\.jsonl:2:1: error: expected a JSON object \(one episode a line\), got null\n"),
+    Case("eval two episodes on one line", lambda d: _eval(d, trajectories=[
+        json.dumps(DOOR_EPISODES[0]) + " " + json.dumps(DOOR_EPISODES[1])]), 1,
+         r"^t\.jsonl:1:\d+: error: malformed JSON: Extra data\n"),
+    Case("eval one episode over two lines", lambda d: _eval(d, trajectories=json.dumps(DOOR_EPISODES[0]).split(
+        ", ", 1)), 1, r"^t\.jsonl:1:\d+: error: malformed JSON: "),
     Case("eval arrays nested 100,000 deep", lambda d: _eval(d, trajectories=_jsonl_with(
         ("states", 0, "open"), "[" * 100_000 + "]" * 100_000)), 1, LOCATED_DATA),
     Case("eval a lone surrogate in an entity", lambda d: _eval(d, trajectories=_jsonl_with(
@@ -186,6 +216,14 @@ INPUT_CASES = [
          (0, 1), r"t\.jsonl"),  # reported: an error, or a warning on stderr beside the scores
     Case("eval an episode id used twice",
          lambda d: _eval(d, trajectories=[json.dumps(door_episode("a", "t", ["go"], 0))] * 2), (0, 1), r"t\.jsonl:2"),
+    Case("a lone \\r is an error at its place, quoting its line up to it", lambda d: ["check", _rubric(d, LONE_CR)],
+         1, rf"^door\.rubric:{LONE_CR_LINE}:7: error: a carriage return \(\\r\) not followed by a newline; lines end "
+         r"with \\n or \\r\\n\n    # note\ufffd\n          \^\n"),
+    Case("an empty `{}` in a template is located at its `}`", lambda d: ["check", _rubric(d, EMPTY_BRACES)], 1,
+         rf"^door\.rubric:{BRACES_LINE}:{BRACES_COLUMN}: error: unexpected `}}`; expected an expression\n"),
+    Case("a binding of -(4) says to write -4", lambda d: ["check", _rubric(d, NEGATED)], 1,
+         rf"^door\.rubric:{NEGATED_LINE}:17: error: a binding's value is a literal: write `-4`, with the `-` right "
+         r"before the number\n"),
     Case("a source whose \\v and \\f are not line breaks quotes the line it names",
          lambda d: ["check", _rubric(d, FORM_FEEDS)], 1,
          rf"door\.rubric:{FORM_FEEDS.split(chr(10)).index(TYPO_LINE) + 1}:\d+: error: .*\n +{re.escape(TYPO_LINE.strip())}"),

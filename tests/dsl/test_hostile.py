@@ -150,7 +150,7 @@ def test_a_set_literal_of_many_items_lowers_to_a_shallow_tree():
     numba_backend.generate_source(compiled.program)  # every pass got through it
 
 
-@pytest.mark.parametrize("breaker", ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"])
+@pytest.mark.parametrize("breaker", ["\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"])
 def test_a_diagnostic_quotes_the_line_the_parser_counted(breaker):
     """Python's splitlines ends a line at each of these, the parser only at \\n: the quoted line is the parser's."""
     text = SCHEMA + f"# a comment with a {breaker} in it\n" + 'rubric r for s {\n  evidence e "e": act.b\n}\n'
@@ -160,6 +160,31 @@ def test_a_diagnostic_quotes_the_line_the_parser_counted(breaker):
     assert diagnostic.loc.line == 7 and "unknown field `b`" in diagnostic.message
     _, quoted, caret = diagnostic.format().splitlines()
     assert quoted == '      evidence e "e": act.b' and caret.index("^") == quoted.index("act.b")
+
+
+@pytest.mark.parametrize("before", ["# a comment with a ", "schema t { state { } action { } }", ""])
+def test_a_lone_carriage_return_is_an_error_where_every_reader_puts_it(before):
+    """Editors break a line at a lone \\r, the parser would not: the first one is an error at a line and column on
+    which all agree, quoting the line as far as it; `\\r\\n` ends a line as `\\n` does."""
+    head, tail = SCHEMA.replace("\n", "\r\n") + before, 'rubric r for s {\n  evidence e "e": act.a\n}\n'
+    text = head + "\r" + tail
+    with pytest.raises(RubricError) as caught:
+        parse(text, "cr.rubric")
+    (diagnostic,) = caught.value.diagnostics
+    assert (diagnostic.loc.line, diagnostic.loc.column) == (5, len(before) + 1)
+    head_line = (f"cr.rubric:5:{len(before) + 1}: error: a carriage return (\\r) not followed by a newline; lines "
+                 "end with \\n or \\r\\n")
+    assert diagnostic.format().splitlines() == [head_line, f"    {before}\ufffd", "    " + " " * len(before) + "^"]
+    assert parse(head + "\r\n" + tail, "crlf.rubric").decls
+
+
+def test_a_lone_carriage_return_before_a_byte_that_is_not_utf8_comes_first(tmp_path):
+    path = write(tmp_path, b"schema s {\r  state { x: int }\n  action { a: bo\xffol }\n}\n")
+    (diagnostic,) = rejected(path).diagnostics
+    assert (diagnostic.loc.line, diagnostic.loc.column) == (1, 11) and "carriage return" in diagnostic.message
+    path = write(tmp_path, b"schema s {\n  state { x: int }\n  action { a: bo\xffol }\r}\n")
+    (diagnostic,) = rejected(path).diagnostics
+    assert diagnostic.format().splitlines()[1:] == ["      action { a: bo\ufffdol }", "                    ^"]
 
 
 def test_a_stray_control_character_is_shown_in_its_column():

@@ -518,8 +518,7 @@ _DEEP = "[" * 5000 + "]" * 5000
         ('{"episode": "e1", "env_reward": 1' + "0" * 400 + ', "states": [{}], "actions": []}',
          "1:1: error: episode e1: `env_reward` must be a finite number, got an integer of 401 digits"),
         ('{"episode": "e1", "states": [{"n": ' + "9" * 5000 + '}], "actions": []}',
-         ("1:1: error: unreadable JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 "
-          "digits; use sys.set_int_max_str_digits() to increase the limit")),
+         "1:36: error: episode e1: field `n` of state 0 is a number of 5,000 digits; a number may have at most 4,300"),
         ('{"episode": "e1", "states": [{"x": ' + _DEEP + '}], "actions": []}', "1:1: error: JSON nested too deeply to read"),
         ('{"episode": "\\ud800", "states": [{}, {}], "actions": [{}]}',
          '1:1: error: `episode` must be a valid Unicode string (no lone surrogates), got "\\ud800"'),

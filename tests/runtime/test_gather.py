@@ -41,8 +41,17 @@ class Name(str):
     """A str subclass: the Python path accepts it where a string goes; the native path declines it."""
 
 
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = [None]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 _STRINGS = st.sampled_from(["a", "mug", "é", "", "日本", "go", "take", "\U0001f600"]) | st.text(max_size=4)
 _ODD = st.one_of(
+    # Issue 20: nulls below the top, integers far beyond 64 bits, nesting deeper than any JSON line the reader takes.
+    st.sampled_from([10**4000, -(10**4000), [[None]], [None, [None]], {"a": None}, [{"a": [None]}], _nested(10_000)]),
     st.sampled_from([math.nan, math.inf, -math.inf, True, False, 2**63, -(2**63) - 1, 2**53 + 1, "\ud800", "run"]),
     st.booleans(), st.integers(-(2**70), 2**70), st.sampled_from([0, 1, 1.0, 0.0, -0.0, 2**53, 2**53 + 1, 2**63]),
     st.floats(), st.sampled_from(["\ud800", "a\udfff", Name("mug"), "look", "run"]),

@@ -1,18 +1,22 @@
-"""The learning experiment: sparse GRPO against GRPO + TRCA on the TextWorld task family, seeds, ablations, SmolLM2.
+"""The learning experiment: sparse GRPO against GRPO + TRCA on the TextWorld task family, with the statistics that
+can tell them apart, after a learnability gate.
 
-    python bench/learning.py [--workdir out/learning] [--seeds 3] [--iterations 20] [--jobs 2] [--record]
+    python bench/learning.py [--workdir out/learning] [--seeds 5] [--ablation-seeds 3] [--jobs 2] [--record]
 
-Every run trains through the one trainer (`tracec.trace_rl.learning_curve`) on the family's training seeds and is
-evaluated on its held-out seeds (fixed in `TaskFamily`, never trained on) every `--eval-every` iterations:
-- the small policy (built locally), `--seeds` seeds each of sparse GRPO and GRPO + TRCA (examples/textworld.rubric),
-  and the TRCA ablations lambda = 0, lambda = 1 and no context grouping (`--ablation-seeds` seeds each);
-- SmolLM2-135M-Instruct + LoRA, one seed each of GRPO and TRCA at `--smol-iterations` (the largest budget that fits).
-Reported: held-out success vs rollouts (mean and min-max over seeds), the rollouts each method needs to reach sparse
-GRPO's final held-out success (on the mean curves), the share of constant groups, and diagnostics of the rubric on
-the training games (how many walkthrough steps it rewards, its returns for the walkthrough and for random play).
+1. The gate (is the family learnable by this policy at all?): the untrained policy, a state-blind verb prior
+   (`learnability.VerbPrior`), behaviour cloning on the training walkthroughs (`--bc-epochs`), and a training run
+   with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget.
+2. The comparison: `--seeds` seeds each of sparse GRPO and GRPO + TRCA (examples/textworld.rubric), and the TRCA
+   ablations lambda = 0, lambda = 1 and no context grouping (`--ablation-seeds` each), every run on the same budget
+   and settings, the command-level loss of the admissible mode.
+3. Evaluation: every checkpoint on the held-out games (fixed in `TaskFamily`, never trained on), `--eval-episodes`
+   sampled episodes a game from one fixed stream plus one greedy episode a game. Statistics (`learning_stats`):
+   each point's success with a 95% bootstrap interval over seeds and games; TRCA minus GRPO paired over games at
+   B/4, B/2 and B and in the area under the curve; the primary metric, TRCA's rollouts to reach 50% and 100% of
+   GRPO's final success over GRPO's own, per seed and as a ratio with its interval.
 Each run's curve is saved as JSON in the workdir and reused by a rerun with the same settings, so an interrupted
 experiment continues where it stopped. `--record` writes the "learning" section of bench/RESULTS.md and the PNGs
-beside it (bench/learning*.png). Runs go `--jobs` at a time, one torch thread each (the machine is shared).
+beside it. Runs go `--jobs` at a time, one torch thread each.
 """
 
 from __future__ import annotations
@@ -22,36 +26,44 @@ import json
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, replace
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import markdown_table, record
 
-SMOLLM2 = "smollm2-135m-instruct"
+EVAL_SEED_BASE = 100_000
 
 
 def main() -> None:
     args = _arguments()
+    from tracec.trace_rl.demo import quiet_libraries
     from tracec.trace_rl.learning_curve import prepare_setup
     from tracec.trace_rl.textworld_family import TaskFamily
 
+    quiet_libraries()
     began = time.perf_counter()
-    family = TaskFamily()  # 48 training games, 32 held-out games, fixed before any tuning
-    setup = prepare_setup(args.workdir, family)
+    family = TaskFamily(train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
+                        eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
+    setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
     runs = _runs(args, setup)
-    curves = _run_all(runs, setup, args)
-    wall = time.perf_counter() - began
-    summary = _summarize(curves, args)
-    summary["diagnostics"] = _diagnostics(setup)
-    summary["wall_s"] = wall
+    with ThreadPoolExecutor(max_workers=1) as side:  # the gate in this process while the pool trains
+        gate_future = side.submit(_cached, args.workdir / "gate.json", _gate_key(args), lambda: _gate(setup, args))
+        curves = _run_all(runs, setup, args)
+        gate = gate_future.result()
+    summary = _summarize(curves, gate, args)
+    summary["diagnostics"] = _cached(args.workdir / "diagnostics.json", {"games": args.train_games},
+                                     lambda: _diagnostics(setup))
+    summary["wall_s"] = time.perf_counter() - began
     (args.workdir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     figures = _plots(curves, args.workdir)
-    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=2, default=str))
+    print(_report(summary, args))
     if args.record:
         _record(summary, figures, args)
 
@@ -59,24 +71,23 @@ def main() -> None:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("out/learning"))
-    parser.add_argument("--seeds", type=int, default=3, help="seeds of sparse GRPO and of TRCA")
-    parser.add_argument("--ablation-seeds", type=int, default=2, help="seeds of each TRCA ablation (0: none)")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--train-games", type=int, default=256, help="training games: seeds 0 .. N-1")
+    parser.add_argument("--eval-games", type=int, default=32, help="held-out games: seeds 100000 ..")
+    parser.add_argument("--hidden", type=int, default=128, help="the small policy's width")
+    parser.add_argument("--layers", type=int, default=2, help="the small policy's depth")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
+    parser.add_argument("--ablation-seeds", type=int, default=3, help="seeds of each TRCA ablation (0: none)")
+    parser.add_argument("--oracle-seeds", type=int, default=1, help="seeds of the oracle-credit run (the gate)")
+    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=1e-2)
-    parser.add_argument("--dual-clip", type=float, default=0.0, help="the loss's dual clip c (0: off; try 3)")
-    parser.add_argument("--eval-episodes", type=int, default=2, help="episodes a held-out game")
-    parser.add_argument("--smol-iterations", type=int, default=4, help="SmolLM2 iterations (0: no SmolLM2 runs)")
-    parser.add_argument("--smol-eval-seeds", type=int, default=16)
-    parser.add_argument("--smol-lr", type=float, default=1e-4)
-    parser.add_argument("--smol-groups", type=int, default=2)
-    parser.add_argument("--smol-group-size", type=int, default=4)
-    parser.add_argument("--smol-only", action="store_true", help="only the SmolLM2 runs (the GPU check)")
-    parser.add_argument("--device", default="cpu", help="SmolLM2's device (cuda on a GPU machine)")
-    parser.add_argument("--backend", default="transformers", help="SmolLM2's rollout sampler (vllm on GPUs)")
-    parser.add_argument("--action-mode", default="admissible", help="SmolLM2: admissible | generate (vLLM needs generate)")
+    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--clip-eps", type=float, default=0.28)
+    parser.add_argument("--target-kl", type=float, default=0.05)
+    parser.add_argument("--eval-episodes", type=int, default=8, help="sampled episodes a held-out game")
+    parser.add_argument("--bc-epochs", type=int, default=8, help="behaviour cloning's passes over the walkthroughs")
+    parser.add_argument("--bc-lr", type=float, default=5e-3)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section (--section)")
     parser.add_argument("--section", default="learning", help="the section of bench/RESULTS.md to write")
@@ -84,52 +95,92 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _runs(args: argparse.Namespace, setup: Any) -> dict[str, Any]:
-    """Every run of the experiment by name: (label, spec, setup)."""
+METHODS = (("grpo", "sparse GRPO", {"method": "grpo"}),
+           ("trca", "GRPO + TRCA", {"method": "trca"}))
+ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
+             ("trca-lam1", "TRCA, lambda = 1", {"method": "trca", "lam": 1.0}),
+             ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}))
+ORACLE = ("oracle", "oracle credit (gate)", {"method": "oracle"})
+
+
+def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
+    """Every training run of the experiment by name: (label, spec)."""
     from tracec.trace_rl.learning_curve import RunSpec
-    from tracec.trace_rl.train_config import LoraSection
 
-    small = {"model": str(setup.small_policy), "rubric": setup.rubric, "iterations": args.iterations,
-             "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
-             "lr": args.lr, "dual_clip": args.dual_clip, "eval_episodes": args.eval_episodes}
-    methods: list[tuple[str, str, dict[str, Any], int]] = [
-        ("grpo", "sparse GRPO", {"method": "grpo"}, args.seeds),
-        ("trca", "GRPO + TRCA", {"method": "trca"}, args.seeds),
-        ("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}, args.ablation_seeds),
-        ("trca-lam1", "TRCA, lambda = 1", {"method": "trca", "lam": 1.0}, args.ablation_seeds),
-        ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False},
-         args.ablation_seeds),
-    ]
-    runs = {f"{key}-s{seed}": (label, RunSpec(**small, **extra, seed=seed), setup)
-            for key, label, extra, seeds in methods for seed in range(0 if args.smol_only else seeds)}
-    if args.smol_iterations:
-        smol_setup = replace(setup, family=replace(setup.family, eval_seeds=setup.family.eval_seeds[:args.smol_eval_seeds]))
-        for key, label in (("grpo", "sparse GRPO"), ("trca", "GRPO + TRCA")):
-            spec = RunSpec(method=key, model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=16.0),
-                           iterations=args.smol_iterations, eval_every=max(args.smol_iterations // 2, 1),
-                           groups_per_batch=args.smol_groups, group_size=args.smol_group_size, lr=args.smol_lr,
-                           eval_episodes=1, threads=1 if args.device == "cpu" else 0, device=args.device,
-                           backend=args.backend, action_mode=args.action_mode,
-                           max_new_tokens=48 if args.action_mode == "generate" else 16)
-            runs[f"smollm2-{key}-s0"] = (f"SmolLM2, {label}", spec, smol_setup)
-    return runs
+    common = {"model": str(setup.small_policy), "rubric": setup.rubric, "iterations": args.iterations,
+              "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
+              "lr": args.lr, "clip_eps": args.clip_eps, "target_kl": args.target_kl,
+              "eval_episodes": args.eval_episodes, "eval_greedy": True}
+    plan = [(0, m, args.seeds) for m in METHODS] + [(0, ORACLE, args.oracle_seeds)] + \
+        [(1, a, args.ablation_seeds) for a in ABLATIONS]
+    # the comparison (and the gate's oracle) before the ablations, seeds interleaved across methods: an
+    # interrupted experiment holds as many seeds of each
+    order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan) for seed in range(seeds)),
+                   key=lambda item: item[:3])
+    order = [(seed, *run) for _, seed, _, run in order]
+    return {f"{key}-s{seed}": (label, RunSpec(**common, **extra, seed=seed)) for seed, key, label, extra in order}
 
 
-def _run_all(runs: dict[str, Any], setup: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+def _cached(path: Path, key: dict[str, Any], compute: Any) -> dict[str, Any]:
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved.get("key") == key:
+            return saved
+    value = {"key": key, **compute()}
+    path.write_text(json.dumps(value, indent=2, default=str) + "\n", encoding="utf-8")
+    return value
+
+
+def _gate_key(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in ("train_games", "eval_games", "hidden", "layers", "eval_episodes",
+                                          "bc_epochs", "bc_lr")}
+
+
+def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The untrained policy, the verb prior and behaviour cloning on the held-out games."""
+    import torch
+    from tracec.trace_rl.learnability import VerbPrior, clone_walkthroughs, walkthrough_episodes
+    from tracec.trace_rl.learning_curve import EVAL_STREAM, SMALL_LORA, RunSpec, _environment, evaluate
+    from tracec.trace_rl.policy import Policy
+
+    torch.set_num_threads(1)
+    spec = RunSpec(method="grpo", model=str(setup.small_policy), eval_episodes=args.eval_episodes)
+    make = lambda: _environment(setup, spec)
+    began = time.perf_counter()
+    prior = VerbPrior.fit(make, setup.family.train_seeds)
+    prior_wins = prior.play(make, setup.family.eval_seeds, episodes=args.eval_episodes,
+                            max_turns=setup.family.max_turns, seed=EVAL_STREAM)
+    policy = Policy.load(spec.model, SMALL_LORA, seed=0)
+    untrained = evaluate(policy, setup, spec)
+    untrained_greedy = evaluate(policy, setup, spec, greedy=True)
+    episodes = walkthrough_episodes(policy, make, setup.family.train_seeds, max_turns=setup.family.max_turns)
+    losses = clone_walkthroughs(policy, episodes, epochs=args.bc_epochs, lr=args.bc_lr)
+    cloned = evaluate(policy, setup, spec)
+    cloned_greedy = evaluate(policy, setup, spec, greedy=True)
+    return {"verb_prior": {"weights": prior.weights, "wins": prior_wins.tolist()},
+            "untrained": {"wins": untrained.wins, "greedy": untrained_greedy.success},
+            "cloned": {"wins": cloned.wins, "greedy": cloned_greedy.success, "losses": losses,
+                       "plan_steps": sum(len(e.choice_turns) for e in episodes)},
+            "seconds": time.perf_counter() - began}
+
+
+def _spec_key(spec: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(spec), default=str))
+
+
+def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Each run's curve (as saved JSON), running those not saved yet with these settings."""
     done: dict[str, dict[str, Any]] = {}
     todo = {}
-    for name, (label, spec, run_setup) in runs.items():
+    for name, (label, spec) in runs.items():
         saved = args.workdir / "curves" / f"{name}.json"
         if saved.is_file() and json.loads(saved.read_text())["spec"] == _spec_key(spec):
             done[name] = json.loads(saved.read_text())
         else:
-            todo[name] = (label, spec, run_setup)
+            todo[name] = (label, spec)
     print(f"{len(done)} runs saved, {len(todo)} to run, {args.jobs} at a time", file=sys.stderr, flush=True)
-    # the small policy's runs first (the main comparison), SmolLM2's last
-    order = sorted(todo, key=lambda n: n.startswith("smollm2"))
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_one_run, name, *todo[name], args.workdir): name for name in order}
+        futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir): name for name in todo}
         for future in as_completed(futures):
             name = futures[future]
             done[name] = future.result()
@@ -139,17 +190,13 @@ def _run_all(runs: dict[str, Any], setup: Any, args: argparse.Namespace) -> dict
     return {name: done[name] for name in runs}
 
 
-def _spec_key(spec: Any) -> dict[str, Any]:
-    return json.loads(json.dumps(asdict(spec), default=str))
-
-
 def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dict[str, Any]:
     import shutil
-    import warnings
 
+    from tracec.trace_rl.demo import quiet_libraries
     from tracec.trace_rl.learning_curve import learning_curve
 
-    warnings.filterwarnings("ignore")
+    quiet_libraries()
     out = workdir / "runs" / name
     shutil.rmtree(out, ignore_errors=True)
     started = time.process_time()
@@ -157,7 +204,8 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     result = {"name": name, "label": label, "spec": _spec_key(spec), "points": [asdict(p) for p in curve.points],
               "constant_fraction": curve.constant_fraction(), "seconds": curve.seconds,
               "cpu_s": time.process_time() - started,
-              "train_success": [m.get("success_rate") for m in curve.train_metrics]}
+              "train": [{k: m.get(k) for k in ("success_rate", "steps", "early_stopped", "entropy")}
+                        for m in curve.train_metrics]}
     saved = workdir / "curves" / f"{name}.json"
     saved.parent.mkdir(parents=True, exist_ok=True)
     tmp = saved.with_suffix(".tmp")
@@ -173,33 +221,58 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     return grouped
 
 
-def _summarize(curves: dict[str, dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np
+def _wins(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
+    """(seeds, points, games, episodes) sampled wins, or (seeds, points, games, 1) greedy ones."""
+    if key == "greedy_wins":
+        return np.array([[[[w] for w in p["greedy_wins"]] for p in run["points"]] for run in runs], dtype=float)
+    return np.array([[p["wins"] for p in run["points"]] for run in runs], dtype=float)
 
+
+def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    from tracec.trace_rl.demo import trust_region_summary
+    from tracec.trace_rl.learning_stats import paired_auc, paired_difference, reach_ratio, success_interval
+
+    grouped = _by_label(curves)
     methods = {}
-    for label, runs in _by_label(curves).items():
-        success = np.array([[p["success"] for p in run["points"]] for run in runs])
-        reward = np.array([[p["reward"] for p in run["points"]] for run in runs])
-        methods[label] = {"seeds": len(runs), "rollouts": [p["rollouts"] for p in runs[0]["points"]],
-                          "success_mean": success.mean(axis=0).round(4).tolist(),
-                          "success_min": success.min(axis=0).round(4).tolist(),
-                          "success_max": success.max(axis=0).round(4).tolist(),
-                          "reward_mean": reward.mean(axis=0).round(4).tolist(),
-                          "constant_fraction": float(np.mean([r["constant_fraction"] for r in runs])),
-                          "cpu_s": float(sum(r["cpu_s"] for r in runs)), "wall_s": float(sum(r["seconds"] for r in runs))}
-    for prefix in ("", "SmolLM2, "):
-        reference = methods.get(f"{prefix}sparse GRPO")
-        if reference is None:
-            continue
-        target = reference["success_mean"][-1]
-        rose = target > reference["success_mean"][0] + 1e-12
-        for label, method in methods.items():
-            if label.startswith("SmolLM2") != bool(prefix):
-                continue
-            method["rollouts_to_grpo_final"] = next(  # after some training: the start reaches nothing
-                (x for x, y in zip(method["rollouts"], method["success_mean"]) if x > 0 and y >= target - 1e-12),
-                None) if rose else "n/a: GRPO never rose above its start"
-    return {"settings": vars(args) | {"workdir": str(args.workdir)}, "methods": methods, "runs": curves}
+    for label, runs in grouped.items():
+        wins, greedy = _wins(runs), _wins(runs, "greedy_wins")
+        steps = [step for run in runs for m in run["train"] for step in m["steps"]]
+        methods[label] = {
+            "seeds": len(runs), "rollouts": [p["rollouts"] for p in runs[0]["points"]],
+            "success": [success_interval(wins[:, k]).level() for k in range(wins.shape[1])],
+            "success_mean": wins.mean(axis=(0, 2, 3)).round(4).tolist(),
+            "greedy_mean": greedy.mean(axis=(0, 2, 3)).round(4).tolist(),
+            "per_seed_final": wins[:, -1].mean(axis=(1, 2)).round(4).tolist(),
+            "train_success_last4": float(np.mean([m["success_rate"] for run in runs for m in run["train"][-4:]])),
+            "constant_fraction": float(np.mean([r["constant_fraction"] for r in runs])),
+            "ratio_p99_max": max((s["ratio_p99"] for s in steps), default=1.0),
+            "ratio_p99_median": float(np.median([s["ratio_p99"] for s in steps if s["ratio_p99"] != 1.0] or [1.0])),
+            "trust_region": trust_region_summary([m for run in runs for m in run["train"]]),
+            "cpu_s": float(sum(r["cpu_s"] for r in runs))}
+    comparison: dict[str, Any] = {}
+    if "sparse GRPO" in grouped:
+        grpo = _wins(grouped["sparse GRPO"])
+        rollouts = methods["sparse GRPO"]["rollouts"]
+        points = len(rollouts) - 1
+        for label in [k for k in grouped if k != "sparse GRPO"]:
+            other = _wins(grouped[label])
+            entry = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
+                     for k in sorted({max(1, points // 4), max(1, points // 2), points})}
+            entry["area"] = str(paired_auc(rollouts, grpo, other))
+            for share in (0.5, 1.0):
+                ratio, grpo_seeds, other_seeds = reach_ratio(rollouts, grpo, other, share=share)
+                entry[f"reach {share:.0%}"] = {"ratio": f"{ratio.estimate:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]",
+                                               "grpo_per_seed": grpo_seeds, "per_seed": other_seeds}
+            comparison[label] = entry
+    cloned = np.array(gate["cloned"]["wins"], dtype=float)[None]
+    prior = np.array(gate["verb_prior"]["wins"], dtype=float)[None]
+    untrained = np.array(gate["untrained"]["wins"], dtype=float)[None]
+    gate_summary = {"untrained": success_interval(untrained).level(), "untrained_greedy": gate["untrained"]["greedy"],
+                    "verb_prior": success_interval(prior).level(), "cloned": success_interval(cloned).level(),
+                    "cloned_greedy": gate["cloned"]["greedy"], "cloned_losses": gate["cloned"]["losses"]}
+    return {"settings": vars(args) | {"workdir": str(args.workdir)}, "gate": gate_summary, "methods": methods,
+            "comparison": comparison, "runs": {k: {kk: v[kk] for kk in ("label", "seconds", "cpu_s")}
+                                               for k, v in curves.items()}}
 
 
 def _diagnostics(setup: Any) -> dict[str, Any]:
@@ -282,28 +355,55 @@ def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
 
     def as_curve(run: dict[str, Any]) -> Curve:
         spec = RunSpec(method=run["spec"]["method"], model=run["spec"]["model"], rubric=Path(run["spec"]["rubric"]))
-        return Curve(spec=spec, points=[CurvePoint(**p) for p in run["points"]])
+        return Curve(spec=spec, points=[CurvePoint(**{**p, "wins": (), "greedy_wins": ()}) for p in run["points"]])
 
     grouped = {label: [as_curve(r) for r in runs] for label, runs in _by_label(curves).items()}
-    main_labels = ["sparse GRPO", "GRPO + TRCA"]
+    main_labels = ["sparse GRPO", "GRPO + TRCA", ORACLE[1]]
     figures = [plot_curves({k: grouped[k] for k in main_labels if k in grouped}, workdir / "learning.png",
                            title="small policy: held-out success (mean, min-max over seeds)")]
     ablations = [k for k in grouped if k.startswith("TRCA,")]
     if ablations:
         figures.append(plot_curves({k: grouped[k] for k in ["GRPO + TRCA", *ablations] if k in grouped},
                                    workdir / "learning_ablations.png", title="TRCA ablations: held-out success"))
-    smol = [k for k in grouped if k.startswith("SmolLM2")]
-    if smol:
-        figures.append(plot_curves({k: grouped[k] for k in smol}, workdir / "learning_smollm2.png",
-                                   title="SmolLM2-135M-Instruct + LoRA: held-out success (1 seed)"))
     return figures
 
 
-def _figure_name(section: str, name: str) -> str:
-    """The PNG's name in bench/: the section's own (learning.png for "learning", learning_longer_budget.png for
-    "learning, longer budget"), so that one section's record never overwrites another's figures."""
-    slug = "_".join("".join(c if c.isalnum() else " " for c in section.lower()).split())
-    return name.replace("learning", slug, 1)
+def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
+    """The section's Markdown: the gate, the curves with intervals, the comparison, the trust region."""
+    g = summary["gate"]
+    lines = [(f"Family: {args.train_games} training games, {args.eval_games} held-out games (quests of 3-6 steps, "
+             f"12 turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on every linear layer; "
+             f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes "
+             f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, clip eps "
+             f"{args.clip_eps:g}, target KL {args.target_kl:g}, 2 mini-batches; command-level loss. Each point: "
+             f"{args.eval_games} held-out games x {args.eval_episodes} sampled episodes (and one greedy episode a "
+             "game); intervals are 95% bootstrap over seeds and games."), "",
+             "**Gate** (held-out success): untrained " + g["untrained"] + f" (greedy {g['untrained_greedy']:.3f}); "
+             "state-blind verb prior " + g["verb_prior"] + "; behaviour cloning on the training walkthroughs "
+             + g["cloned"] + f" (greedy {g['cloned_greedy']:.3f}, final loss {g['cloned_losses'][-1]:.3f})."]
+    oracle = summary["methods"].get(ORACLE[1])
+    if oracle:
+        lines[-1] += f" Oracle credit at the same budget: {oracle['success'][-1]} (greedy {oracle['greedy_mean'][-1]:.3f})."
+    rows = [[label, m["seeds"], " ".join(f"{x:.3f}" for x in m["success_mean"]), m["success"][-1],
+             f"{m['greedy_mean'][-1]:.3f}", " ".join(f"{x:.2f}" for x in m["per_seed_final"]),
+             f"{m['train_success_last4']:.3f}", f"{m['constant_fraction']:.0%}",
+             f"{m['ratio_p99_median']:.2f} / {m['ratio_p99_max']:.2f}", f"{m['cpu_s'] / 60:.0f}"]
+            for label, m in summary["methods"].items()]
+    lines += ["", markdown_table(["method", "seeds", "held-out success (mean) at each evaluation", "final [95% CI]",
+                                 "final greedy", "final per seed", "train success, last 4 it.", "constant groups",
+                                 "ratio p99 median / max", "CPU min"], rows)]
+    if summary["comparison"]:
+        lines += ["", ("**Against sparse GRPO** (difference in held-out success, paired over games, 95% CI; reach: "
+                      "rollouts to reach 50% / 100% of GRPO's final mean success, as a ratio to GRPO's own):"), ""]
+        rows = []
+        for label, c in summary["comparison"].items():
+            points = [v for k, v in c.items() if k.startswith("at ")]
+            rows.append([label, *points, c["area"], c["reach 50%"]["ratio"], c["reach 100%"]["ratio"]])
+        at = [k for k in next(iter(summary["comparison"].values())) if k.startswith("at ")]
+        lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC", "reach ratio 50%",
+                                     "reach ratio 100%"], rows))
+    lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
+    return "\n".join(lines)
 
 
 def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespace) -> None:
@@ -312,33 +412,14 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
     bench = Path(__file__).resolve().parent
     names = []
     for figure in figures:
-        name = _figure_name(args.section, figure.name)
-        shutil.copyfile(figure, bench / name)
-        names.append(name)
-    rows = []
-    for label, m in summary["methods"].items():
-        curve = " ".join(f"{s:.3f}" for s in m["success_mean"])
-        spread = f"{m['success_min'][-1]:.3f}-{m['success_max'][-1]:.3f}"
-        reach = m.get("rollouts_to_grpo_final")
-        rows.append([label, m["seeds"], curve, spread, f"{m['reward_mean'][-1]:.3f}", f"{m['constant_fraction']:.0%}",
-                     "never" if reach is None else reach, f"{m['cpu_s'] / 60:.1f}"])
+        shutil.copyfile(figure, bench / figure.name)
+        names.append(figure.name)
     d = summary["diagnostics"]
-    small = summary["methods"].get("sparse GRPO", {})
-    body = (f"Small policy: {args.iterations} iterations of {args.groups} groups x {args.group_size} episodes "
-            f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, held-out success on "
-            f"32 games x {args.eval_episodes} episodes at rollouts {small.get('rollouts')}. SmolLM2: "
-            f"{args.smol_iterations} iterations of {args.smol_groups} x {args.smol_group_size} episodes, {args.smol_eval_seeds} held-out games x 1, one seed. "
-            f"CPU time of the runs {sum(m['cpu_s'] for m in summary['methods'].values()) / 60:.0f} min, {args.jobs} at a "
-            f"time, one torch thread each, on a machine shared with other work.\n\n"
-            + markdown_table(["method", "seeds", "held-out success (mean) at each evaluation", "final min-max",
-                              "final points share", "constant groups", "rollouts to GRPO's final", "CPU min"], rows)
-            + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the walkthrough wins "
-            f"{d['walkthrough_success']:.0%}; {d['walkthrough_steps_rewarded']:.0%} of its steps fire a positive "
-            f"operator, {d['walkthrough_steps_penalized']:.0%} an invalidity one; TRCA return "
+    body = (_report(summary, args) + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the "
+            f"walkthrough wins {d['walkthrough_success']:.0%}; {d['walkthrough_steps_rewarded']:.0%} of its steps fire "
+            f"a positive operator, {d['walkthrough_steps_penalized']:.0%} an invalidity one; TRCA return "
             f"{d['return_walkthrough']:.3f} (walkthrough) vs {d['return_random']:.3f} (random play, which wins "
-            f"{d['random_success']:.0%}). Games in which each operator fires on the walkthrough: "
-            + ", ".join(f"{k} {v}" for k, v in d["walkthrough_games_per_operator"].items()) + ".\n\n"
-            + _credit_text(d["credit_on_random_play"]) + "\n\n"
+            f"{d['random_success']:.0%}). " + _credit_text(d["credit_on_random_play"]) + "\n\n"
             + " ".join(f"![{n}]({n})" for n in names)
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
@@ -346,8 +427,7 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
         if key in ("record", "workdir", "notes") or value is False or value is None:
             continue
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
-    command = "python bench/learning.py " + " ".join(flags) + " --record"
-    record(args.section, body, command)
+    record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")
 
 
 def _credit_text(c: dict[str, Any]) -> str:

@@ -33,6 +33,10 @@ class Interval:
     def __str__(self) -> str:
         return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
+    def level(self) -> str:
+        """As a level (a success rate), not a difference."""
+        return f"{self.estimate:.3f} [{self.low:.3f}, {self.high:.3f}]"
+
     def excludes_zero(self) -> bool:
         return self.low > 0 or self.high < 0
 

@@ -238,9 +238,14 @@ def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
         assert [m["iteration"] for m in metrics] == [1, 2]
     assert summary["curves"]["trca"]["constant_fraction"] < 1.0  # TRCA's step rewards: its groups are rarely constant
     assert (elsewhere / "w" / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    table = re.findall(r"^ +(\d+) +([01]\.\d{3}) +([01]\.\d{3}) ", result.out, flags=re.MULTILINE)
+    table = re.findall(r"^ +(\d+) +([01]\.\d{3}) \[([01]\.\d{3}), ([01]\.\d{3})\] +([01]\.\d{3}) \[", result.out,
+                       flags=re.MULTILINE)
     assert [int(row[0]) for row in table] == [0, 4, 8]
+    assert all(float(low) <= float(mid) <= float(high) for _, mid, low, high, _ in table)  # each with its interval
     assert "sparse GRPO" in result.out and "GRPO + TRCA" in result.out
+    assert re.search(r"TRCA - GRPO held-out success at 8 rollouts: [+-]\d\.\d{3} \[", result.out)  # the headline
+    assert re.search(r"GRPO \+ TRCA: \d+ optimizer steps, ratio p99 <= \d", result.out)  # the trust region
+    assert "Warning" not in result.out + result.err and "Loading weights" not in result.err
 
 
 @pytest.mark.slow

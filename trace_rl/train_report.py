@@ -3,7 +3,9 @@
 `metrics.jsonl` is appended once per iteration (flushed, so a killed run keeps every finished iteration). A resumed
 run first rewrites it, atomically, without the iterations after its checkpoint: those are run again, and the file
 then reads as one uninterrupted run. The curve plots reward, success rate and the constant-group fraction against
-the iteration, with the loss, KL and clip fraction beside them (matplotlib, the `train` extra; headless).
+the iteration, with the trust region beside them: the ratio's worst p99 and the approximate KL to the sampling
+policy per iteration, the clip fraction and the KL to the base (matplotlib, the `train` extra; headless). The
+console line carries the same diagnostics.
 Left out: TensorBoard and W&B writers (the JSONL file is what they would read).
 """
 
@@ -19,6 +21,7 @@ from tracec.atomic import write_atomic
 
 CONSOLE_KEYS = (("reward_mean", "reward", ".3f"), ("success_rate", "success", ".2f"),
                 ("constant_fraction", "const", ".2f"), ("clip_fraction", "clip", ".3f"), ("kl", "kl", ".4f"),
+                ("ratio_p99", "ratio p99", ".2f"), ("approx_kl", "kl(old)", ".4f"), ("grad_norm", "|g|", ".2f"),
                 ("entropy", "entropy", ".2f"), ("tokens_per_s", "tok/s", ".0f"), ("time_rollout", "rollout s", ".1f"),
                 ("time_score", "score s", ".2f"), ("time_learn", "learn s", ".1f"))
 
@@ -67,8 +70,12 @@ def plot_curve(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     left.set_xlabel("iteration")
     left.legend()
     left.grid(alpha=0.3)
-    for key, label in (("loss", "loss"), ("kl", "KL (k3)"), ("clip_fraction", "clip fraction")):
-        right.plot(x, [r.get(key, math.nan) for r in records], marker="o", markersize=3, label=label)
+    for key, label in (("ratio_p99", "ratio p99 (worst step) - 1"), ("approx_kl", "KL to the sampler (k3)"),
+                       ("clip_fraction", "clip fraction"), ("kl", "KL to the base (k3)")):
+        values = [r.get(key, math.nan) for r in records]
+        if key == "ratio_p99":
+            values = [v - 1 for v in values]
+        right.plot(x, values, marker="o", markersize=3, label=label)
     right.set_xlabel("iteration")
     right.legend()
     right.grid(alpha=0.3)

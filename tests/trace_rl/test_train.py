@@ -53,6 +53,10 @@ def test_grpo_on_a_toy_environment_trains_and_records_everything(tmp_path: Path)
         assert 0 <= record["reward_mean"] <= 1 and 0 <= record["clip_fraction"] <= 1 and record["kl"] >= 0
         assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2  # rewards differ within groups
         assert record["time_rollout"] > 0 and record["tokens_per_s"] > 0 and record["entropy"] > 0
+        first, second = record["steps"]  # each optimizer step's trust region, measured before it
+        assert first["ratio_max"] == pytest.approx(1.0, abs=1e-3) and second["ratio_max"] != pytest.approx(1.0)
+        assert record["ratio_p99"] == max(first["ratio_p99"], second["ratio_p99"]) >= record["ratio_p50"]
+        assert second["approx_kl"] > 0 and first["grad_norm"] > 0 and not record["early_stopped"]
     assert lines[-1]["kl"] > 0  # the adapter has moved away from the base
     # checkpoints: the newest two, each whole, with the run's config beside it
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["iter_000002", "iter_000003"]

@@ -92,7 +92,7 @@ class TextWorldEnvSection:
     take: int = 1  # tw-cooking: of which to find
     skills: tuple[str, ...] = ()  # tw-cooking: open, cook, cut, drop
     show_admissible: bool = True  # list the admissible commands in each observation
-    cache: str = ""  # where made games are kept; "" = ~/.cache/tracec/textworld
+    cache: str = ""  # where made games are kept; "" = $TRACEC_CACHE_DIR/textworld (default ~/.cache/tracec)
 
     def __post_init__(self) -> None:
         choice("challenge", self.challenge, ("custom", "tw-simple", "tw-cooking"))

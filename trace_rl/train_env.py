@@ -12,12 +12,15 @@ Left out: mixtures of environments in one run (TRACE trains one adapter per envi
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tracec.runtime.environment import Environment, EnvironmentFactory
 from tracec.trace_rl.train_config import ConfigError, EnvSection
+
+from tracec.cache_dir import cache_root
 
 PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))  # what every environment has
 
@@ -46,7 +49,7 @@ def _textworld(section: EnvSection) -> EnvironmentFactory:
     from tracec.trace_rl.envs.textworld_env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
 
     tw = section.textworld
-    cache = Path(tw.cache).expanduser() if tw.cache else Path.home() / ".cache" / "tracec" / "textworld"
+    cache = Path(tw.cache).expanduser() if tw.cache else cache_root(os.environ) / "textworld"
     if tw.game:
         if not Path(tw.game).is_file():
             raise ConfigError(f"env.textworld.game = {tw.game!r}: no such game file (make one with `tw-make`, or "

@@ -106,3 +106,13 @@ def test_shipped_configs_load(repo_dir: Path) -> None:
         assert config.run.iterations == 1 and config.model.name == "smollm2-135m-instruct"
         for named in (config.env.capability.path if config.env.kind == "capability" else None, config.advantage.rubric):
             assert not named or Path(named).is_file()
+
+
+def test_textworld_games_are_made_under_the_cache_root(tmp_path, monkeypatch) -> None:
+    """$TRACEC_CACHE_DIR moves every rebuildable cache, the made TextWorld games included."""
+    from tracec.trace_rl.train_config import EnvSection
+    from tracec.trace_rl.train_env import environment_factory
+
+    monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "elsewhere"))
+    env = environment_factory(EnvSection(kind="textworld"))()
+    assert Path(env.cache_dir) == tmp_path / "elsewhere" / "textworld"

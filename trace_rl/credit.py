@@ -8,8 +8,11 @@
   The rubric's task groups are the rollout groups (each episode's `task` is set to its group), so A_E compares the
   K episodes of one task instance exactly as GRPO would. `lam` / `gamma` override the rubric's when given.
 - `oracle`: +1 on a step that played the next command of the environment's shortest winning plan from its state,
-  -1 on any other (the trajectory's `on_plan`, which the TextWorld family records). Not a method: the learnability
-  gate's upper reference, credit no reward design can beat.
+  -1 on any other (the trajectory's `on_plan`, which the TextWorld family records), then standardized over all the
+  steps of the group as GRPO standardizes rewards: uncentred, the -1 of the many off-plan steps push every chosen
+  command down, which raises the likeliest other command most, and the policy collapsed onto one (measured: entropy
+  1.8 -> 0.2 in five iterations, held-out success 2% -> 0). Not a method: the learnability gate's reference, credit
+  that knows the answer.
 A group whose loss tokens all have |A| <= 1e-9 is constant: it teaches nothing, and the trainer may drop it.
 Left out: batch-level reward scaling, reward clipping, per-token (rather than per-step) credit.
 """
@@ -86,7 +89,7 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
         per_episode = grpo_advantages(rewards, groups, scale=scale)
         return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
     if kind == "oracle":
-        return [token_advantages(e, oracle_step_advantages(e)) for e in episodes]
+        return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes))]
     if kind == "trca":
         if scorer is None:
             raise ValueError("TRCA advantages need a scorer (advantage.rubric)")
@@ -94,13 +97,25 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
     raise ValueError(f"advantage kind {kind!r}: use 'grpo', 'trca' or 'oracle'")
 
 
-def oracle_step_advantages(episode: EpisodeRollout) -> np.ndarray:
-    """(turns,) +1 where the step followed the shortest winning plan, -1 elsewhere."""
-    on_plan = episode.trajectory.get("on_plan")
-    if on_plan is None:
-        raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records `on_plan` "
-                         "per step (the TextWorld family does)")
-    return np.where(np.asarray(on_plan, dtype=bool), 1.0, -1.0)
+def oracle_advantages(episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+    """Per episode, (turns,): +1 where the step followed the shortest winning plan, -1 elsewhere, standardized over
+    the steps of its group (0 for a group whose steps all agree)."""
+    signs = []
+    for episode in episodes:
+        on_plan = episode.trajectory.get("on_plan")
+        if on_plan is None:
+            raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records "
+                             "`on_plan` per step (the TextWorld family does)")
+        signs.append(np.where(np.asarray(on_plan, dtype=bool), 1.0, -1.0))
+    groups = np.array([e.group for e in episodes])
+    out = list(signs)
+    for group in np.unique(groups):
+        members = np.flatnonzero(groups == group)
+        values = np.concatenate([signs[i] for i in members])
+        spread = values.std()
+        for i in members:
+            out[i] = (signs[i] - values.mean()) / (spread + EPS) if spread > CONSTANT else np.zeros_like(signs[i])
+    return out
 
 
 def constant_groups(episodes: Sequence[EpisodeRollout], advantages: Sequence[np.ndarray]) -> set[int]:

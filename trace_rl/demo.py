@@ -284,13 +284,17 @@ def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] 
     small = replace(setup, family=replace(setup.family, eval_seeds=setup.family.eval_seeds[:budget.smol_eval_seeds]))
     spec = RunSpec(method="trca", model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=16.0),
                    iterations=budget.smol_iterations, eval_every=budget.smol_iterations, groups_per_batch=budget.smol_groups,
-                   group_size=budget.smol_group_size, lr=budget.smol_lr, eval_episodes=1, threads=1)
-    shown: list[CurvePoint] = []
-    curve = learning_curve(small, spec, _run_dir(workdir, "smollm2"), on_evaluation=shown.append)
+                   group_size=budget.smol_group_size, lr=budget.smol_lr, clip_eps=budget.clip_eps,
+                   target_kl=budget.target_kl, eval_episodes=1, threads=1)
+    curve = learning_curve(small, spec, _run_dir(workdir, "smollm2"))
     before, after = curve.points[0], curve.points[-1]
-    print(f"  held-out success {before.success:.3f} -> {after.success:.3f}, points share {before.reward:.3f} -> "
-          f"{after.reward:.3f} ({len(small.family.eval_seeds)} held-out games, one episode each, after "
-          f"{after.rollouts} training episodes; {curve.seconds:.0f} s)")
+    gain = paired_difference(_wins(before), _wins(after))
+    print(f"  held-out success {_with_interval(before)} -> {_with_interval(after)}, gain {gain} (paired, 95%), "
+          f"points share {before.reward:.3f} -> {after.reward:.3f} ({len(small.family.eval_seeds)} held-out games, "
+          f"one episode each, after {after.rollouts} training episodes; {curve.seconds:.0f} s)")
+    print(f"  {trust_region_summary(curve.train_metrics)}")
+    if not gain.excludes_zero():
+        print("  at this budget the interval holds 0: bench/learning_smollm2.py runs SmolLM2 at a real one")
     return {"before": asdict(before), "after": asdict(after), "seconds": curve.seconds,
             "eval_games": len(small.family.eval_seeds)}
 

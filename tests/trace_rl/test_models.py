@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,8 @@ def test_models_command_lists_and_fails_cleanly(tmp_path: Path, monkeypatch: pyt
 def test_installed_smollm2_is_a_chat_model() -> None:
     """`make` installs SmolLM2 once; the folder loads as a Llama with its chat template and answers greedily."""
     folder = resolve_model(SMOLLM2)
+    # a plain checkpoint: no GGUF quantization_config, which makes transformers' Trainer and TRL refuse to train it
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
     backend = TransformersBackend.from_pretrained(folder)
     assert backend.uses_chat_template and backend.model.config.model_type == "llama"
     assert sum(p.numel() for p in backend.model.parameters()) == 134_515_008

@@ -53,6 +53,17 @@ def load_scorer(path: str | Path, *, rubric: str | None = None, lam: float | Non
     return RubricScorer(compiled, compile_kernel(compiled.program, "numba", default_cache()))
 
 
+def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric: str) -> None:
+    """Refuse a rubric whose schema names none of the fields the environment's states have: every fact would be
+    unknown, every operator silent and every advantage 0, a run that trains on nothing without a word."""
+    declared = set(scorer.compiled.schema.state)
+    if declared and not declared & set(state):
+        raise ValueError(f"advantage.rubric = {rubric!r}: its schema {scorer.compiled.schema.name!r} reads the state "
+                         f"fields {', '.join(sorted(declared))}, and the environment's states have none of them "
+                         f"(they have {', '.join(sorted(state)) or 'no fields'}); use the rubric written for this "
+                         "environment")
+
+
 def trca_step_advantages(scorer: RubricScorer, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
     """Per episode, its steps' A = A_E + A_S: (turns,) each."""
     records = [_as_episode(e) for e in episodes]

@@ -52,7 +52,7 @@ from tracec.trace_rl.checkpoint import (
     save_checkpoint,
 )
 from tracec.trace_rl.choice_policy import tree_length
-from tracec.trace_rl.credit import constant_groups, episode_token_advantages, load_scorer
+from tracec.trace_rl.credit import check_rubric_fits, constant_groups, episode_token_advantages, load_scorer
 from tracec.trace_rl.distributed import Distributed, init_distributed, shutdown
 from tracec.trace_rl.kv_sampler import KVCacheSampler
 from tracec.trace_rl.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
@@ -184,15 +184,34 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
         start, stream.position = state.iteration, state.data_position
     scorer = load_scorer(config.advantage.rubric, rubric=config.advantage.rubric_name, lam=config.advantage.lam,
                          gamma=config.advantage.gamma) if config.advantage.kind == "trca" else None
+    factory = make_env or environment_factory(config.env)
+    if scorer is not None:
+        _check_rubric_fits(scorer, factory, config)
     template = TurnTemplate(policy.tokenizer)
     sampler = make_sampler(config, policy, template, run_dir)
-    engine = RolloutEngine(sampler, template, make_env or environment_factory(config.env), RolloutSettings(
+    engine = RolloutEngine(sampler, template, factory, RolloutSettings(
         max_turns=config.env.max_turns, max_new_tokens=config.rollout.max_new_tokens,
         max_context_tokens=config.rollout.max_context_tokens, loss_tokens=config.rollout.loss_tokens,
         action_mode=config.rollout.action_mode))
     return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
                 engine=engine, learner=Learner(policy, optimizer, _learn_settings(config), dist), scorer=scorer,
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
+
+
+def _check_rubric_fits(scorer: RubricScorer, factory: EnvironmentFactory, config: TrainConfig) -> None:
+    """The rubric against the first task's opening state, before any rollout."""
+    env = factory()
+    try:
+        env.reset(config.env.first_seed)
+        states = env.trajectory("probe").get("states") or [{}]
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+    try:
+        check_rubric_fits(scorer, dict(states[0]), rubric=config.advantage.rubric)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScorer | None, config: TrainConfig,

@@ -164,6 +164,14 @@ def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
     if not torch.cuda.is_available():
         assert cli_main(["train", str(bad), *gpu]) == 1
         assert "torch sees no CUDA device here" in capsys.readouterr().err
+    other = ["--set", "rollout.group_size=4", "--set", "model.name=tiny", "--set", "advantage.kind=trca",
+             "--set", f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "--set",
+             "env.kind=capability", "--set", f"advantage.rubric={REPO}/examples/household.rubric",
+             "--out", str(tmp_path / "other")]
+    assert cli_main(["train", str(bad), *other]) == 1  # a rubric for another schema: said before any rollout
+    err = capsys.readouterr().err
+    assert "its schema 'alfworld' reads the state fields" in err and "Traceback" not in err
+    assert not (tmp_path / "other" / "metrics.jsonl").exists()
 
 
 @pytest.mark.slow

@@ -322,7 +322,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     config = config_from_dict(data, where=str(path) if path is not None else "<defaults>", text=text,
                               sources=sources)
     base = Path(path).resolve().parent if path is not None else Path.cwd()
-    return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in PATH_KEYS})
+    return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in (*PATH_KEYS, MODEL_KEY)})
 
 
 def config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
@@ -347,13 +347,21 @@ def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> None:
 
 
 # Files a config names: relative to the config file's folder (to the working folder when given by --set), stored
-# absolute, so that the copy saved beside a checkpoint names the same files.
+# absolute, so that the copy saved beside a checkpoint names the same files; model.name too when it names a
+# checkpoint folder there.
+MODEL_KEY = "model.name"
 PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric")
 
 
 def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConfig:
     data = config_to_dict(config)
+    # model.name is a model's name or a checkpoint folder: a folder beside the config is the config's, like any path
+    folder, beside = Path(data["model"]["name"]).expanduser(), bases.get(MODEL_KEY, Path.cwd())
+    if not folder.is_absolute() and (beside / folder / "config.json").is_file():
+        data["model"]["name"] = str((beside / folder).resolve())
     for key, base in bases.items():
+        if key == MODEL_KEY:
+            continue
         *sections, name = key.split(".")
         table = data
         for section in sections:

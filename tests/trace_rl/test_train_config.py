@@ -116,3 +116,14 @@ def test_textworld_games_are_made_under_the_cache_root(tmp_path, monkeypatch) ->
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "elsewhere"))
     env = environment_factory(EnvSection(kind="textworld"))()
     assert Path(env.cache_dir) == tmp_path / "elsewhere" / "textworld"
+
+
+def test_a_checkpoint_folder_named_in_a_config_is_found_beside_the_config(tmp_path, monkeypatch) -> None:
+    from tracec.trace_rl.train_config import load_config
+
+    (tmp_path / "conf" / "ckpt").mkdir(parents=True)
+    (tmp_path / "conf" / "ckpt" / "config.json").write_text("{}")
+    (tmp_path / "conf" / "train.toml").write_text('[model]\nname = "ckpt"\n')
+    monkeypatch.chdir(tmp_path)  # the working folder has no ckpt: the config's folder does
+    assert load_config(tmp_path / "conf" / "train.toml").model.name == str(tmp_path / "conf" / "ckpt")
+    assert load_config(None, ["model.name=tiny"]).model.name == "tiny"  # a model's name stays a name

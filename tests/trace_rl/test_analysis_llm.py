@@ -229,3 +229,30 @@ def test_inputs_that_are_neither_format_are_refused(trajectories: Path, tmp_path
         read_cases([other])
     with pytest.raises(CaseError, match="also appears in"):
         read_cases([one, one])
+
+
+def test_runs_of_another_dictionary_are_refused_and_an_empty_run_is_never_written(
+        trajectories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = read_cases([trajectories])
+    log = CallLog(tmp_path / "llm_calls.jsonl", command="test")
+    silent = ScriptedLLM(lambda m: "no")  # never a valid label: nothing to write, even when skipping failures
+    with pytest.raises(LabelingFailed, match="none of the 9 trajectories got valid labels"):
+        label_with_llm(silent, cases, CAPABILITIES, LabelSettings(skip_failed=True), out_dir=tmp_path, log=log,
+                       progress=Progress(tmp_path / "p.jsonl", "b"), report=lambda _: None)
+    assert not (tmp_path / "run_01.json").exists()
+    label_with_llm(labeler(set()), cases, CAPABILITIES, LabelSettings(), out_dir=tmp_path, log=log,
+                   progress=Progress(tmp_path / "q.jsonl", "c"), report=lambda _: None)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"candidates": [{"name": "something_else", "description": "another dictionary"}]}))
+    argv = ["analyze", "label", str(trajectories), "--capabilities", str(other), "-o", str(tmp_path), "--llm", "http",
+            "--model", "scripted", "--base-url", "http://127.0.0.1:9"]
+    assert main(argv) == 2  # refused before any call (nothing listens on the discard port)
+    assert "labelled against the capabilities precondition_verification" in capsys.readouterr().err
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "run_01.json").write_text((tmp_path / "run_01.json").read_text())
+    run = json.loads((tmp_path / "run_01.json").read_text())
+    run["labels"] = {"something_else": next(iter(run["labels"].values()))}
+    (mixed / "run_02.json").write_text(json.dumps(run))
+    assert main(["analyze", "select", str(mixed), "-o", str(tmp_path / "sel.json")]) == 2
+    assert "labelled against other capabilities" in capsys.readouterr().err

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tracec.trace_rl.analysis.cases import CaseError, read_cases
-from tracec.trace_rl.analysis.dictionary import DictionaryError, read_dictionary
+from tracec.trace_rl.analysis.dictionary import Capability, DictionaryError, read_dictionary
 from tracec.trace_rl.analysis.label import LabelingFailed
 from tracec.trace_rl.analysis.progress import Progress, fingerprint
 from tracec.trace_rl.analysis.runs import RunFileError, read_run, run_files
@@ -95,7 +95,7 @@ def label(args: argparse.Namespace) -> int:
 
     capabilities = read_dictionary(args.capabilities)
     first = args.first_run
-    runs = [r for r in range(first, first + args.runs) if args.force or not (out / f"run_{r:02d}.json").exists()]
+    runs = [r for r in range(first, first + args.runs) if args.force or not _kept(out / f"run_{r:02d}.json", capabilities)]
     for done in sorted(set(range(first, first + args.runs)) - set(runs)):
         report(f"{out / f'run_{done:02d}.json'}: exists, kept (--force relabels it)")
     if not runs:
@@ -116,6 +116,19 @@ def label(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kept(path: Path, capabilities: Sequence[Capability]) -> bool:
+    """Whether an existing run file stands: it labelled some trajectory against exactly these capabilities. A run
+    of another dictionary is refused (select would mix them); an empty one (nothing was labelled) is redone."""
+    if not path.exists():
+        return False
+    run = read_run(path)
+    names = {c.name for c in capabilities}
+    if set(run.labels) != names:
+        raise UsageProblem(f"{path}: labelled against the capabilities {', '.join(sorted(run.labels))}, not this "
+                           f"dictionary's ({', '.join(sorted(names))}); pass --force to relabel it, or choose another -o")
+    return run.total_failed + run.total_passed > 0
+
+
 def select(args: argparse.Namespace) -> int:
     from tracec.trace_rl.analysis.chart import write_chart
     from tracec.trace_rl.analysis.select import Thresholds, render_table, selected, summarize
@@ -123,6 +136,10 @@ def select(args: argparse.Namespace) -> int:
     thresholds = settings(Thresholds, rho=args.rho, delta=args.delta, k=args.k)
     paths = run_files(args.runs)
     runs = [read_run(p) for p in paths]
+    mixed = [r.path for r in runs if set(r.labels) != set(runs[0].labels)]
+    if mixed:
+        raise UsageProblem(f"{mixed[0]}: labelled against other capabilities than {runs[0].path} "
+                           f"({', '.join(sorted(runs[0].labels))}); select compares runs of one dictionary")
     if thresholds.k > len(runs):
         report(f"select: note: --k {thresholds.k} is more than the {len(runs)} runs given; nothing can be kept")
     candidates = args.candidates or next((p / "candidate_capabilities.json" for p in args.runs

@@ -102,6 +102,9 @@ def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities
             raise LabelingFailed(f"run {run}: {len(failures)} of {len(cases)} trajectories got no valid labels in "
                                  f"{settings.tries} tries ({named}); every attempt is in {log.path}. Rerun to "
                                  "retry them (finished labels are kept), or pass --skip-failed")
+        if not labels:
+            raise LabelingFailed(f"run {run}: none of the {len(cases)} trajectories got valid labels in "
+                                 f"{settings.tries} tries; every attempt is in {log.path}; no run file written")
         path = out_dir / f"run_{run:02d}.json"
         write_labels(path, run, [c for c in cases if c.id in labels], labels, capabilities, sorted(failures))
         report(f"{path}: {len(labels)} trajectories labeled" + (f", {len(failures)} left out" if failures else ""))

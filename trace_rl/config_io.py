@@ -62,9 +62,7 @@ def build(cls: type, data: Mapping[str, Any], *, where: str = "<dict>", text: st
         origin = (sources or {}).get(error.key)
         if origin is not None:
             raise ConfigError(f"{origin}: error: {error.message}") from None
-        line = _line_of(text, error.key) if text else 0
-        raise ConfigError(f"{where}:{line}:1: error: {error.message}" if line else f"{where}: error: {error.message}") \
-            from None
+        raise located(where, text, error.key, error.message) from None
 
 
 def read_toml(path: str) -> tuple[dict[str, Any], str]:
@@ -213,6 +211,12 @@ def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
             raise ConfigError(f"error: `{part}` is a value, not a section, so `{'.'.join(path)}` cannot be set")
         data = inner
     data[path[-1]] = value
+
+
+def located(where: str, text: str, dotted: str, message: str) -> ConfigError:
+    """A ConfigError at the line of `text` that sets `dotted` (the file alone when no line does)."""
+    line = _line_of(text, dotted) if text else 0
+    return ConfigError(f"{where}:{line}:1: error: {message}" if line else f"{where}: error: {message}")
 
 
 def _line_of(text: str, dotted: str) -> int:

@@ -258,3 +258,17 @@ def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
                if line.startswith("train tool_calling_precision: iter")]
     assert trained == ["2/3", "3/3"]  # ...and not played again
     assert "| routed |" in rerun.stdout and rerun.stdout.rstrip().endswith("report.md")
+
+
+def test_a_missing_target_environment_is_said_at_its_line_when_the_config_loads(tmp_path: Path,
+                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from tracec.cli import main
+
+    config = write_config(tmp_path)
+    text = config.read_text()
+    config.write_text(text.replace("multi_step_completion.rubric", "multi_step_completoin.rubric"))
+    line = next(n for n, row in enumerate(config.read_text().splitlines(), 1) if row.startswith("environments ="))
+    assert main(["pipeline", str(config)]) == 1  # before collecting, analysing or loading a model
+    err = capsys.readouterr().err
+    assert f"{config}:{line}:1: error: target.environments names " in err and "multi_step_completoin" in err
+    assert not (tmp_path / "run").exists()

@@ -26,6 +26,7 @@ from tracec.trace_rl.config_io import (
     assign_override,
     build,
     choice,
+    located,
     read_toml,
     require,
     to_dict,
@@ -233,7 +234,12 @@ def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] 
     if isinstance(data.get("train", {}), dict):  # the trainer's checks see the model it will train
         data.setdefault("train", {})["model"] = data.get("model", {})
     config = pipeline_config_from_dict(data, where=str(path), text=text, sources=sources)
-    return _absolute_paths(config, Path(path).resolve().parent, data_from_cli=set(sources))
+    config = _absolute_paths(config, Path(path).resolve().parent, data_from_cli=set(sources))
+    missing = [p for p in config.target.environments if not Path(p).is_file()]
+    if missing:  # said now, not after collecting, analysing and loading the model
+        raise located(str(path), text, "target.environments", f"target.environments names {missing[0]}, which is "
+                      "not a file; name the capability environments' `.rubric` files (paths relative to this file)")
+    return config
 
 
 def pipeline_config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",

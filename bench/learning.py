@@ -43,9 +43,10 @@ EVAL_SEED_BASE = 100_000
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.demo import quiet_libraries
     from tracec.trace_rl.learning_curve import prepare_setup
     from tracec.trace_rl.textworld_family import TaskFamily
+
+    from tracec.quiet import quiet_libraries
 
     quiet_libraries()
     began = time.perf_counter()
@@ -193,8 +194,9 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
 def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dict[str, Any]:
     import shutil
 
-    from tracec.trace_rl.demo import quiet_libraries
     from tracec.trace_rl.learning_curve import learning_curve
+
+    from tracec.quiet import quiet_libraries
 
     quiet_libraries()
     out = workdir / "runs" / name

@@ -33,11 +33,12 @@ EVAL_SEED_BASE = 100_000
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.demo import quiet_libraries
     from tracec.trace_rl.learning_curve import RunSpec, learning_curve, prepare_setup
     from tracec.trace_rl.learning_stats import paired_difference, success_interval
     from tracec.trace_rl.textworld_family import TaskFamily
     from tracec.trace_rl.train_config import LoraSection
+
+    from tracec.quiet import quiet_libraries
 
     quiet_libraries()
     family = TaskFamily(train_seeds=tuple(range(args.train_games)),

@@ -29,6 +29,7 @@ from tracec.cli.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, Usa
 from tracec.dsl.errors import RubricError
 
 from tracec import __version__
+from tracec.quiet import quiet_libraries
 
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
@@ -89,6 +90,8 @@ def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.Argum
     """Every command is listed (for `--help` and the usage error); only the chosen one gets its arguments."""
     parser = argparse.ArgumentParser(prog="tracec", description="Compiled, verifiable rewards for LLM-agent RL.")
     parser.add_argument("--version", action="version", version=f"tracec {__version__}")
+    parser.add_argument("--library-output", action="store_true",
+                        help="let the libraries' own warnings and progress bars through (transformers, torch, peft)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         sub = commands.add_parser(command.name, help=command.help, description=command.help)
@@ -98,6 +101,8 @@ def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.Argum
 
 
 def _run(command: Command, module: ModuleType, args: argparse.Namespace) -> int:
+    if not args.library_output:
+        quiet_libraries()
     try:
         return int(module.run(args))
     except RubricError as error:

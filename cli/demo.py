@@ -39,8 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"learning rate (default {default.lr})")
     budget.add_argument("--sequential", action="store_true", help="train the two methods one after the other "
                         "(default: side by side, one process each)")
-    parser.add_argument("--verbose", action="store_true",
-                        help="let the libraries' own warnings and progress bars through")
     smol = parser.add_argument_group("SmolLM2-135M-Instruct")
     smol.add_argument("--smol-iterations", type=integer(0), default=default.smol_iterations,
                       help=f"training iterations, 0 skips the stage (default {default.smol_iterations})")
@@ -59,4 +57,4 @@ def run(args: argparse.Namespace) -> int:
                         parallel=not args.sequential)
     kernel_cache()  # TRCA compiles the rubric's kernels: an unwritable cache is said before any work
     return run_demo(work_folder(args.workdir), budget, family=demo_family(args.train_games, args.eval_games),
-                    verbose=args.verbose)
+                    verbose=args.library_output)  # `tracec --library-output demo`

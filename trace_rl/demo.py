@@ -15,7 +15,7 @@
 The policy acts by choosing among the admissible commands (`rollout.action_mode = "admissible"`), and the loss acts
 on that policy, log pi(c|s) over the commands (`choice_policy`): a policy that starts from random weights cannot
 write a command, and that mode is what the experiment measures (docs/learning.md). Third-party warnings and
-progress bars are silenced unless `--verbose`.
+progress bars are silenced unless `tracec --library-output demo`.
 The shipped rubric is package data (`tracec.examples`), found through `importlib.resources`, so the demo runs from
 any working folder. Every budget is an option (`DemoBudget`); the defaults finish in about 10 minutes on 2 cores.
 Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
@@ -47,6 +47,8 @@ from tracec.trace_rl.learning_curve import (
 from tracec.trace_rl.learning_stats import paired_auc, paired_difference, success_interval
 from tracec.trace_rl.textworld_family import TaskFamily
 from tracec.trace_rl.train_config import LoraSection
+
+from tracec.quiet import quiet_libraries
 
 # Fixed before any tuning and never trained on: training games are seeds 0, 1, ..., held-out ones 100000, 100001, ...
 EVAL_SEED_BASE = 100_000
@@ -98,18 +100,6 @@ def method_spec(method: str, setup: Setup, budget: DemoBudget, *, seed: int = 0)
                    eval_every=budget.eval_every, groups_per_batch=budget.groups, group_size=budget.group_size,
                    lr=budget.lr, clip_eps=budget.clip_eps, target_kl=budget.target_kl,
                    eval_episodes=budget.eval_episodes, seed=seed)
-
-
-def quiet_libraries() -> None:
-    """No third-party warnings or progress bars (transformers' weight loading and shard writing) in the demo's
-    output: it prints its own progress."""
-    import warnings
-
-    import transformers
-
-    warnings.filterwarnings("ignore")
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
 
 
 def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFamily = DEMO_FAMILY,

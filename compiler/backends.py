@@ -56,7 +56,7 @@ def compile_kernel(program: KernelProgram, backend: Backend, cache: KernelCache 
     if cache is None:
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return compile_kernel(program, backend, KernelCache(Path(scratch)))
-    # Each backend is imported when it is used: Numba and cffi cost a tenth of a second or more each to import.
+    # Each backend is imported when it is used: Numba costs a tenth of a second or more to import.
     if backend in ("auto", "c"):
         from tracec.compiler import c_backend
 

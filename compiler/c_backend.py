@@ -1,4 +1,4 @@
-"""The C backend: the same fused kernel as the Numba backend, emitted as C99 and built with cffi into a shared library.
+"""The C backend: the same fused kernel as the Numba backend, emitted as C99 and built into a shared library.
 
 `tracec_kernel(n, <column arrays>, uint8_t *out, int64_t *keys)` walks the schedule of `tracec.compiler.codegen`
 (bools as definitely-true / definitely-false flags, branch-free), one OpenMP-parallel loop over transitions. Integer
@@ -8,14 +8,16 @@ Every library also exports `tracec_manifest()`, a JSON text with its columns and
 copied anywhere (`write_artifact`, behind `tracec compile --backend c -o OUT`) loads in a later process with nothing
 beside it and without a compiler. A library is plain C with no Python in it: built by one call of the C compiler
 (`$CC`, else the compiler Python was built with, else `cc`), without Python's headers or setuptools (a tenth of a
-second instead of half a second), and opened in cffi's ABI mode (`ffi.dlopen`), which needs no module name, so an
-artifact may be renamed freely. A missing or failing compiler is a `BuildError` saying which command failed.
+second instead of half a second), and opened with ctypes, which needs no module name, so an artifact may be renamed
+freely, and costs a process nothing (cffi's C parser took 35 ms of every `tracec eval`). A missing or failing
+compiler is a `BuildError` saying which command failed.
 
 Left out: cross-compilation and CPU-specific flags (an artifact runs on any x86-64 of the same libc).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
@@ -30,14 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cffi
 import numpy as np
 from tracec.compiler.cache import KernelCache, content_key
 from tracec.compiler.codegen import Kind, StepWriter, schedule
 from tracec.compiler.context import ContextKeys, ContextLayout, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
-from tracec.compiler.kernel_abi import allocate, c_parameters, marshal, pointers
+from tracec.compiler.kernel_abi import allocate, c_parameters, ctypes_arguments, marshal, pointers
 from tracec.dsl.types import Type
 
 import tracec
@@ -68,19 +69,18 @@ class CKernel:
     operator_names: tuple[str, ...]
     path: Path
     from_cache: bool  # True when an already built library was loaded instead of compiled
-    ffi: Any
-    lib: Any
+    function: Any  # tracec_kernel, a ctypes function (which releases the GIL while it runs)
     backend: str = "c"
 
     def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
         arrays = marshal(self.columns, columns, n)
         outputs = allocate(n, self.n_operators, bool(self.context), sum(c is None for c, _ in self.context))
-        self.lib.tracec_kernel(n, *pointers(self.ffi, [*arrays, *outputs.arrays()]))
+        self.function(n, *pointers([*arrays, *outputs.arrays()]))
         return outputs.results(self.context, columns)
 
 
 def declaration(columns: tuple[ColumnSpec, ...]) -> str:
-    """The C prototypes of a library over these columns (also the cffi cdef)."""
+    """The C prototypes of a library over these columns."""
     return f"void tracec_kernel(int64_t n, {c_parameters(columns)});\nconst char *tracec_manifest(void);\n"
 
 
@@ -259,22 +259,21 @@ def compile_c(program: KernelProgram, cache: KernelCache, operator_names: Sequen
 
 
 def _open(path: Path, from_cache: bool) -> CKernel:
-    probe = cffi.FFI()
-    probe.cdef("const char *tracec_manifest(void);")
     try:
-        manifest = json.loads(probe.string(probe.dlopen(str(path)).tracec_manifest()).decode("utf-8"))
+        library = ctypes.CDLL(str(path))
+        library.tracec_manifest.restype = ctypes.c_char_p
+        manifest = json.loads(library.tracec_manifest().decode("utf-8"))
     except (OSError, AttributeError, ValueError) as error:
         raise ArtifactError(f"{path}: not a tracec C kernel ({error})") from error
     if manifest.get("format") != MANIFEST_FORMAT or manifest.get("backend") != BACKEND_VERSION:
         raise ArtifactError(f"{path}: built by {manifest.get('backend')}, this tracec reads {BACKEND_VERSION}; "
                             "compile the rubric again (`tracec compile FILE --backend c -o OUT`)")
     columns = tuple(ColumnSpec(c["name"], Type(c["kind"], tuple(c["members"]))) for c in manifest["columns"])
-    ffi = cffi.FFI()
-    ffi.cdef(declaration(columns))
-    lib = ffi.dlopen(str(path))
+    function = library.tracec_kernel
+    function.argtypes, function.restype = ctypes_arguments(1, columns), None
     context = tuple((name, kind) for name, kind in manifest["context"])
     return CKernel(columns, manifest["n_operators"], context, tuple(manifest["operator_names"]), path, from_cache,
-                   ffi, lib)
+                   function)
 
 
 def write_artifact(program: KernelProgram, out_path: Path, cache: KernelCache | None = None,

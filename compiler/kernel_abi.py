@@ -6,6 +6,7 @@ cannot drift apart.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
@@ -46,9 +47,15 @@ def c_parameters(specs: tuple[ColumnSpec, ...]) -> str:
     return ", ".join([*columns, "uint8_t *out", "int64_t *keys", "int64_t *words", "uint8_t *wknown"])
 
 
-def pointers(ffi: Any, arrays: list[np.ndarray]) -> list[Any]:
-    """cffi pointers to the arrays' data, typed as `c_parameters` declares them (the arrays must stay alive)."""
-    return [ffi.from_buffer(_BUFFER_TYPES[array.dtype], array) for array in arrays]
+def ctypes_arguments(leading: int, specs: tuple[ColumnSpec, ...]) -> list[type]:
+    """The ctypes argument types of a kernel over these columns: its `leading` int64s, then a pointer for each array
+    of `c_parameters`."""
+    return [ctypes.c_int64] * leading + [ctypes.c_void_p] * (len(arguments(specs)) + 4)
+
+
+def pointers(arrays: list[np.ndarray]) -> list[int]:
+    """The addresses of the arrays' data, in the order of `c_parameters` (the arrays must stay alive)."""
+    return [array.ctypes.data for array in arrays]
 
 
 def marshal(specs: tuple[ColumnSpec, ...], columns: Mapping[str, ColumnData], n: int) -> list[np.ndarray]:
@@ -77,7 +84,6 @@ def marshal(specs: tuple[ColumnSpec, ...], columns: Mapping[str, ColumnData], n:
 
 
 _NP_TYPES = {name: np.dtype(name) for name in C_TYPES}
-_BUFFER_TYPES = {np.dtype(name): f"{c_type}[]" for name, c_type in C_TYPES.items()}  # keyed by dtype: `.name` is slow
 
 
 def _contiguous(raw: Any, dtype: np.dtype) -> np.ndarray:

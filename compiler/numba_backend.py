@@ -5,7 +5,7 @@
 `and` / `or` / `not` are bitwise and / or / swap. Measured against short-circuit branching in bench/RESULTS.md.
 
 Compile time is what a new rubric waits for, so the kernel is a `numba.cfunc` over raw pointers (no CPython
-wrapper to unbox forty arrays: about 40% less compile time than `njit`), called through cffi, which releases the
+wrapper to unbox forty arrays: about 40% less compile time than `njit`), called through ctypes, which releases the
 GIL. Parallel runs split the transitions into ranges and call it from a thread pool; a `prange` loop would do the
 same inside Numba, but Numba's parallel compiler costs several times the whole serial compile (bench/RESULTS.md).
 
@@ -17,6 +17,7 @@ per transition are small; a linear scan is as fast and does not depend on the so
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import math
 import sys
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cffi
 import numba
 import numpy as np
 from numba import types
@@ -34,7 +34,7 @@ from tracec.compiler.codegen import Kind, StepWriter, int_range, schedule
 from tracec.compiler.context import ContextKeys, ContextLayout, computed_context, context_layout
 from tracec.compiler.interp import ColumnData
 from tracec.compiler.ir import CONTEXT_PRIME, CONTEXT_SEED, MISSING_TAG, ColumnSpec, KernelProgram
-from tracec.compiler.kernel_abi import allocate, arguments, c_parameters, marshal, pointers
+from tracec.compiler.kernel_abi import allocate, arguments, ctypes_arguments, marshal, pointers
 from tracec.compiler.threads import default_threads, even_cuts, run_parts
 
 import tracec
@@ -50,8 +50,7 @@ class NumbaKernel:
     n_operators: int
     context: ContextLayout
     compiled: Any  # the numba.cfunc; `.py_func` is the plain Python kernel
-    function: Any  # the same machine code as a cffi function pointer
-    ffi: Any
+    function: Any  # the same machine code as a ctypes function
     from_cache: bool  # True when Numba loaded the machine code from its disk cache instead of compiling
     source_path: Path
     threads: int
@@ -60,7 +59,7 @@ class NumbaKernel:
     def run(self, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
         arrays = marshal(self.columns, columns, n)
         outputs = allocate(n, self.n_operators, bool(self.context), sum(c is None for c, _ in self.context))
-        args = pointers(self.ffi, [*arrays, *outputs.arrays()])
+        args = pointers([*arrays, *outputs.arrays()])
         run_parts(lambda lo, hi: self.function(lo, hi, *args), even_cuts(n, self.threads), self.threads)
         return outputs.results(self.context, columns)
 
@@ -243,7 +242,6 @@ def compile_numba(program: KernelProgram, cache: KernelCache, threads: int | Non
                types.CPointer(types.uint8)]
     signature = types.void(types.int64, types.int64, *inputs, *outputs)
     compiled = numba.cfunc(signature, cache=True, error_model="numpy")(module.kernel)
-    ffi = cffi.FFI()
-    function = ffi.cast(f"void (*)(int64_t, int64_t, {c_parameters(program.columns)})", compiled.address)
-    return NumbaKernel(program.columns, len(program.operators), context_layout(program), compiled, function, ffi,
+    function = ctypes.CFUNCTYPE(None, *ctypes_arguments(2, program.columns))(compiled.address)  # type: ignore[arg-type]
+    return NumbaKernel(program.columns, len(program.operators), context_layout(program), compiled, function,
                        compiled.cache_hits > 0, path, threads or default_threads())

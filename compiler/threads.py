@@ -1,8 +1,8 @@
 """Running a GIL-releasing kernel over parts of a batch on a few threads.
 
-The compiled operator kernel and the reward kernels are serial loops that release the GIL (a cffi call, a Numba
-`nogil` function); a batch is cut into independent parts (transition ranges, whole episodes, whole task groups) and
-the parts go to the calling thread and a few short-lived helper threads. Threads owned by the call, rather than
+The compiled operator kernel and the reward kernels are serial loops that release the GIL (a ctypes call, a C
+extension's function, a Numba `nogil` one); a batch is cut into independent parts (transition ranges, whole
+episodes, whole task groups) and the parts go to the calling thread and a few short-lived helper threads. Threads owned by the call, rather than
 Numba's `parallel=True`, because Numba's parallel compiler costs several times the serial compile and its default
 threading layer must not be entered from two threads at once, which a trainer calling rewards from its own threads
 would do.
@@ -10,11 +10,11 @@ would do.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from itertools import pairwise
 
-import numba
 import numpy as np
 
 MIN_ITEMS_PER_PART = 16384  # below this a thread costs more than it saves
@@ -22,8 +22,12 @@ PARTS_PER_THREAD = 4  # parts are taken as threads come free: one slow core does
 
 
 def default_threads() -> int:
-    """Numba's thread count: NUMBA_NUM_THREADS, else the number of cores."""
-    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    """Numba's thread count, read as Numba reads it (without importing Numba, which the C paths never need):
+    NUMBA_NUM_THREADS, else the cores this process may run on."""
+    setting = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if setting.isdigit() and int(setting) > 0:
+        return int(setting)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def worth_splitting(work: int, threads: int, min_per_part: int = MIN_ITEMS_PER_PART) -> bool:

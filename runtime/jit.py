@@ -1,36 +1,74 @@
-"""How the fixed Numba kernels (rewards, advantages) are compiled: once, into Numba's on-disk cache, not per process.
+"""How the fixed kernels (rewards, advantages, exact step groups) are compiled: with the package, in C; else by Numba,
+once, into its on-disk cache.
 
-The reward and advantage kernels are the same code for every rubric, so compiling them (6-7 s) belongs to the
-install, not to a user's first `tracec eval`. `fixed_kernel` is `numba.njit(cache=True)`: Numba keeps the machine
-code in `$NUMBA_CACHE_DIR` when that is set, else beside the source (`__pycache__`), else (a read-only install) in
-the user's cache folder, and a later process loads it in milliseconds (it recompiles by itself when the source,
-Numba or the CPU changes; a process with another NUMBA_CACHE_DIR than the install's compiles once more). `python -m tracec.runtime.jit` compiles every kernel for the argument types the package passes them, and
-`make venv` runs it once the package is installed.
+The kernels are the same code for every rubric. Their definition is in Numba (`reward_kernels`, `advantage_kernels`,
+`context_group_kernels`); runtime/_fixed.c and runtime/_fixed_groups.c are the same loops in C, the same operations
+in the same order, built without -ffast-math or FMA contraction so that every float rounds alike, and held to the
+Numba kernels bit for bit (tests/runtime/test_fixed.py). setup.py builds them as the optional extension
+`tracec.runtime._fixed`, so a process that has it compiles nothing and never imports Numba; `fixed_kernels()` gives
+its functions, or the Numba kernels where it was not built (no C compiler at install).
 
-If no cache folder can be written at all, Numba refuses `cache=True` when the module is imported; then the kernels
-are compiled in memory instead, each process paying the compile, and a warning says that `NUMBA_CACHE_DIR`
-moves the cache to a writable folder. Left out: shipping compiled code in the wheel (it would have to match each
-machine's CPU and Numba version).
+Those are `fixed_kernel` = `numba.njit(cache=True)`: Numba keeps the machine code in `$NUMBA_CACHE_DIR` when that is
+set, else beside the source (`__pycache__`), else (a read-only install) in the user's cache folder, and a later
+process loads it in milliseconds (it recompiles by itself when the source, Numba or the CPU changes).
+`python -m tracec.runtime.jit` compiles them for the argument types the package passes them (6-7 s), where they
+are the ones in use. If no cache folder can be written at all, Numba refuses `cache=True` when the module is
+imported; then the kernels are compiled in memory instead, each process paying the compile, and a warning says
+that `NUMBA_CACHE_DIR` moves the cache to a writable folder.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
-
-from numba import njit
+from typing import Any, NamedTuple, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+EXTENSION = "tracec.runtime._fixed"
 UNCACHED_WARNING = ("tracec: no folder for Numba's kernel cache can be written here, so the reward kernels are "
                     "compiled in every process (several seconds); set NUMBA_CACHE_DIR to a writable folder")
 
 
+class FixedKernels(NamedTuple):
+    """The entry points of one implementation of the fixed kernels, named and called as in the Numba modules."""
+
+    chunk_table: Callable[..., None]
+    trca_kernel: Callable[..., None]
+    returns_kernel: Callable[..., None]
+    first_overflowing_return: Callable[..., int]
+    group_by_key: Callable[..., int]
+    trca_advantage_kernel: Callable[..., None]
+    exact_keys: Callable[..., None]
+    native: bool  # the C extension, not Numba
+
+
+@functools.cache
+def fixed_kernels() -> FixedKernels:
+    """The C extension's kernels, else (where it was not built) the Numba ones."""
+    try:
+        module = importlib.import_module(EXTENSION)
+    except ImportError:
+        return numba_kernels()
+    return FixedKernels._make([*(getattr(module, name) for name in FixedKernels._fields[:-1]), True])
+
+
+def numba_kernels() -> FixedKernels:
+    """The Numba definitions (imported, and compiled or loaded from Numba's cache, on first use)."""
+    from tracec.runtime import advantage_kernels, context_group_kernels, reward_kernels
+
+    return FixedKernels(reward_kernels.chunk_table, reward_kernels.trca_kernel, reward_kernels.returns_kernel,
+                        reward_kernels.first_overflowing_return, advantage_kernels.group_by_key,
+                        advantage_kernels.trca_advantage_kernel, context_group_kernels.exact_keys, native=False)
+
+
 def fixed_kernel(**options: Any) -> Callable[[F], F]:
     """`numba.njit(cache=True, **options)`, or without the cache (and a warning) where none can be written."""
+    from numba import njit
 
     def decorate(function: F) -> F:
         try:
@@ -45,7 +83,7 @@ def fixed_kernel(**options: Any) -> Callable[[F], F]:
 
 
 def warm() -> float:
-    """Compile (or load) every fixed kernel for the types the package calls it with; returns the seconds taken."""
+    """Compile (or load) every fixed kernel in use for the types the package calls it with; returns the seconds."""
     import numpy as np
     from tracec.compiler.context import Component, ContextKeys
     from tracec.runtime.rewards import RewardConfig, discounted_returns, evaluate_rewards, trca_rewards
@@ -72,4 +110,8 @@ def warm() -> float:
 
 
 if __name__ == "__main__":
-    print(f"tracec: reward kernels compiled into Numba's cache in {warm():.1f} s", file=sys.stderr)
+    if fixed_kernels().native:
+        print("tracec: the reward kernels were compiled with the package (tracec.runtime._fixed): nothing to do",
+              file=sys.stderr)
+    else:
+        print(f"tracec: reward kernels compiled into Numba's cache in {warm():.1f} s", file=sys.stderr)

@@ -55,21 +55,23 @@ def write_evaluation_lines(result: Evaluation, handle: IO[str]) -> None:
 def evaluation_table(result: Evaluation) -> pa.Table:
     """The per-step table of `result`, built from its arrays."""
     import pyarrow as pa
+    from tracec.runtime.arrow_numpy import from_numpy, strings
 
     batch, n = result.batch, result.batch.n_transitions
-    episode_of = _episode_of_step(batch.episode_offsets)
-    ops = pa.StructArray.from_arrays([pa.array(result.fired[:, j]) for j in range(len(result.operator_names))],
+    step_episode = _episode_of_step(batch.episode_offsets)
+    episode_of = from_numpy(step_episode)
+    ops = pa.StructArray.from_arrays([from_numpy(result.fired[:, j]) for j in range(len(result.operator_names))],
                                      fields=[pa.field(name, pa.uint8()) for name in result.operator_names])
     if not result.operator_names:
         ops = pa.array([{}] * n, type=pa.struct([]))
     columns = {
-        "episode": pa.array(batch.episodes, type=pa.string()).take(episode_of),
-        "task": pa.array(batch.tasks, type=pa.string()).take(episode_of),
-        "t": pa.array(np.arange(n, dtype=np.int64) - batch.episode_offsets[episode_of]),
+        "episode": strings(batch.episodes).take(episode_of),
+        "task": strings(batch.tasks).take(episode_of),
+        "t": from_numpy(np.arange(n, dtype=np.int64) - batch.episode_offsets[step_episode]),
         "ops": ops,
     }
     for name in REWARDS:
-        columns[name] = pa.array(getattr(result.rewards, name))
+        columns[name] = from_numpy(getattr(result.rewards, name))
     return pa.table(columns)
 
 

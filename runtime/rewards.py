@@ -2,8 +2,9 @@
 
 Input is the operator matrix `O` a compiled rubric produces, `(n_steps, n_ops)` uint8, with the episodes laid end to
 end and delimited by `episode_offsets` `(n_episodes + 1,)`: episode i owns steps `offsets[i]:offsets[i+1]`, possibly
-none. The per-step work runs in Numba kernels (one pass over `O` for r_F and r_B, one reverse scan per episode for
-the returns); the group-relative advantages live in `advantages.py`, and `evaluate_rewards` chains all of it.
+none. The per-step work runs in the fixed kernels (`reward_kernels`, in C as runtime/_fixed.c; `tracec.runtime.jit`):
+one pass over `O` for r_F and r_B, one reverse scan per episode for the returns. The group-relative advantages live
+in `advantages.py`, and `evaluate_rewards` chains all of it.
 
 Left out: reading rubrics (the compiler turns a rubric's categories and budgets into the weights here), token-level
 credit (the trainer spreads a step's advantage over that step's action tokens), and any notion of "success" beyond
@@ -22,8 +23,7 @@ from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
 from tracec.runtime.context_groups import exact_context_keys
-from tracec.runtime.jit import fixed_kernel
-from tracec.runtime.row_mask import row_mask
+from tracec.runtime.jit import fixed_kernels
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
@@ -97,85 +97,22 @@ def segment_ids(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
 
 
-@fixed_kernel()
-def _chunk_table(weights: np.ndarray) -> np.ndarray:
-    """(n_chunks, 256): for each block of 8 operators, the summed weight of every pattern of them firing."""
-    n_chunks = (weights.shape[0] + 7) // 8
-    table = np.zeros((n_chunks, 256))
-    for c in range(n_chunks):
-        for bits in range(256):
-            for b in range(min(8, weights.shape[0] - 8 * c)):
-                if (bits >> b) & 1:
-                    table[c, bits] += weights[8 * c + b]
-    return table
-
-
-@fixed_kernel(nogil=True)
-def _episode_returns(r_trca: np.ndarray, start: int, stop: int, env_reward: float, gamma: float,
-                     returns: np.ndarray) -> None:
-    if stop == start:
-        return
-    acc = r_trca[stop - 1] + env_reward
-    returns[stop - 1] = acc
-    for t in range(stop - 2, start - 1, -1):
-        acc = r_trca[t] + gamma * acc
-        returns[t] = acc
-
-
-# The kernels fill arrays allocated by numpy, which asks for transparent huge pages: on a fresh array from inside
-# a kernel the page faults cost more than the arithmetic.
-@fixed_kernel(nogil=True)
-def _trca_kernel(O: np.ndarray, offsets: np.ndarray, fire_table: np.ndarray, cover_table: np.ndarray,
-                 accumulate: bool, lam: float, env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray,
-                 r_trca: np.ndarray, returns: np.ndarray) -> None:
-    """r_F and r_B of up to 64 operators (added to what r_f, r_b hold when `accumulate`), then r_TRCA and the
-    returns unless those arrays are empty; episode by episode, while the episode is in cache.
-
-    A step's operators become one 64-bit word, so coverage lives in a register."""
-    n_chunks, n_ops, first_row, row_stride = fire_table.shape[0], O.shape[1], O.ctypes.data, O.strides[0]
-    for e in range(offsets.shape[0] - 1):
-        start, stop = offsets[e], offsets[e + 1]
-        covered = np.uint64(0)
-        for t in range(start, stop):
-            bits = row_mask(first_row + t * row_stride, n_ops)
-            newly_bits = bits & ~covered  # first coverage only, so r_B >= 0 exactly
-            covered |= bits
-            fired = r_f[t] if accumulate else 0.0
-            newly = r_b[t] if accumulate else 0.0  # Phi_t - Phi_{t-1}
-            for c in range(n_chunks):
-                shift = np.uint64(8 * c)
-                fired += fire_table[c, (bits >> shift) & np.uint64(255)]
-                newly += cover_table[c, (newly_bits >> shift) & np.uint64(255)]
-            r_f[t] = fired
-            r_b[t] = newly
-            if r_trca.shape[0] > 0:
-                r_trca[t] = (1.0 - lam) * fired + lam * newly
-        if returns.shape[0] > 0:
-            _episode_returns(r_trca, start, stop, env_reward[e], gamma, returns)
-
-
 def _step_rewards(O: np.ndarray, offsets: np.ndarray, tables: tuple[np.ndarray, np.ndarray], lam: float,
                   env_reward: np.ndarray, gamma: float, r_f: np.ndarray, r_b: np.ndarray, r_trca: np.ndarray,
                   returns: np.ndarray) -> None:
     """Fill r_f, r_b, r_trca and (unless empty) returns; a rubric of more than 64 operators goes 64 at a time."""
     fire_table, cover_table = tables
+    kernel = fixed_kernels().trca_kernel
     for lo in range(0, max(O.shape[1], 1), 64):  # no operators: still one pass, to fill the outputs
         last = lo + 64 >= O.shape[1]
         chunks = slice(lo // 8, lo // 8 + 8)
-        _trca_kernel(O[:, lo:lo + 64], offsets, fire_table[chunks], cover_table[chunks], lo > 0, lam, env_reward,
-                     gamma, r_f, r_b, r_trca if last else r_trca[:0], returns if last else returns[:0])
-
-
-@fixed_kernel()
-def _returns_kernel(r_trca: np.ndarray, env_reward: np.ndarray, offsets: np.ndarray, gamma: float,
-                    returns: np.ndarray) -> None:
-    for e in range(offsets.shape[0] - 1):
-        _episode_returns(r_trca, offsets[e], offsets[e + 1], env_reward[e], gamma, returns)
+        kernel(O[:, lo:lo + 64], offsets, fire_table[chunks], cover_table[chunks], lo > 0, lam, env_reward, gamma, r_f,
+               r_b, r_trca if last else r_trca[:0], returns if last else returns[:0])
 
 
 def _weight_tables(fire_weight: np.ndarray, coverage_weight: np.ndarray,
                    n_ops: int) -> tuple[np.ndarray, np.ndarray]:
-    """The checked weights as `_chunk_table`s (fire, coverage)."""
+    """The checked weights as chunk tables (`reward_kernels.chunk_table`): (fire, coverage)."""
     out = []
     for name, w in (("fire_weight", fire_weight), ("coverage_weight", coverage_weight)):
         w = np.ascontiguousarray(w, dtype=np.float64)
@@ -183,7 +120,9 @@ def _weight_tables(fire_weight: np.ndarray, coverage_weight: np.ndarray,
             raise ValueError(f"{name} must have shape ({n_ops},) to match O's columns, got {w.shape}")
         if not np.isfinite(w).all():
             raise ValueError(f"{name} has a non-finite entry at index {int(np.flatnonzero(~np.isfinite(w))[0])}")
-        out.append(_chunk_table(w))
+        table = np.zeros(((n_ops + 7) // 8, 256))
+        fixed_kernels().chunk_table(w, table)
+        out.append(table)
     return out[0], out[1]
 
 
@@ -198,27 +137,12 @@ def _check_operators(O: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(O)
 
 
-@fixed_kernel()
-def _first_overflowing_return(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
-                              coverage_weight: np.ndarray) -> int:
-    """The first episode whose return bound |env_reward| + steps * (sum |fire| + sum |coverage|), with room for the
-    rounding of that many additions, leaves the float range, or -1; in one call, so that small batches do not pay
-    numpy's cost per call."""
-    per_step = np.abs(fire_weight).sum() + np.abs(coverage_weight).sum()
-    for e in range(env_reward.shape[0]):
-        length = offsets[e + 1] - offsets[e]
-        bound = (abs(env_reward[e]) + length * per_step) * (1.0 + 4.0 * length * 2.0**-53)
-        if not bound <= 1.7976931348623157e308:
-            return e
-    return -1
-
-
 def _check_returns_fit(env_reward: np.ndarray, offsets: np.ndarray, fire_weight: np.ndarray,
                        coverage_weight: np.ndarray) -> None:
     """Every return is finite: |R_t| <= |env_reward| + steps * (the largest |r_TRCA|). An episode whose bound leaves
     the float range is refused by index rather than given an infinite return."""
-    fire, coverage = np.asarray(fire_weight, dtype=np.float64), np.asarray(coverage_weight, dtype=np.float64)
-    e = _first_overflowing_return(env_reward, offsets, fire, coverage)
+    fire, coverage = (np.ascontiguousarray(w, dtype=np.float64) for w in (fire_weight, coverage_weight))
+    e = fixed_kernels().first_overflowing_return(env_reward, offsets, fire, coverage)
     if e >= 0:
         per_step = float(np.abs(fire).sum() + np.abs(coverage).sum())
         raise ValueError(f"episode {e}: env_reward {float(env_reward[e])!r} and {int(offsets[e + 1] - offsets[e])} "
@@ -250,7 +174,8 @@ def discounted_returns(r_trca: np.ndarray, env_reward: np.ndarray, episode_offse
     r_trca = np.ascontiguousarray(r_trca, dtype=np.float64)
     offsets = check_offsets(episode_offsets, r_trca.shape[0])
     returns = np.empty(r_trca.shape[0])
-    _returns_kernel(r_trca, _check_env_reward(env_reward, offsets.size - 1), offsets, float(gamma), returns)
+    fixed_kernels().returns_kernel(r_trca, _check_env_reward(env_reward, offsets.size - 1), offsets, float(gamma),
+                                   returns)
     return returns
 
 
@@ -263,7 +188,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     rubric's kernel returns (`ContextKeys`: hashes of the context tuple, checked against the tuples so that a step
     group holds equal tuples only), or `(n_steps,)` int64 keys taken as they are (equal keys, one step group), or
     None when the rubric declares no context. Episodes, then task groups, are
-    shared among `threads` threads (default: Numba's thread count); the result does not depend on it.
+    shared among `threads` threads (default: `default_threads()`); the result does not depend on it.
     The seven outputs are the first n_steps columns of the rows of `out`, a float64 `(7, m >= n_steps)` block with
     contiguous rows (reusing a block saves the page faults of fresh memory), or of a new block.
     """

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import Type
+from tracec.runtime.arrow_numpy import to_numpy
 from tracec.runtime.columns import (
     MISSING_CODE,
     Column,
@@ -71,7 +72,7 @@ class TableRows:
         self.env_reward = self._env_reward(table)
         self.success = self._success(table)
         self._lists = {source: self._lists_of(table, name) for source, name in SOURCES.items()}
-        states, actions = (np.asarray(pc.list_value_length(self._lists[source]), dtype=np.int64) for source in SOURCES)
+        states, actions = (to_numpy(pc.list_value_length(self._lists[source])).astype(np.int64) for source in SOURCES)
         bad = np.flatnonzero(states != actions + 1)
         if bad.size:
             row = int(bad[0])
@@ -110,7 +111,7 @@ class TableRows:
             got = "no such column" if column is None else f"a column of {column.type}"
             raise _error(self.path, f"`episode` must be a column of strings (the episode ids), got {got}")
         if column.null_count:
-            raise self._fail(_first(np.asarray(column.is_null())), "missing `episode` (a string)")
+            raise self._fail(_first(to_numpy(column.is_null())), "missing `episode` (a string)")
         names: list[str] = _strings(column).to_pylist()
         if len(set(names)) < len(names):
             first: dict[str, int] = {}
@@ -135,7 +136,7 @@ class TableRows:
             return np.zeros(len(self.names))
         if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
             raise _error(self.path, f"`env_reward` must be a column of numbers, got a column of {column.type}")
-        values = np.asarray(pc.cast(column, pa.float64(), safe=False).fill_null(0.0), dtype=np.float64)
+        values = to_numpy(pc.cast(column, pa.float64(), safe=False), fill=0.0)
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             raise self._fail(int(bad[0]), f"`env_reward` must be a finite number, got {values[bad[0]]}")
@@ -147,7 +148,7 @@ class TableRows:
             return np.full(len(self.names), -1, dtype=np.int8)
         if not pa.types.is_boolean(column.type):
             raise _error(self.path, f"`success` must be a column of booleans, got a column of {column.type}")
-        return np.asarray(column.cast(pa.int8()).fill_null(-1), dtype=np.int8)
+        return to_numpy(column.cast(pa.int8()), fill=-1)
 
     def _lists_of(self, table: pa.Table, name: str) -> pa.Array:
         column = self._column(table, name)
@@ -155,7 +156,7 @@ class TableRows:
             got = "no such column" if column is None else f"a column of {column.type}"
             raise _error(self.path, f"`{name}` must be a column of lists of structs, got {got}")
         if column.null_count:
-            raise self._fail(_first(np.asarray(column.is_null())), f"missing `{name}` (a list of objects)")
+            raise self._fail(_first(to_numpy(column.is_null())), f"missing `{name}` (a list of objects)")
         return column
 
     def _structs(self, source: str) -> pa.Array:
@@ -166,7 +167,7 @@ class TableRows:
             raise _error(self.path, f"`{SOURCES[source]}` must be a column of lists of structs, got a column of "
                                     f"{lists.type}")
         if pa.types.is_struct(rows.type) and rows.null_count:
-            index, position = self.layout.episode_of(source, _first(np.asarray(rows.is_null())))
+            index, position = self.layout.episode_of(source, _first(to_numpy(rows.is_null())))
             raise self._fail(index, f"{source} {position} must be an object, got null")
         return rows
 
@@ -208,7 +209,7 @@ class TableRows:
         """A diagnostic at the bad value's row, or (a column of the wrong type) at its first non-null value."""
         suffix = ""
         if row is None:
-            row, suffix = int(np.flatnonzero(values.is_valid())[0]), f" (a column of {values.type})"
+            row, suffix = _first(to_numpy(values.is_valid())), f" (a column of {values.type})"
         index, position = self.layout.episode_of(source, row)
         message = (f"episode {self.names[index]}: field `{field}` of {source} {position}: expected {expected}, "
                    f"got {shown(values[row].as_py())}{suffix}")
@@ -222,7 +223,7 @@ class _Bad(Exception):
 
 
 def _known(values: pa.Array) -> np.ndarray:
-    return np.asarray(values.is_valid(), dtype=np.uint8) if values.null_count else np.ones(len(values), np.uint8)
+    return to_numpy(values.is_valid()).view(np.uint8) if values.null_count else np.ones(len(values), np.uint8)
 
 
 def _first(mask: np.ndarray) -> int:
@@ -233,7 +234,7 @@ def _code_bool(values: pa.Array, type_: Type, table: Interned) -> Piece:
     if not (pa.types.is_boolean(values.type) or pa.types.is_null(values.type)):
         raise _Bad(None, "true or false")
     known = _known(values)
-    return Piece(np.asarray(values.cast(pa.uint8()).fill_null(0), dtype=np.uint8), known)
+    return Piece(to_numpy(values.cast(pa.uint8())), known)
 
 
 def _code_number(values: pa.Array, type_: Type, table: Interned) -> Piece:
@@ -241,16 +242,16 @@ def _code_number(values: pa.Array, type_: Type, table: Interned) -> Piece:
     if pa.types.is_null(values.type):
         return Piece(np.zeros(len(values), np.int64 if kind == "int" else np.float64), known)
     if pa.types.is_integer(values.type) and kind == "float":  # rounded as Python's float(int) rounds
-        return Piece(np.asarray(pc.cast(values, pa.float64(), safe=False).fill_null(0.0), dtype=np.float64), known)
+        return Piece(to_numpy(pc.cast(values, pa.float64(), safe=False)), known)
     if pa.types.is_integer(values.type):
         if pa.types.is_uint64(values.type):
-            big = np.asarray(values.fill_null(0), dtype=np.uint64) >= np.uint64(2**63)
+            big = to_numpy(values) >= np.uint64(2**63)
             if big.any():
                 raise _Bad(_first(big), "a 64-bit integer")
-        return Piece(np.asarray(values.cast(pa.int64()).fill_null(0), dtype=np.int64), known)
+        return Piece(to_numpy(values.cast(pa.int64())), known)
     if kind == "int" or not pa.types.is_floating(values.type):
         raise _Bad(None, "an integer" if kind == "int" else "a number")
-    floats = np.asarray(values.cast(pa.float64()).fill_null(0.0), dtype=np.float64)
+    floats = to_numpy(values.cast(pa.float64()))
     if not np.isfinite(floats).all():
         raise _Bad(_first(~np.isfinite(floats)), "a finite number")
     return Piece(floats, known)
@@ -263,7 +264,7 @@ def _dictionary(values: pa.Array, type_: Type, expected: str) -> tuple[np.ndarra
     if not _is_string(values.type):
         raise _Bad(None, expected)
     encoded = pc.dictionary_encode(_strings(values))
-    indices = np.asarray(encoded.indices.cast(pa.int64()).fill_null(MISSING_CODE), dtype=np.int64)
+    indices = to_numpy(encoded.indices.cast(pa.int64()), fill=MISSING_CODE)
     return indices, encoded.dictionary.to_pylist()
 
 
@@ -291,9 +292,9 @@ def _code_set(values: pa.Array, type_: Type, table: Interned) -> Piece:
     if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)):
         raise _Bad(None, "a list of strings")
     elements = pc.list_flatten(values)
-    lengths = np.asarray(pc.list_value_length(values).fill_null(0), dtype=np.int64)
+    lengths = to_numpy(pc.list_value_length(values)).astype(np.int64)
     if elements.null_count or not (_is_string(elements.type) or (pa.types.is_null(elements.type) and not len(elements))):
-        bad = np.zeros(len(elements), bool) if not elements.null_count else np.asarray(elements.is_null())
+        bad = np.zeros(len(elements), bool) if not elements.null_count else to_numpy(elements.is_null())
         element = _first(bad) if bad.any() else 0
         raise _Bad(int(np.searchsorted(np.cumsum(lengths), element, side="right")), "a list of strings")
     indices, strings = _dictionary(elements, type_, "a list of strings")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -82,3 +84,24 @@ def test_eval_reads_parquet_trajectories_and_writes_jsonl_to_stdout(rubric, tmp_
     assert main(["eval", str(rubric), "--trajectories", str(trajectories)]) == 0
     assert capsys.readouterr().out == from_parquet
     assert json.loads(from_parquet)["ops"] == {"moves": 1, "opens": 0, "stuck": 0}
+
+
+# What the `tracec` script does, then the top-level packages it ended up with, as the last line of stderr.
+ENTRY = ("import json, sys; from tracec.cli import main; code = main(sys.argv[1:]); "
+         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})), file=sys.stderr); sys.exit(code)")
+
+
+def test_eval_of_parquet_with_the_c_kernel_imports_neither_pandas_numba_nor_cffi(rubric, tmp_path):
+    """Issue 21: a command imports what it needs. pyarrow's numpy conversions import pandas, Numba is only the
+    fallback of the fixed kernels, and the C kernel is opened with ctypes."""
+    trajectories = tmp_path / "t.jsonl"
+    trajectories.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD | {"episode": "b", "env_reward": 1.0}) + "\n")
+    assert main(["convert", str(trajectories), "-o", str(tmp_path / "t.parquet")]) == 0
+    out = tmp_path / "out.parquet"
+    done = subprocess.run([sys.executable, "-c", ENTRY, "eval", str(rubric), "--trajectories",
+                           str(tmp_path / "t.parquet"), "-o", str(out), "--backend", "c"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stderr.strip().splitlines()[-1]))
+    assert "pyarrow" in loaded and not loaded & {"pandas", "numba", "llvmlite", "cffi"}, loaded
+    assert pq.read_table(out).num_rows == 2

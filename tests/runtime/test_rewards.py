@@ -1,4 +1,5 @@
-"""TRCA rewards, returns and advantages: the Numba kernels against a loop-by-loop reading of LANGUAGE.md (the oracle),
+"""TRCA rewards, returns and advantages: the fixed kernels (the C extension where built; equal to the Numba ones bit
+for bit, test_fixed.py) against a loop-by-loop reading of LANGUAGE.md (the oracle),
 the properties the spec asks for, exact step groups (context tuples, not their hashes), and finite outputs for any
 finite input."""
 

@@ -26,6 +26,7 @@ from tracec.trace_rl.adapters import AdapterError
 from tracec.trace_rl.config_io import ConfigError, FieldError, read_toml, to_dict
 from tracec.trace_rl.evaluate import EvalError
 from tracec.trace_rl.models import ModelError
+from tracec.trace_rl.pipeline.config import EvaluateSection
 from tracec.trace_rl.routing import RouteError
 
 from tracec.arguments import integer, torch_device
@@ -67,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conditions", default="base,adapters,routed",
                         help="comma-separated: base, adapters (each), routed, or adapter names")
     parser.add_argument("--tasks", type=integer(1), default=20, help="tasks per domain (default 20)")
-    parser.add_argument("--first-seed", type=integer(0), default=0, help="the first task's seed (default 0)")
+    parser.add_argument("--first-seed", type=integer(0), default=EvaluateSection().first_seed,
+                        help=f"the first task's seed (default {EvaluateSection().first_seed}: the pipeline's, held out "
+                             "from the seeds it collects and trains on)")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the output folder")
     parser.add_argument("--fresh", action="store_true", help="start over in an output folder of other settings")
     parser.add_argument("--quiet", action="store_true", help="no line per task on stderr")

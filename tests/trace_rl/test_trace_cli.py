@@ -68,8 +68,8 @@ def test_evaluate_writes_the_table_and_a_rerun_plays_nothing(adapters, tmp_path:
     captured = capsys.readouterr()
     assert "| base | " in captured.out and "| beta | " in captured.out and "| routed | " in captured.out
     results = [json.loads(line) for line in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
-    assert sorted((r["condition"], r["seed"]) for r in results) == sorted(
-        (c, s) for c in ("base", "beta", "routed") for s in (0, 1))
+    assert sorted((r["condition"], r["seed"]) for r in results) == sorted(  # the pipeline's held-out seeds
+        (c, s) for c in ("base", "beta", "routed") for s in (1000, 1001))
     assert all(r["route"]["choice"] in ("alpha", "beta", BASE) for r in results if r["condition"] == "routed")
     assert captured.err.count("evaluate ") == 6
     assert main(argv) == 0

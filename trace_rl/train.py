@@ -186,7 +186,7 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
                          gamma=config.advantage.gamma) if config.advantage.kind == "trca" else None
     factory = make_env or environment_factory(config.env)
     if scorer is not None:
-        _check_rubric_fits(scorer, factory, config)
+        _check_rubric_fits(scorer, factory, config, stream.peek(1)[0])
     template = TurnTemplate(policy.tokenizer)
     sampler = make_sampler(config, policy, template, run_dir)
     engine = RolloutEngine(sampler, template, factory, RolloutSettings(
@@ -198,11 +198,12 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
 
 
-def _check_rubric_fits(scorer: RubricScorer, factory: EnvironmentFactory, config: TrainConfig) -> None:
-    """The rubric against the first task's opening state, before any rollout."""
+def _check_rubric_fits(scorer: RubricScorer, factory: EnvironmentFactory, config: TrainConfig, seed: int) -> None:
+    """The rubric against the opening state of the run's next task (one the first rollout plays anyway), before any
+    rollout."""
     env = factory()
     try:
-        env.reset(config.env.first_seed)
+        env.reset(seed)
         states = env.trajectory("probe").get("states") or [{}]
     finally:
         close = getattr(env, "close", None)

@@ -143,9 +143,13 @@ class TaskStream:
         self.first_seed, self.num_seeds, self.run_seed, self.position = first_seed, num_seeds, run_seed, position
 
     def take(self, count: int) -> list[int]:
-        seeds = [self._seed(self.position + i) for i in range(count)]
+        seeds = self.peek(count)
         self.position += count
         return seeds
+
+    def peek(self, count: int) -> list[int]:
+        """The next `count` seeds, left in the stream."""
+        return [self._seed(self.position + i) for i in range(count)]
 
     def _seed(self, index: int) -> int:
         round_, offset = divmod(index, self.num_seeds)

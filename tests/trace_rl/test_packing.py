@@ -161,12 +161,15 @@ def test_packed_equals_alone_through_a_lora_adapter_and_only_lora_weights_get_gr
 
 @pytest.mark.slow
 def test_packed_equals_alone_for_smollm2() -> None:
-    """In fp64 the packed and lone runs agree to rounding; in fp32 they differ by SDPA's rounding alone.
+    """In fp64 the packed and lone runs agree to a few fp32 roundings; in fp32 they differ by SDPA's rounding alone.
 
     fp32 cannot meet 1e-5 here on random tokens: the attention over a packed row sums in another order than over a
     lone sequence, hidden states (|h| ~ 50) differ by ~1e-4 after 30 layers, and log-probs near -20 by up to ~5e-5;
-    SmolLM2's own fp32 head is 1.8e-5 from fp64 on the same hidden states. A leak between sequences moves them by
-    far more (see the neighbour tests below). So the exact check runs in fp64, the fp32 one at 2e-4.
+    SmolLM2's own fp32 head is 1.8e-5 from fp64 on the same hidden states. A model cast to fp64 is not all fp64:
+    transformers' Llama RMSNorm and rotary embedding compute in fp32, so a 1e-16 difference in attention can flip
+    an fp32 rounding there (measured with transformers 5.24: up to 2.3e-6, relative 1.6e-7, on log-probs near -15).
+    A leak between sequences moves them by far more (see the neighbour tests below). So the close check runs in fp64
+    at 1e-5, the fp32 one at 2e-4.
     """
     from tracec.trace_rl.models import SMOLLM2, resolve_model
     from transformers import AutoModelForCausalLM
@@ -175,7 +178,7 @@ def test_packed_equals_alone_for_smollm2() -> None:
     sequences, masks = random_sequences(3, 5, model.config.vocab_size, 48)
     assert_packed_equals_alone(model, sequences, masks, capacity=100, tolerance=2e-4)
     model.double()
-    assert_packed_equals_alone(model, sequences, masks, capacity=100, tolerance=1e-9)
+    assert_packed_equals_alone(model, sequences, masks, capacity=100, tolerance=1e-5)
     with torch.random.fork_rng():
         torch.manual_seed(0)
         adapted = lora(model)

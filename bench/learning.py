@@ -59,6 +59,7 @@ def main() -> None:
         curves = _run_all(runs, setup, args)
         gate = gate_future.result()
     summary = _summarize(curves, gate, args)
+    summary["not_run"] = [name for name in runs if name not in curves]
     summary["diagnostics"] = _cached(args.workdir / "diagnostics.json", {"games": args.train_games},
                                      lambda: _diagnostics(setup))
     summary["wall_s"] = time.perf_counter() - began
@@ -90,6 +91,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--bc-epochs", type=int, default=8, help="behaviour cloning's passes over the walkthroughs")
     parser.add_argument("--bc-lr", type=float, default=5e-3)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
+    parser.add_argument("--saved-only", action="store_true",
+                        help="report the runs already saved with these settings, run none (an interrupted experiment)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section (--section)")
     parser.add_argument("--section", default="learning", help="the section of bench/RESULTS.md to write")
     parser.add_argument("--notes", type=Path, help="a Markdown file of findings to append to the section")
@@ -179,6 +182,9 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
             done[name] = json.loads(saved.read_text())
         else:
             todo[name] = (label, spec)
+    if args.saved_only:
+        print(f"{len(done)} runs saved; not run: {', '.join(todo) or 'none'}", file=sys.stderr, flush=True)
+        return done
     print(f"{len(done)} runs saved, {len(todo)} to run, {args.jobs} at a time", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir): name for name in todo}
@@ -405,6 +411,8 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC", "reach ratio 50%",
                                      "reach ratio 100%"], rows))
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
+    if summary.get("not_run"):
+        lines += ["", "Not run (the experiment was stopped at the session's CPU budget): " + ", ".join(summary["not_run"])]
     return "\n".join(lines)
 
 
@@ -426,7 +434,7 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes") or value is False or value is None:
+        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
             continue
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
     record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")

@@ -98,7 +98,8 @@ def reach_ratio(rollouts: Sequence[int], grpo: np.ndarray, trca: np.ndarray, *, 
         games = rng.integers(0, grpo.shape[2], grpo.shape[2])
         seeds_g, seeds_t = rng.integers(0, grpo.shape[0], grpo.shape[0]), rng.integers(0, trca.shape[0], trca.shape[0])
         goal = share * grpo[seeds_g][:, -1][:, games].mean()
-        samples[r] = reaches(trca[seeds_t], games, goal).mean() / reaches(grpo[seeds_g], games, goal).mean()
+        with np.errstate(invalid="ignore", divide="ignore"):  # a goal at the start: 0 / 0, left out as not finite
+            samples[r] = reaches(trca[seeds_t], games, goal).mean() / reaches(grpo[seeds_g], games, goal).mean()
     per_seed = [[reach(rollouts, run.mean(axis=(1, 2)), target) for run in runs] for runs in (grpo, trca)]
     return Interval(float(estimate), *_percentiles(samples)), per_seed[0], per_seed[1]
 

@@ -1,5 +1,5 @@
 """The fact builder as it was before the columnar rewrite (runtime/facts.py + runtime/columns.py at e68f46d), kept
-verbatim, but for its imports, as the baseline of bench/test_facts_bench.py. Not part of the package."""
+verbatim, but for its imports, as the baseline of bench/test_trajectories_bench.py. Not part of the package."""
 
 # ruff: noqa
 # mypy: ignore-errors

@@ -6,5 +6,6 @@
 - `runs.py`: the run-file format (TRACE's own), read and written;
 - `select.py`: the contrastive selection across runs, exactly as TRACE's released aggregator computes it;
 - `chart.py`: the coverage / Delta chart of a selection;
-- `cli.py`: `tracec analyze discover | label | select`.
+- `commands.py`: what `tracec analyze discover | label | select` run (the command line is `cli/analyze.py`);
+- `dictionary.py`, `progress.py`: the capability dictionary file, and a labeling run's resumable progress.
 """

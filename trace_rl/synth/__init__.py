@@ -6,5 +6,5 @@
 - `rollouts.py`: episodes of an environment played by scripted agents or by a policy model;
 - `calibration.py`: whether a base policy's rewards make a usable GRPO signal (TRACE's calibration report);
 - `rubric.py`: writing an operator library, and validating its operators on recorded episodes;
-- `cli.py`: `tracec synth env | rubric`.
+- `commands.py`: what `tracec synth env | rubric` run (the command line is `cli/synth.py`).
 """

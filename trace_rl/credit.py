@@ -110,7 +110,7 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
 
 def oracle_advantages(episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
     """Per episode, (turns,): +1 where the step followed the shortest winning plan, -1 elsewhere, standardized over
-    the steps of its group (0 for a group whose steps all agree)."""
+    the steps of its group by GRPO's rule (0 for a group whose steps all agree)."""
     signs = []
     for episode in episodes:
         on_plan = episode.trajectory.get("on_plan")
@@ -118,15 +118,9 @@ def oracle_advantages(episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
             raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records "
                              "`on_plan` per step (the TextWorld family does)")
         signs.append(np.where(np.asarray(on_plan, dtype=bool), 1.0, -1.0))
-    groups = np.array([e.group for e in episodes])
-    out = list(signs)
-    for group in np.unique(groups):
-        members = np.flatnonzero(groups == group)
-        values = np.concatenate([signs[i] for i in members])
-        spread = values.std()
-        for i in members:
-            out[i] = (signs[i] - values.mean()) / (spread + EPS) if spread > CONSTANT else np.zeros_like(signs[i])
-    return out
+    groups = np.concatenate([np.full(len(s), e.group) for s, e in zip(signs, episodes, strict=True)])
+    standardized = grpo_advantages(np.concatenate(signs), groups, scale="std")
+    return np.split(standardized, np.cumsum([len(s) for s in signs])[:-1])
 
 
 def constant_groups(episodes: Sequence[EpisodeRollout], advantages: Sequence[np.ndarray]) -> set[int]:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.train_config import TrainConfig, save_config
+from tracec.trace_rl.train_config import ConfigError, TrainConfig, save_config
 
 _NAME = re.compile(r"iter_(\d{6,})")
 
@@ -80,10 +80,15 @@ def load_checkpoint(folder: Path, policy: Policy) -> TrainerState:
     """Load the adapter into `policy` and return the trainer state of the checkpoint in `folder`."""
     from safetensors.torch import load_file
 
-    policy.load_adapter_state(load_file(str(folder / "adapter" / "adapter_model.safetensors")))
-    raw = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
-    return TrainerState(iteration=int(raw["iteration"]), data_position=int(raw["data_position"]),
-                        optimizer=raw["optimizer"], scheduler=raw["scheduler"], rng=raw["rng"])
+    try:
+        policy.load_adapter_state(load_file(str(folder / "adapter" / "adapter_model.safetensors")))
+        raw = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)
+        return TrainerState(iteration=int(raw["iteration"]), data_position=int(raw["data_position"]),
+                            optimizer=raw["optimizer"], scheduler=raw["scheduler"], rng=raw["rng"])
+    except Exception as error:  # noqa: BLE001 - a file cut short or overwritten fails in its reader's own way
+        raise ConfigError(f"--resume: the checkpoint {folder} is damaged ({type(error).__name__}: {error}); delete "
+                          "that folder to resume from the checkpoint before it, or start over with another --out") \
+            from None
 
 
 def capture_rng() -> dict[str, Any]:

@@ -3,6 +3,7 @@ environment and a toy one; exact resume after SIGKILL; the DDP launch; the comma
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -105,6 +106,15 @@ def _run(args: list[str], **kwargs: object) -> subprocess.Popen:  # type: ignore
 
 
 @pytest.mark.slow
+def test_resuming_over_a_damaged_checkpoint_names_it(tmp_path: Path) -> None:
+    config = _config(*LETTERS, "iterations=2", "checkpoint_every=1", "keep_checkpoints=0")
+    train(config, out=tmp_path)
+    damaged = tmp_path / "checkpoints" / "iter_000002"
+    (damaged / "trainer_state.pt").write_bytes(b"")  # a write cut short
+    with pytest.raises(ConfigError, match=r"the checkpoint .*iter_000002 is damaged \(EOFError"):
+        train(config.replace(run=dataclasses.replace(config.run, iterations=3)), out=tmp_path, resume=True)
+
+
 def test_a_run_killed_mid_iteration_resumes_to_the_same_adapter(tmp_path: Path) -> None:
     config = _toml(tmp_path, "iterations=4", "optim.mini_batches=2")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
@@ -185,8 +195,8 @@ def test_smollm2_trains_an_iteration_on_a_capability_environment(tmp_path: Path)
 
 
 def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path: Path) -> None:
-    from tracec.trace_rl.models import resolve_model
     from tracec.trace_rl.llm.vllm_backend import clean_model_folder
+    from tracec.trace_rl.models import resolve_model
 
     source = resolve_model("smollm2-135m-instruct")
     folder = clean_model_folder(source, tmp_path / "base")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 from tracec.trace_rl.logprobs import decoder_and_head, token_logprobs
+from tracec.trace_rl.packing import first_fit_decreasing
 
 SCORES = ("mean", "sum")
 
@@ -65,7 +66,6 @@ class ChoiceTree:
     token_counts: Tensor  # (candidates,) tokens of each candidate
     turn_of_candidate: Tensor  # (candidates,) the flat turn index of each candidate
     chosen_candidate: Tensor  # (turns,) the flat candidate index each turn chose
-    turns_per_sequence: tuple[int, ...]
 
 
 def choice_tree(sequences: Sequence[Sequence[int]], turns: Sequence[Sequence[ChoiceTurn]], *, row_tokens: int,
@@ -73,32 +73,17 @@ def choice_tree(sequences: Sequence[Sequence[int]], turns: Sequence[Sequence[Cho
     """The tree batch of episodes `sequences` (token ids as sampled) with their admissible-mode `turns`."""
     trees = [_tree(list(ids), list(ts)) for ids, ts in zip(sequences, turns, strict=True)]
     lengths = [len(tree[0]) for tree in trees]
-    width_cap = max(max(lengths), row_tokens)
-    rows: list[list[int]] = []
-    fills: list[int] = []
-    for index in sorted(range(len(trees)), key=lambda i: -lengths[i]):
-        row = next((r for r, fill in enumerate(fills) if fill + lengths[index] <= width_cap), None)
-        if row is None:
-            rows.append([])
-            fills.append(0)
-            row = len(rows) - 1
-        rows[row].append(index)
-        fills[row] += lengths[index]
+    row_of, start_of, fills = first_fit_decreasing(lengths, max(max(lengths), row_tokens))
     width = max(fills)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    position_ids = torch.zeros((len(rows), width), dtype=torch.long)
-    allowed = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)  # padding sees itself: no empty softmax row
-    offsets = [0] * len(trees)
-    for row, members in enumerate(rows):
-        column = 0
-        for index in members:
-            ids, positions, mask, _ = trees[index]
-            n = len(ids)
-            input_ids[row, column:column + n] = torch.tensor(ids)
-            position_ids[row, column:column + n] = torch.tensor(positions)
-            allowed[row, column:column + n, column:column + n] = mask
-            offsets[index] = row * width + column
-            column += n
+    input_ids = torch.full((len(fills), width), pad_id, dtype=torch.long)
+    position_ids = torch.zeros((len(fills), width), dtype=torch.long)
+    allowed = torch.eye(width, dtype=torch.bool).repeat(len(fills), 1, 1)  # padding sees itself: no empty softmax row
+    offsets = [row * width + start for row, start in zip(row_of, start_of, strict=True)]
+    for (ids, positions, mask, _), row, start in zip(trees, row_of, start_of, strict=True):
+        stop = start + len(ids)
+        input_ids[row, start:stop] = torch.tensor(ids)
+        position_ids[row, start:stop] = torch.tensor(positions)
+        allowed[row, start:stop, start:stop] = mask
     hidden, targets, owner, counts, turn_of, chosen = [], [], [], [], [], []
     candidates = turns_done = 0
     for index, (_, _, _, tree_turns) in enumerate(trees):
@@ -118,8 +103,7 @@ def choice_tree(sequences: Sequence[Sequence[int]], turns: Sequence[Sequence[Cho
                       candidate_of_token=torch.tensor(owner, dtype=torch.long),
                       token_counts=torch.tensor(counts, dtype=torch.float32),
                       turn_of_candidate=torch.tensor(turn_of, dtype=torch.long),
-                      chosen_candidate=torch.tensor(chosen, dtype=torch.long),
-                      turns_per_sequence=tuple(len(ts) for ts in turns))
+                      chosen_candidate=torch.tensor(chosen, dtype=torch.long))
 
 
 _Tokens = list[tuple[int, int]]  # (predicting position in the tree, target id) of one candidate's tokens

@@ -40,7 +40,7 @@ from tracec.trace_rl.choice_policy import ChoiceTree, ChoiceTurn, choice_logprob
 from tracec.trace_rl.distributed import Distributed
 from tracec.trace_rl.grpo_loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
 from tracec.trace_rl.logprobs import sequence_logprobs
-from tracec.trace_rl.packing import PackedBatch, pack_sequences
+from tracec.trace_rl.packing import PackedBatch, first_fit_decreasing, pack_sequences
 from tracec.trace_rl.policy import Policy
 
 ROW_TARGET = 512  # tokens a packed row aims at: attention in a row costs its width squared (a dense mask)
@@ -143,14 +143,7 @@ def row_width(lengths: Sequence[int], most: int) -> int:
 
 def _rows_needed(lengths: Sequence[int], width: int) -> int:
     """Rows first-fit decreasing fills at `width` (the packer's own rule)."""
-    fills: list[int] = []
-    for length in sorted(lengths, reverse=True):
-        row = next((r for r, fill in enumerate(fills) if fill + length <= width), None)
-        if row is None:
-            fills.append(length)
-        else:
-            fills[row] += length
-    return len(fills)
+    return len(first_fit_decreasing(list(lengths), width)[2])
 
 
 class PackedLogprobs(torch.nn.Module):

@@ -49,7 +49,7 @@ def pack_sequences(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequ
                    max_tokens_per_row: int, pad_id: int = 0) -> PackedBatch:
     """Pack token sequences (each with a loss mask of its length) into rows of at most `max_tokens_per_row`."""
     _check(sequences, loss_masks, max_tokens_per_row)
-    rows, starts, fills = _first_fit_decreasing([len(tokens) for tokens in sequences], max_tokens_per_row)
+    rows, starts, fills = first_fit_decreasing([len(tokens) for tokens in sequences], max_tokens_per_row)
     width = max(fills)
     input_ids = torch.full((len(fills), width), pad_id, dtype=torch.long)
     position_ids = torch.empty((len(fills), width), dtype=torch.long)
@@ -70,7 +70,7 @@ def pack_sequences(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequ
                        loss_counts=tuple(loss_counts))
 
 
-def _first_fit_decreasing(lengths: list[int], capacity: int) -> tuple[list[int], list[int], list[int]]:
+def first_fit_decreasing(lengths: list[int], capacity: int) -> tuple[list[int], list[int], list[int]]:
     """(row of each item, its offset in the row, each row's fill): longest first, each into the first row it fits."""
     rows, starts = [0] * len(lengths), [0] * len(lengths)
     fills: list[int] = []

@@ -24,7 +24,7 @@ from tracec.trace_rl.kv_sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.policy import Policy
 from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
 from tracec.trace_rl.textworld_family import FamilyEnvironment
-from tracec.trace_rl.turns import TurnTemplate
+from tracec.trace_rl.turns import TurnTemplate, choice_text
 
 
 class PlanSampler:
@@ -114,7 +114,7 @@ class VerbPrior:
                 for command in env.policy_commands:
                     offered.update({_verb(c) for c in env.admissible_commands})
                     chosen[_verb(command)] += 1
-                    env.step(f"<action>{command}</action>")
+                    env.step(choice_text(command))
         finally:
             env.close()
         return cls({verb: chosen[verb] / offered[verb] for verb in offered})
@@ -132,8 +132,7 @@ class VerbPrior:
                     for _ in range(max_turns):
                         commands = list(env.admissible_commands)
                         weight = np.array([self.weights.get(_verb(c), 0.0) for c in commands]) + 1e-3
-                        result = env.step(f"<action>{commands[rng.choice(len(commands), p=weight / weight.sum())]}"
-                                          "</action>")
+                        result = env.step(choice_text(commands[rng.choice(len(commands), p=weight / weight.sum())]))
                         if result.done:
                             break
                     wins[row, column] = float(env.trajectory("prior")["success"])

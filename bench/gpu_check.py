@@ -44,7 +44,7 @@ RUBRIC = REPO / "examples" / "toolenv.rubric"
 
 
 def kernel_section(device: str, dry_run: bool) -> dict[str, Any]:
-    from tracec.trace_rl.logprobs import token_logprobs
+    from tracec.trace_rl.policy.logprobs import token_logprobs
 
     cases = [(64, 32, 500)] if dry_run else [(8192, 576, 49152), (4096, 512, 152064)]
     rows = []
@@ -84,14 +84,14 @@ def kernel_section(device: str, dry_run: bool) -> dict[str, Any]:
 
 
 def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
-    from tracec.runtime.env import Environment, load_environment
-    from tracec.trace_rl.learner import PackedLogprobs
-    from tracec.trace_rl.packing import pack_sequences
-    from tracec.trace_rl.policy import Policy
-    from tracec.trace_rl.rollout_engine import GroupTask, RolloutEngine, RolloutSettings
-    from tracec.trace_rl.train_config import load_config
-    from tracec.trace_rl.turns import TurnTemplate
-    from tracec.trace_rl.vllm_sampler import VLLMSampler
+    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.learner import PackedLogprobs
+    from tracec.trace_rl.grpo.train import make_sampler
+    from tracec.trace_rl.policy.model import Policy
+    from tracec.trace_rl.policy.packing import pack_sequences
+    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+    from tracec.trace_rl.rollouts.turns import TurnTemplate
 
     if dry_run:
         return {"table": "(dry run: vLLM needs a GPU)"}
@@ -102,7 +102,7 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     program = load_environment(str(ENV))
     folder = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     started = time.perf_counter()
-    sampler = VLLMSampler.create(policy, config, template, folder)
+    sampler = make_sampler(config, policy, template, folder)
     startup = time.perf_counter() - started
     engine = RolloutEngine(sampler, template, lambda: Environment(program),
                            RolloutSettings(max_turns=3, max_new_tokens=48, max_context_tokens=2048, loss_tokens="turn"))
@@ -148,8 +148,8 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
 
 
 def train_section(device: str, dry_run: bool) -> dict[str, Any]:
-    from tracec.trace_rl.train import train
-    from tracec.trace_rl.train_config import load_config
+    from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.train import train
 
     backends = ["transformers"] if dry_run else ["transformers", "vllm"]
     model = ["model.name=tiny", "model.threads=1"] if dry_run else []
@@ -172,11 +172,11 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
 
 
 def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
-    from tracec.trace_rl.adapters import PeftAdapters
-    from tracec.trace_rl.policy import TRAINED, Policy
-    from tracec.trace_rl.routing import Router, route_options
-    from tracec.trace_rl.train_config import LoraSection
-    from tracec.trace_rl.vllm_adapters import VLLMAdapters
+    from tracec.trace_rl.policy.lora import LoraSection
+    from tracec.trace_rl.policy.model import TRAINED, Policy
+    from tracec.trace_rl.trace.adapters import PeftAdapters
+    from tracec.trace_rl.trace.routing import Router, route_options
+    from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
 
     if dry_run:
         return {"table": "(dry run: vLLM needs a GPU)"}

@@ -49,13 +49,13 @@ class QuestionEnv:
     system_prompt = SYSTEM
 
     def reset(self, seed: int) -> Any:
-        from tracec.runtime.environment import Observation
+        from tracec.trace_rl.envs.protocol import Observation
 
         self.question, self.reply = QUESTIONS[seed % len(QUESTIONS)], ""
         return Observation(text=self.question, role="user")
 
     def step(self, action: str) -> Any:
-        from tracec.runtime.environment import Observation, StepResult
+        from tracec.trace_rl.envs.protocol import Observation, StepResult
 
         self.reply = action
         return StepResult(observation=Observation(text="", role="user"), done=True, reward=reward(action),
@@ -71,8 +71,8 @@ def question_env() -> QuestionEnv:
 
 
 def ours() -> list[dict[str, float]]:
-    from tracec.trace_rl.train import train
-    from tracec.trace_rl.train_config import load_config
+    from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.train import train
 
     config = load_config(None, [
         "env.kind=python", "env.python.factory=bench.grpo_step:question_env", "env.num_seeds=8", "env.max_turns=1",
@@ -89,7 +89,7 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
     import transformers
     from datasets import Dataset
     from peft import LoraConfig
-    from tracec.trace_rl.models import resolve_model
+    from tracec.trace_rl.policy.catalog import resolve_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 

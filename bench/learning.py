@@ -44,8 +44,8 @@ DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.learning_curve import prepare_setup
-    from tracec.trace_rl.textworld_family import TaskFamily
+    from tracec.trace_rl.envs.textworld.family import TaskFamily
+    from tracec.trace_rl.experiments.learning_curve import prepare_setup
 
     from tracec.quiet import quiet_libraries
 
@@ -111,7 +111,7 @@ ORACLE = ("oracle", "oracle credit (gate)", {"method": "oracle"})
 
 def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
     """Every training run of the experiment by name: (label, spec)."""
-    from tracec.trace_rl.learning_curve import RunSpec
+    from tracec.trace_rl.experiments.learning_curve import RunSpec
 
     common = {"model": str(setup.small_policy), "rubric": setup.rubric, "iterations": args.iterations,
               "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
@@ -145,9 +145,15 @@ def _gate_key(args: argparse.Namespace) -> dict[str, Any]:
 def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The untrained policy, the verb prior and behaviour cloning on the held-out games."""
     import torch
-    from tracec.trace_rl.learnability import VerbPrior, clone_walkthroughs, walkthrough_episodes
-    from tracec.trace_rl.learning_curve import EVAL_STREAM, SMALL_LORA, RunSpec, _environment, evaluate
-    from tracec.trace_rl.policy import Policy
+    from tracec.trace_rl.experiments.learnability import VerbPrior, clone_walkthroughs, walkthrough_episodes
+    from tracec.trace_rl.experiments.learning_curve import (
+        EVAL_STREAM,
+        SMALL_LORA,
+        RunSpec,
+        _environment,
+        evaluate,
+    )
+    from tracec.trace_rl.policy.model import Policy
 
     torch.set_num_threads(1)
     spec = RunSpec(method="grpo", model=str(setup.small_policy), eval_episodes=args.eval_episodes)
@@ -202,7 +208,7 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
 def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dict[str, Any]:
     import shutil
 
-    from tracec.trace_rl.learning_curve import learning_curve
+    from tracec.trace_rl.experiments.learning_curve import learning_curve
 
     from tracec.quiet import quiet_libraries
 
@@ -239,8 +245,13 @@ def _wins(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
 
 
 def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    from tracec.trace_rl.demo import trust_region_summary
-    from tracec.trace_rl.learning_stats import paired_auc, paired_difference, reach_ratio, success_interval
+    from tracec.trace_rl.experiments.demo import trust_region_summary
+    from tracec.trace_rl.experiments.learning_stats import (
+        paired_auc,
+        paired_difference,
+        reach_ratio,
+        success_interval,
+    )
 
     grouped = _by_label(curves)
     methods = {}
@@ -288,11 +299,11 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
 def _diagnostics(setup: Any) -> dict[str, Any]:
     """How the rubric sees the training games: the walkthrough's steps it rewards, and returns of good and random play."""
     import numpy as np
-    from tracec.runtime.agent import run_episode
     from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.trajectories import IN_MEMORY, episode_from_record
-    from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-    from tracec.trace_rl.textworld_family import FamilyEnvironment
+    from tracec.runtime.trajectories.jsonl import IN_MEMORY, episode_from_record
+    from tracec.trace_rl.envs.agent import run_episode
+    from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
+    from tracec.trace_rl.envs.textworld.family import FamilyEnvironment
 
     scorer = RubricScorer.from_file(setup.rubric)
     categories = [op.category for op in scorer.compiled.operators]
@@ -361,7 +372,7 @@ def _grpo_step_advantages(records: list[dict[str, Any]], offsets: Any) -> Any:
 
 
 def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
-    from tracec.trace_rl.learning_curve import Curve, CurvePoint, RunSpec, plot_curves
+    from tracec.trace_rl.experiments.learning_curve import Curve, CurvePoint, RunSpec, plot_curves
 
     def as_curve(run: dict[str, Any]) -> Curve:
         spec = RunSpec(method=run["spec"]["method"], model=run["spec"]["model"], rubric=Path(run["spec"]["rubric"]))

@@ -33,10 +33,10 @@ EVAL_SEED_BASE = 100_000
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.learning_curve import RunSpec, learning_curve, prepare_setup
-    from tracec.trace_rl.learning_stats import paired_difference, success_interval
-    from tracec.trace_rl.textworld_family import TaskFamily
-    from tracec.trace_rl.train_config import LoraSection
+    from tracec.trace_rl.envs.textworld.family import TaskFamily
+    from tracec.trace_rl.experiments.learning_curve import RunSpec, learning_curve, prepare_setup
+    from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
+    from tracec.trace_rl.policy.lora import LoraSection
 
     from tracec.quiet import quiet_libraries
 

@@ -61,7 +61,7 @@ def liger(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
 
 
 def ours(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
-    from tracec.trace_rl.logprobs import token_logprobs
+    from tracec.trace_rl.policy.logprobs import token_logprobs
 
     result = token_logprobs(hidden, weight, targets)
     assert isinstance(result, Tensor)

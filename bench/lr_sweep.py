@@ -27,8 +27,8 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args()
-    from tracec.trace_rl.train import train
-    from tracec.trace_rl.train_config import load_config
+    from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.train import train
 
     rows = []
     for lr in args.rates:

@@ -21,12 +21,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.chat import says_yes
-from tracec.runtime.env import Environment, load_environment
-from tracec.runtime.env.episode import appears
-from tracec.runtime.env.generate import CITIES, FIRST_DAY, FIRST_NAMES, LAST_NAMES, N_DAYS, rng_for
-from tracec.runtime.environment import Observation, StepResult
-from tracec.runtime.toolcall import ToolCall, ToolCallError, format_tool_call, parse_tool_call, render_result
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability.episode import appears
+from tracec.trace_rl.envs.capability.generate import (
+    CITIES,
+    FIRST_DAY,
+    FIRST_NAMES,
+    LAST_NAMES,
+    N_DAYS,
+    rng_for,
+)
+from tracec.trace_rl.envs.consent import says_yes
+from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.toolcall import (
+    ToolCall,
+    ToolCallError,
+    format_tool_call,
+    parse_tool_call,
+    render_result,
+)
 
 from bench.results import markdown_table, record
 

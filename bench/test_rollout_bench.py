@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 import torch
-from tracec.runtime.agent import ChatAgent, run_episode
-from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment, make_game
-from tracec.trace_rl.kv_sampler import KVCacheSampler, SampledTurn, TurnRequest
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
-from tracec.trace_rl.rollout_engine import GroupTask, RolloutEngine, RolloutSettings
-from tracec.trace_rl.train_config import LoraSection
-from tracec.trace_rl.turns import TurnTemplate
+from tracec.trace_rl.envs.agent import ChatAgent, run_episode
+from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment, make_game
+from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 from bench.results import markdown_table, record
 from bench.sides import best_times

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import textworld
-from tracec.runtime.agent import run_episode
-from tracec.trace_rl.envs.textworld_agents import RandomAgent
-from tracec.trace_rl.envs.textworld_env import REQUESTED_INFOS, SimpleGame, TextWorldEnvironment, make_game
-from tracec.trace_rl.envs.textworld_facts import action_facts, state_facts
+from tracec.trace_rl.envs.agent import run_episode
+from tracec.trace_rl.envs.textworld.agents import RandomAgent
+from tracec.trace_rl.envs.textworld.env import REQUESTED_INFOS, SimpleGame, TextWorldEnvironment, make_game
+from tracec.trace_rl.envs.textworld.facts import action_facts, state_facts
 
 from bench.results import markdown_table, record
 

@@ -31,9 +31,9 @@ from tracec.runtime import columns
 from tracec.runtime.evaluate import RubricScorer, evaluate_file, load_rubric
 from tracec.runtime.facts import build_fact_batch
 from tracec.runtime.output import evaluation_table, write_evaluation
-from tracec.runtime.trajectories import Episode, gc_paused, read_trajectories
-from tracec.runtime.trajectory_arrow import json_table
-from tracec.runtime.trajectory_files import convert_trajectories
+from tracec.runtime.trajectories.arrow import json_table
+from tracec.runtime.trajectories.files import convert_trajectories
+from tracec.runtime.trajectories.jsonl import Episode, gc_paused, read_trajectories
 
 from bench import baseline_facts
 from bench.household_data import household_episodes, write_jsonl

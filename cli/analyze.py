@@ -17,8 +17,8 @@ import argparse
 from pathlib import Path
 
 from tracec.cli.paths import output_file, work_folder
-from tracec.trace_rl.analysis.commands import USER_ERRORS, UsageProblem
 from tracec.trace_rl.llm.options import BackendChoiceError, add_llm_arguments
+from tracec.trace_rl.trace.analysis.commands import USER_ERRORS, UsageProblem
 
 from tracec.arguments import integer, number
 
@@ -71,7 +71,7 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.analysis import commands
+    from tracec.trace_rl.trace.analysis import commands
 
     if args.step == "label":  # the outputs, before any LLM is called
         work_folder(args.output)

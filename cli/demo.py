@@ -1,6 +1,6 @@
 """`tracec demo [--workdir DIR] [budget options]`: a policy learns TextWorld games with TRCA and with sparse GRPO.
 
-The defaults finish in about 10 minutes on 2 cores (`trace_rl.demo`); every budget option scales it up.
+The defaults finish in about 10 minutes on 2 cores (`trace_rl.experiments.demo`); every budget option scales it up.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tracec.arguments import integer, number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tracec.trace_rl.demo import EVAL_SEED_BASE, DemoBudget
+    from tracec.trace_rl.experiments.demo import EVAL_SEED_BASE, DemoBudget
 
     default = DemoBudget()
     parser.add_argument("--workdir", type=Path, default=Path("out/demo"), metavar="DIR",
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.demo import DemoBudget, demo_family, run_demo
+    from tracec.trace_rl.experiments.demo import DemoBudget, demo_family, run_demo
 
     if args.iterations % args.eval_every:
         raise UsageError(f"--iterations ({args.iterations}) must be a multiple of --eval-every ({args.eval_every})")

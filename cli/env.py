@@ -21,7 +21,7 @@ from tracec.arguments import integer
 USAGE = """
   tracec env FILE [--seed N] [--play] [--max-steps N] [--name ENV]
   tracec env validate FILE [--seeds N] [--first-seed N] [--name ENV]"""
-MAX_STEPS = 1000  # the most an episode may take (`runtime.env.episode.Environment`)
+MAX_STEPS = 1000  # the most an episode may take (`trace_rl.envs.capability.episode.Environment`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.runtime.env import compile_environment
+    from tracec.trace_rl.envs.capability import compile_environment
 
     validating = args.words[0] == "validate"
     if len(args.words) != (2 if validating else 1):
@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.words[-1])
     program = compile_environment(read_source(path), str(path), name=args.name)
     if validating:
-        from tracec.runtime.env.validate import validate
+        from tracec.trace_rl.envs.capability.validate import validate
 
         report = validate(program, seeds=args.seeds or 100, first_seed=args.first_seed or 0)
         print(report.render())
         return EXIT_OK if report.ok else EXIT_USER
-    from tracec.runtime.env.shell import describe, play
+    from tracec.trace_rl.envs.capability.shell import describe, play
 
     if args.play:
         play(program, args.seed or 0, sys.stdin, sys.stdout, max_steps=args.max_steps)

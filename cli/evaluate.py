@@ -22,14 +22,14 @@ from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.paths import input_file, work_folder
-from tracec.trace_rl.adapters import AdapterError
-from tracec.trace_rl.config_io import ConfigError, FieldError, read_toml, to_dict
-from tracec.trace_rl.evaluate import EvalError
-from tracec.trace_rl.models import ModelError
-from tracec.trace_rl.pipeline.config import EvaluateSection
-from tracec.trace_rl.routing import RouteError
+from tracec.trace_rl.policy.catalog import ModelError
+from tracec.trace_rl.trace.adapters import AdapterError
+from tracec.trace_rl.trace.evaluate import EvalError
+from tracec.trace_rl.trace.pipeline.config import EvaluateSection
+from tracec.trace_rl.trace.routing import RouteError
 
 from tracec.arguments import integer, torch_device
+from tracec.config_io import ConfigError, FieldError, read_toml, to_dict
 
 USER_ERRORS = (AdapterError, ConfigError, EvalError, ModelError, RouteError)
 
@@ -77,10 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.adapters import BaseModelUser
-    from tracec.trace_rl.evaluate import evaluate, policy_conditions
-    from tracec.trace_rl.pipeline.targets import target_domains
-    from tracec.trace_rl.routing import Router
+    from tracec.trace_rl.trace.adapters import BaseModelUser
+    from tracec.trace_rl.trace.evaluate import evaluate, policy_conditions
+    from tracec.trace_rl.trace.pipeline.targets import target_domains
+    from tracec.trace_rl.trace.routing import Router
 
     target = target_from_args(args)
     out = work_folder(args.output)
@@ -106,8 +106,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def target_from_args(args: argparse.Namespace) -> Any:
-    from tracec.trace_rl.pipeline.config import TargetSection, Tau2TargetSection
-    from tracec.trace_rl.train_config import TextWorldEnvSection
+    from tracec.trace_rl.grpo.config import TextWorldEnvSection
+    from tracec.trace_rl.trace.pipeline.config import TargetSection, Tau2TargetSection
 
     if args.target == "capability" and not args.env:
         raise UsageError("--target capability: name its environments, --env FILE.rubric (one a domain)")
@@ -143,9 +143,9 @@ def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
 def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     """The base model with the adapters loaded, and the routing options (None when there are none); every file
     and setting is checked before the model (and torch) loads."""
-    from tracec.trace_rl.adapters import adapter_targets, load_adapter_model
-    from tracec.trace_rl.models import TINY, require_device, resolve_model
-    from tracec.trace_rl.routing import read_options
+    from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
+    from tracec.trace_rl.trace.adapters import adapter_targets, load_adapter_model
+    from tracec.trace_rl.trace.routing import read_options
 
     run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")

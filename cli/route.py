@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.routing import Router
+    from tracec.trace_rl.trace.routing import Router
 
     if (args.task is None) == (args.target is None):
         raise UsageError("give the task: --task TEXT (or @FILE), or --target ... --seed N")
@@ -74,8 +74,8 @@ def _task_text(task: str) -> str:
 
 
 def _first_message(args: argparse.Namespace, target: Any, model: Any) -> str:
-    from tracec.trace_rl.adapters import BaseModelUser
-    from tracec.trace_rl.pipeline.targets import target_domains
+    from tracec.trace_rl.trace.adapters import BaseModelUser
+    from tracec.trace_rl.trace.pipeline.targets import target_domains
 
     (domain,) = target_domains(target, first_seed=args.seed, tasks=1, user=BaseModelUser(model))
     env = domain.make_env()

@@ -19,10 +19,10 @@ from pathlib import Path
 from tracec.cli.analyze import USAGE_ERRORS
 from tracec.cli.env import MAX_STEPS
 from tracec.cli.paths import output_file, work_folder
-from tracec.trace_rl.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.trace_rl.llm.options import add_llm_arguments
-from tracec.trace_rl.synth.commands import SynthFailed
-from tracec.trace_rl.synth.reference import MissingReference
+from tracec.trace_rl.trace.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
+from tracec.trace_rl.trace.synth.commands import SynthFailed
+from tracec.trace_rl.trace.synth.reference import MissingReference
 
 from tracec.arguments import integer, number
 
@@ -84,7 +84,7 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.synth import commands
+    from tracec.trace_rl.trace.synth import commands
 
     if args.step == "env":  # the output, before any LLM is called
         work_folder(args.output)

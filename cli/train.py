@@ -1,6 +1,6 @@
 """`tracec train CONFIG.toml [--set key=value ...] [--out DIR] [--resume]`: the command line of the trainer.
 
-The same arguments work under torchrun (`python -m tracec.trace_rl.train ...`). Progress goes to stderr: a bar over
+The same arguments work under torchrun (`python -m tracec.cli train ...`). Progress goes to stderr: a bar over
 the iterations and one line of metrics per iteration (rank 0 only); stdout gets one line at the end (the run folder,
 the adapter, the last reward). A config or model mistake is a one-line error and exit 1, never a traceback.
 """
@@ -13,13 +13,13 @@ from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
 from tracec.cli.paths import work_folder
+from tracec.trace_rl.grpo.config import ConfigError
 from tracec.trace_rl.llm.calls import LLMError
-from tracec.trace_rl.models import ModelError
-from tracec.trace_rl.train_config import ConfigError
+from tracec.trace_rl.policy.catalog import ModelError
 
 # Each message says what to fix; an LLMError here is vLLM missing, its message the install hint. TemplateError is
 # named, not imported: its module imports torch (see `tracec.cli`).
-USER_ERRORS = (ConfigError, ModelError, "tracec.trace_rl.turns:TemplateError", LLMError)
+USER_ERRORS = (ConfigError, ModelError, "tracec.trace_rl.rollouts.turns:TemplateError", LLMError)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,11 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.train_config import load_config
+    from tracec.trace_rl.grpo.config import load_config
 
     config = load_config(args.config, args.overrides)  # before the trainer (and torch) is imported
     work_folder(args.out or Path(config.run.out))
-    from tracec.trace_rl.train import train
+    from tracec.trace_rl.grpo.train import train
 
     bar, report = _progress(config.run.iterations, quiet=args.quiet)
     try:
@@ -58,7 +58,7 @@ class _NoBar:
 
 
 def _progress(total: int, *, quiet: bool):  # type: ignore[no-untyped-def]
-    from tracec.trace_rl.train_report import console_line
+    from tracec.trace_rl.grpo.report import console_line
 
     if quiet:
         return _NoBar(), None

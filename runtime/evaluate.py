@@ -32,7 +32,7 @@ from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse, read_source
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
-from tracec.runtime.trajectories import Episode, gc_paused
+from tracec.runtime.trajectories.jsonl import Episode, gc_paused
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class RubricScorer:
         Parquet / Arrow IPC by suffix). `out`, an earlier result the caller is done with, lends its memory: its
         arrays are overwritten (when they are big enough) instead of fresh ones being allocated."""
         if isinstance(data, (str, os.PathLike)):
-            from tracec.runtime.trajectory_files import read_facts
+            from tracec.runtime.trajectories.files import read_facts
 
             with gc_paused():  # the parsed objects are freed by reference counting when read_facts returns
                 data = read_facts(data, self.compiled.plan)

@@ -7,7 +7,7 @@ computed here, and bindings ("bind.NAME", `tracec.runtime.bindings`) are evaluat
 instruction and broadcast to its transitions.
 
 `assemble` builds a batch from a `RowSource`, which gives each field encoded over all states (or all actions) of the
-batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectory_table` over Arrow columns, so
+batch: `EpisodeRows` here, over in-memory `Episode`s, and `tracec.runtime.trajectories.table` over Arrow columns, so
 both paths share everything else. Work is per field and per distinct value, not per step: a field is read from
 every state once (prev and next share it; `take` gathers the transitions), a lifted predicate is computed once per
 distinct text, a binding once per distinct instruction. Reading from episodes is one pass of the C extension over
@@ -46,7 +46,7 @@ from tracec.runtime.columns import (
     native_pieces,
     take,
 )
-from tracec.runtime.trajectories import Episode, check_shape, shown
+from tracec.runtime.trajectories.jsonl import Episode, check_shape, shown
 
 SIDES = {"prev": "state", "next": "state", "act": "action"}
 _CHUNK = 1024  # states (or actions) read per pass: their dicts stay in cache while every field is taken

@@ -20,7 +20,7 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.c_backend import load_artifact
 from tracec.runtime.evaluate import load_rubric
 from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.trajectories import read_trajectories
+from tracec.runtime.trajectories.jsonl import read_trajectories
 
 import tracec
 from tracec import cli
@@ -188,7 +188,7 @@ def test_compile_c_artifact_scores_like_the_interpreter(files, tmp_path, monkeyp
 
 
 def test_env_prints_the_seeds_task(repo_dir, capsys):
-    from tracec.runtime.env import load_environment
+    from tracec.trace_rl.envs.capability import load_environment
 
     path = repo_dir / "examples" / "envs" / "structured_data_reasoning.rubric"
     program = load_environment(str(path))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from tracec.cli import main
-from tracec.runtime.env import load_environment
-from tracec.runtime.toolcall import format_tool_call
+from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.envs.toolcall import format_tool_call
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"

@@ -14,7 +14,7 @@ from tracec.compiler.backends import compile_kernel
 from tracec.dsl.errors import DataError
 from tracec.runtime.evaluate import load_rubric
 from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.trajectories import read_trajectories
+from tracec.runtime.trajectories.jsonl import read_trajectories
 
 SCHEMA = """schema s {
   state { g: int  x: float  room: entity  note: text }
@@ -150,8 +150,8 @@ def test_kleene_logic_has_one_definition_that_every_evaluator_follows():
     kernels (two flags per bool) and the environment evaluator give its table on all nine pairs."""
     from tracec.compiler import values as V
     from tracec.dsl.parse import parse_expr
-    from tracec.runtime.env.expr import Names, compile_expr
     from tracec.runtime.facts import Column
+    from tracec.trace_rl.envs.capability.expr import Names, compile_expr
 
     pairs = [(a, b) for a in TRUTHS for b in TRUTHS]
     program = load_rubric(LOGIC, "logic.rubric").program

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.env import Scenario, load_environment
+from tracec.trace_rl.envs.capability import Scenario, load_environment
 
 ENVS = Path(__file__).resolve().parents[2] / "examples" / "envs"
 SEEDS = range(1500)  # cancel_trip drew a trip from a city to itself in about 3% of seeds

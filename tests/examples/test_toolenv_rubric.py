@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from rubric_checks import assert_invalidity_profile
-from tracec.runtime.agent import Agent, Message, run_episode
-from tracec.runtime.env import load_environment
-from tracec.runtime.env.episode import Environment
-from tracec.runtime.env.validate import GoldAgent, RandomAgent
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.agent import Agent, Message, run_episode
+from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.envs.capability.episode import Environment
+from tracec.trace_rl.envs.capability.validate import GoldAgent, RandomAgent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEEDS = range(12)

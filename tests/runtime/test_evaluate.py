@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tracec.dsl.errors import CheckError, DataError
 from tracec.runtime.evaluate import RubricScorer, load_rubric, trl_reward_func
-from tracec.runtime.trajectories import Episode, read_trajectories
+from tracec.runtime.trajectories.jsonl import Episode, read_trajectories
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }

@@ -22,7 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tracec.compiler.backends import compile_kernel
 from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
-from tracec.runtime.trajectories import Episode
+from tracec.runtime.trajectories.jsonl import Episode
 
 SOURCE = """
 schema walk { state { room: entity } action { go: bool } }

@@ -29,7 +29,7 @@ from tracec.dsl.errors import DataError
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, TEXT, Type, enum
 from tracec.runtime.bindings import MISSING, convert, evaluate_binding
 from tracec.runtime.facts import Column, FactBatch, build_fact_batch
-from tracec.runtime.trajectories import Episode, read_trajectories
+from tracec.runtime.trajectories.jsonl import Episode, read_trajectories
 
 VERB = enum("go", "take", "put", "open", "look")
 DOOR = enum("open", "closed")

@@ -31,7 +31,7 @@ from tracec.runtime.columns import (
     take,
 )
 from tracec.runtime.facts import FactBatch, build_fact_batch
-from tracec.runtime.trajectories import Episode
+from tracec.runtime.trajectories.jsonl import Episode
 
 VERB = enum("go", "take", "look", "é")
 FIELDS = {"b": BOOL, "i": INT, "f": FLOAT, "v": VERB, "n": ENTITY, "t": TEXT, "s": SET}
@@ -289,7 +289,7 @@ def test_without_the_extension_the_python_path_builds_the_same_batch() -> None:
         sys.modules["tracec.runtime._gather"] = None  # what an install without a compiler leaves: no module
         from tracec.runtime import columns
         from tracec.runtime.facts import build_fact_batch
-        from tracec.runtime.trajectories import Episode
+        from tracec.runtime.trajectories.jsonl import Episode
         from tracec.dsl.types import ENTITY, SET, INT
         from tracec.compiler.ir import FactPlan, FieldSource
         assert columns._gather is None

@@ -13,7 +13,7 @@ import pytest
 from tracec.dsl.errors import DataError
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_evaluation, write_records
-from tracec.runtime.trajectories import Episode
+from tracec.runtime.trajectories.jsonl import Episode
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }

@@ -18,8 +18,8 @@ from tracec.cli import main
 from tracec.dsl.errors import DataError
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_evaluation
-from tracec.runtime.trajectories import read_trajectories
-from tracec.runtime.trajectory_files import convert_trajectories, read_facts
+from tracec.runtime.trajectories.files import convert_trajectories, read_facts
+from tracec.runtime.trajectories.jsonl import read_trajectories
 
 RUBRIC = """
 schema room {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from tracec.trace_rl.envs.tau2.env import Domain, find_data_dir, load_domain
-from tracec.trace_rl.envs.textworld_env import SimpleGame, make_game
+from tracec.trace_rl.envs.textworld.env import SimpleGame, make_game
 
 GAME = SimpleGame(seed=2)
 

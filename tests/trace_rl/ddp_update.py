@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import save_file
-from tracec.trace_rl.distributed import Distributed, init_distributed, shutdown
-from tracec.trace_rl.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
-from tracec.trace_rl.packing import pack_sequences
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.train_config import LoraSection
+from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shutdown
+from tracec.trace_rl.grpo.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.policy.packing import pack_sequences
 
 
 def synthetic_batch(policy: Policy, *, groups: int = 4, members: int = 3, seed: int = 0) -> list[LearnSequence]:

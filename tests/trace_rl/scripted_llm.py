@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tracec.runtime.chat import Sampling
+from tracec.trace_rl.llm.chat import Sampling
 
 Script = list[str] | Callable[[list[dict[str, str]]], str]
 

@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from tracec.runtime.environment import Observation, StepResult
-from tracec.trace_rl.credit import episode_token_advantages
-from tracec.trace_rl.kv_sampler import KVCacheSampler, TurnRequest
-from tracec.trace_rl.learner import PackedLogprobs
-from tracec.trace_rl.packing import pack_sequences
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
-from tracec.trace_rl.train_config import ConfigError, LoraSection, config_from_dict
-from tracec.trace_rl.turns import TurnTemplate, action_span
+from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
+from tracec.trace_rl.grpo.credit import episode_token_advantages
+from tracec.trace_rl.grpo.learner import PackedLogprobs
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.policy.packing import pack_sequences
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, TurnRequest
+from tracec.trace_rl.rollouts.turns import TurnTemplate, action_span
 
 COMMANDS = ("go north", "go south", "take the red apple from the wooden table", "look", "open door")
 

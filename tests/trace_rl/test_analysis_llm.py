@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from scripted_llm import ChatServer, ScriptedLLM, Status
 from tracec.cli import main
-from tracec.runtime.env import load_environment
-from tracec.trace_rl.analysis.cases import read_cases
-from tracec.trace_rl.analysis.dictionary import Capability
-from tracec.trace_rl.analysis.label import LabelingFailed, LabelSettings, label_with_llm
-from tracec.trace_rl.analysis.progress import Progress
-from tracec.trace_rl.analysis.runs import read_run
+from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.llm.calls import CallLog
-from tracec.trace_rl.synth.rollouts import scripted_episodes
+from tracec.trace_rl.trace.analysis.cases import read_cases
+from tracec.trace_rl.trace.analysis.dictionary import Capability
+from tracec.trace_rl.trace.analysis.label import LabelingFailed, LabelSettings, label_with_llm
+from tracec.trace_rl.trace.analysis.progress import Progress
+from tracec.trace_rl.trace.analysis.runs import read_run
+from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 CAPABILITIES = [
@@ -212,13 +212,13 @@ def test_label_usage_errors(trajectories: Path, tmp_path: Path, tau2_results: Pa
 
 
 def _one() -> Any:
-    from tracec.runtime.chat import Sampling
+    from tracec.trace_rl.llm.chat import Sampling
 
     return Sampling()
 
 
 def test_inputs_that_are_neither_format_are_refused(trajectories: Path, tmp_path: Path) -> None:
-    from tracec.trace_rl.analysis.cases import CaseError
+    from tracec.trace_rl.trace.analysis.cases import CaseError
 
     one = tmp_path / "one.jsonl"
     one.write_text(trajectories.read_text().splitlines()[0] + "\n")  # one episode: a JSONL file that is one object

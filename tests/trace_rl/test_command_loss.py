@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import torch
 from test_admissible_mode import CommandEnv, _engine, _plain_scores
-from tracec.trace_rl.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
-from tracec.trace_rl.credit import episode_token_advantages
-from tracec.trace_rl.distributed import Distributed
-from tracec.trace_rl.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask
-from tracec.trace_rl.train import learn_sequence
-from tracec.trace_rl.train_config import ConfigError, LoraSection, config_from_dict
+from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
+from tracec.trace_rl.grpo.credit import episode_token_advantages
+from tracec.trace_rl.grpo.distributed import Distributed
+from tracec.trace_rl.grpo.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
+from tracec.trace_rl.grpo.train import learn_sequence
+from tracec.trace_rl.policy.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -12,18 +12,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy_env import capability_env
-from tracec.trace_rl.credit import (
+from tracec.trace_rl.grpo.credit import (
     constant_groups,
     episode_token_advantages,
     grpo_advantages,
     load_scorer,
     trca_step_advantages,
 )
-from tracec.trace_rl.kv_sampler import KVCacheSampler
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
-from tracec.trace_rl.train_config import LoraSection
-from tracec.trace_rl.turns import TurnTemplate
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,8 +97,8 @@ def _with_reward(episode: EpisodeRollout, reward: float) -> EpisodeRollout:
 
 def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -> None:
     import numpy as np
-    from tracec.trace_rl.credit import oracle_advantages
-    from tracec.trace_rl.rollout_engine import EpisodeRollout
+    from tracec.trace_rl.grpo.credit import oracle_advantages
+    from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
     def episode(group: int, on_plan: list[bool]) -> EpisodeRollout:
         return EpisodeRollout(group=group, member=0, seed=0, episode=f"g{group}", token_ids=np.zeros(1, dtype=np.int64),

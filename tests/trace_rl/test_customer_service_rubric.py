@@ -22,17 +22,17 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
-from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.capabilities import Label, label_episodes
-from tracec.runtime.environment import Observation, StepResult
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts import build_fact_batch
 from tracec.runtime.output import write_records
-from tracec.runtime.toolcall import ToolCall, format_tool_call, parse_tool_call
-from tracec.runtime.trajectories import read_trajectories
+from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
+from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import OPENING, gold_script, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction, Task
+from tracec.trace_rl.envs.toolcall import ToolCall, format_tool_call, parse_tool_call
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "customer_service.rubric"
 WANTS = {"cancel_pending_order": "Cancel", "return_delivered_order_items": "Return",

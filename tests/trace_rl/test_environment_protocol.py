@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.runtime.agent import Agent, Message, run_episode
-from tracec.runtime.env import Environment, load_environment
-from tracec.runtime.env.validate import GoldAgent, NullAgent
-from tracec.runtime.environment import Environment as EnvironmentProtocol
-from tracec.runtime.environment import Observation, StepResult
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs import tau2
-from tracec.trace_rl.envs.textworld_agents import WalkthroughAgent
-from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
+from tracec.trace_rl.envs.agent import Agent, Message, run_episode
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
+from tracec.trace_rl.envs.protocol import Environment as EnvironmentProtocol
+from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.textworld.agents import WalkthroughAgent
+from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from tracec.runtime.env.validate import NullAgent
+from tracec.trace_rl.envs.capability.validate import NullAgent
 from tracec.trace_rl.envs.tau2 import Tau2Environment, Tau2Tools, replay_gold
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
-from tracec.trace_rl.eval_table import TaskResult, summarize
-from tracec.trace_rl.evaluate import Condition, EvalDomain, EvalError, evaluate, read_trajectories
-from tracec.trace_rl.routing import RouteDecision
+from tracec.trace_rl.trace.eval_table import TaskResult, summarize
+from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, EvalError, evaluate, read_trajectories
+from tracec.trace_rl.trace.routing import RouteDecision
 
 TASKS = 12  # per domain: the first twelve tasks of airline and of retail
 

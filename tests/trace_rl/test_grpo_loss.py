@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from tracec.trace_rl.grpo_loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
+from tracec.trace_rl.grpo.loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
 
 # Two sequences: A has two loss tokens with advantage +1, B two with advantage +0.5 (eps = 0.2).
 LOGP = [-1.0, -2.0, -0.5, -0.3]

@@ -15,11 +15,18 @@ from ddp_update import synthetic_batch
 from hypothesis import given
 from hypothesis import strategies as st
 from safetensors.torch import load_file
-from tracec.trace_rl.distributed import Distributed
-from tracec.trace_rl.learner import ROW_TARGET, Learner, LearnSettings, SequenceInfo, _rows_needed, row_width
-from tracec.trace_rl.packing import pack_sequences
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.train_config import LoraSection
+from tracec.trace_rl.grpo.distributed import Distributed
+from tracec.trace_rl.grpo.learner import (
+    ROW_TARGET,
+    Learner,
+    LearnSettings,
+    SequenceInfo,
+    _rows_needed,
+    row_width,
+)
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.policy.packing import pack_sequences
 
 HERE = Path(__file__).resolve().parent
 

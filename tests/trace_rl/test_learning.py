@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tracec.runtime.agent import run_episode
-from tracec.trace_rl.demo import DEMO_FAMILY, EVAL_SEED_BASE, demo_family
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-from tracec.trace_rl.learning_curve import (
+from tracec.trace_rl.envs.agent import run_episode
+from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily, family_texts
+from tracec.trace_rl.experiments.demo import DEMO_FAMILY, EVAL_SEED_BASE, demo_family
+from tracec.trace_rl.experiments.learning_curve import (
     Curve,
     CurvePoint,
     RunSpec,
@@ -20,8 +21,7 @@ from tracec.trace_rl.learning_curve import (
     rubric_variant,
     run_config,
 )
-from tracec.trace_rl.small_policy import build_word_tokenizer, unknown_share
-from tracec.trace_rl.textworld_family import FamilyEnvironment, TaskFamily, family_texts
+from tracec.trace_rl.experiments.small_policy import build_word_tokenizer, unknown_share
 
 FAMILY = demo_family(train_games=3, eval_games=1)
 
@@ -45,8 +45,8 @@ def test_the_held_out_seeds_are_never_training_seeds() -> None:
 
 
 def test_the_trainer_only_ever_draws_training_seeds(tmp_path: Path) -> None:
-    from tracec.trace_rl.learning_curve import Setup
-    from tracec.trace_rl.train_env import TaskStream
+    from tracec.trace_rl.experiments.learning_curve import Setup
+    from tracec.trace_rl.grpo.environments import TaskStream
 
     setup = Setup(family=DEMO_FAMILY, games=tmp_path, small_policy=tmp_path, rubric=tmp_path / "r.rubric")
     config = run_config(RunSpec(method="grpo", model="tiny"), setup, tmp_path / "run")
@@ -79,7 +79,7 @@ def test_a_family_game_is_won_by_its_walkthrough_and_rewarded_sparsely(family_ga
 
 
 def test_the_small_policy_tokenizer_is_exact_on_the_games_and_covers_held_out_ones(family_games: Path) -> None:
-    from tracec.trace_rl.small_policy import grammar_texts
+    from tracec.trace_rl.experiments.small_policy import grammar_texts
 
     train = [FAMILY.game_file(s, family_games) for s in FAMILY.train_seeds]
     held_out = [FAMILY.game_file(s, family_games) for s in FAMILY.eval_seeds]
@@ -96,7 +96,7 @@ def test_the_small_policy_tokenizer_is_exact_on_the_games_and_covers_held_out_on
 
 
 def test_no_context_grouping_makes_each_task_group_one_step_group(tmp_path: Path) -> None:
-    from tracec.trace_rl.demo import shipped_examples
+    from tracec.trace_rl.experiments.demo import shipped_examples
 
     rubric = shipped_examples() / "textworld.rubric"
     assert rubric_variant(rubric, tmp_path, context_grouping=True) == rubric

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tracec.trace_rl.learning_stats import (
+from tracec.trace_rl.experiments.learning_stats import (
     area_under_curve,
     paired_auc,
     paired_difference,

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 from scripted_llm import ChatServer, Raw, Reply, Stall, Status
-from tracec.runtime.chat import Sampling
 from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Two plus two?"}]

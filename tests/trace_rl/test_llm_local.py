@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tracec.runtime.chat import Sampling
 from tracec.trace_rl.llm.calls import CallLog, LLMError
+from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.http import OpenAIChatBackend
+from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.llm.options import BackendChoiceError, add_llm_arguments, open_backend
-from tracec.trace_rl.models import ModelError
-from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
-from tracec.trace_rl.tiny_model import build_tiny_model
+from tracec.trace_rl.policy.catalog import ModelError
+from tracec.trace_rl.policy.tiny import build_tiny_model
 
 MESSAGES = [{"role": "user", "content": "Say something."}]
 
@@ -102,11 +102,11 @@ def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 def test_smollm2_answers_a_labeling_prompt_with_json_or_fails_clearly(tmp_path: Path) -> None:
-    from tracec.trace_rl.analysis.cases import Case
-    from tracec.trace_rl.analysis.dictionary import Capability
-    from tracec.trace_rl.analysis.label import LABELS, labeling_prompt, labeling_schema
     from tracec.trace_rl.llm.options import local_backend
     from tracec.trace_rl.llm.repair import RepairFailed, ask_json
+    from tracec.trace_rl.trace.analysis.cases import Case
+    from tracec.trace_rl.trace.analysis.dictionary import Capability
+    from tracec.trace_rl.trace.analysis.label import LABELS, labeling_prompt, labeling_schema
 
     torch.set_num_threads(2)
     backend = local_backend("smollm2-135m-instruct")  # installed by `make`; never downloaded

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scripted_llm import ScriptedLLM
-from tracec.runtime.chat import Sampling
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
+from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.repair import RepairFailed, ask_json
 from tracec.trace_rl.llm.replies import ReplyProblem, find_json
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.trace_rl.logprobs import token_logprobs
+from tracec.trace_rl.policy.logprobs import token_logprobs
 
 
 def naive(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,

@@ -15,9 +15,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.trace_rl.logprobs import decoder_and_head, sequence_logprobs
-from tracec.trace_rl.packing import PackedBatch, pack_sequences
-from tracec.trace_rl.tiny_model import build_tiny_model
+from tracec.trace_rl.policy.logprobs import decoder_and_head, sequence_logprobs
+from tracec.trace_rl.policy.packing import PackedBatch, pack_sequences
+from tracec.trace_rl.policy.tiny import build_tiny_model
 
 sequences_and_masks = st.lists(
     st.integers(1, 24).flatmap(lambda length: st.tuples(
@@ -171,7 +171,7 @@ def test_packed_equals_alone_for_smollm2() -> None:
     A leak between sequences moves them by far more (see the neighbour tests below). So the close check runs in fp64
     at 1e-5, the fp32 one at 2e-4.
     """
-    from tracec.trace_rl.models import SMOLLM2, resolve_model
+    from tracec.trace_rl.policy.catalog import SMOLLM2, resolve_model
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model(SMOLLM2), dtype=torch.float32).eval()

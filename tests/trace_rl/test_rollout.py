@@ -9,15 +9,15 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.runtime.agent import ChatAgent, run_episode
-from tracec.runtime.env import Environment, load_environment
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.runtime.toolcall import format_tool_call
-from tracec.runtime.users import LLMUser
-from tracec.trace_rl.envs.textworld_env import TextWorldEnvironment
-from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend, render_fallback
-from tracec.trace_rl.tiny_model import CHARACTERS, build_tiny_model, build_tokenizer
+from tracec.trace_rl.envs.agent import ChatAgent, run_episode
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
+from tracec.trace_rl.envs.toolcall import format_tool_call
+from tracec.trace_rl.envs.users import LLMUser
+from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend, render_fallback
+from tracec.trace_rl.policy.tiny import CHARACTERS, build_tiny_model, build_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 MESSAGES = [

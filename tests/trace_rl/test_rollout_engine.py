@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 from toy_env import LetterEnv, capability_env
-from tracec.trace_rl import kv_sampler
-from tracec.trace_rl.kv_sampler import KVCacheSampler
-from tracec.trace_rl.learner import PackedLogprobs
-from tracec.trace_rl.packing import pack_sequences
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.rollout_engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
-from tracec.trace_rl.train_config import LoraSection
-from tracec.trace_rl.turns import TurnTemplate
+from tracec.trace_rl.grpo.learner import PackedLogprobs
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.policy.packing import pack_sequences
+from tracec.trace_rl.rollouts import kv_sampler
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -148,7 +148,7 @@ def test_sampling_follows_the_tempered_distribution(tiny: Policy) -> None:
 
 
 def _request(generator: torch.Generator) -> Any:
-    from tracec.trace_rl.kv_sampler import TurnRequest
+    from tracec.trace_rl.rollouts.kv_sampler import TurnRequest
 
     return TurnRequest(key=0, new_ids=[1], context=[1], generator=generator, max_new_tokens=1)
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from tracec.runtime.agent import run_episode
-from tracec.runtime.env import Environment, load_environment
-from tracec.trace_rl.adapters import BASE, AdapterError, PeftAdapters
-from tracec.trace_rl.policy import TRAINED, Policy
-from tracec.trace_rl.routing import (
+from tracec.trace_rl.envs.agent import run_episode
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import TRAINED, Policy
+from tracec.trace_rl.trace.adapters import BASE, AdapterError, PeftAdapters
+from tracec.trace_rl.trace.routing import (
     AdapterAgent,
     RoutedAgent,
     RouteError,
@@ -19,7 +20,6 @@ from tracec.trace_rl.routing import (
     label_token_ids,
     route_options,
 )
-from tracec.trace_rl.train_config import LoraSection
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = "Hi, I'm Ana Lima. Please book room R12 for me for 3 nights, meal plan breakfast."
@@ -142,7 +142,7 @@ def test_labels_that_are_not_one_token_are_named(model: PeftAdapters) -> None:
 
 
 def test_smollm2_letters_are_single_tokens() -> None:
-    from tracec.trace_rl.models import resolve_model
+    from tracec.trace_rl.policy.catalog import resolve_model
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("smollm2-135m-instruct"), local_files_only=True)
@@ -155,7 +155,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
     """What `VLLMAdapters` hands vLLM, read from real adapter folders: ids from 1 (vLLM reserves 0), the rank of each
     adapter's config (the engine is sized by the largest), absolute paths; `base` and non-LoRA folders refused."""
     from tracec.trace_rl.llm.vllm_backend import engine_rank
-    from tracec.trace_rl.vllm_adapters import lora_specs
+    from tracec.trace_rl.trace.vllm_adapters import lora_specs
 
     small = _random_adapter(tmp_path / "small", 1)
     large = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=3).save_adapter(tmp_path / "large")
@@ -172,7 +172,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
 
 
 def test_the_vllm_engine_is_refused_on_a_cpu_with_a_clear_error() -> None:
-    from tracec.trace_rl.adapters import load_adapter_model
+    from tracec.trace_rl.trace.adapters import load_adapter_model
 
     with pytest.raises(AdapterError, match="runs on GPUs"):
         load_adapter_model("tiny", {}, engine="vllm", device="cpu")

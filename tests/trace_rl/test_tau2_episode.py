@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from tracec.runtime.agent import run_episode
 from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.tau2.environment import (
     GREETING,
     Tau2Environment,

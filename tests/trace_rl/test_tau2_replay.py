@@ -4,12 +4,12 @@ import hashlib
 import json
 
 import pytest
-from tracec.runtime.toolcall import ToolCall
+from tracec.cli import main
 from tracec.trace_rl.envs.tau2.db import OPTIONAL_FIELDS
 from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
-from tracec.cli import main
 from tracec.trace_rl.envs.tau2.toolkit import STR, Param, Tool, ToolError, Toolkit
+from tracec.trace_rl.envs.toolcall import ToolCall
 
 EXPECTED_REFUSALS = {
     "Product not found": 6,

@@ -1,11 +1,11 @@
 """The benchmark's score: DB hash against the gold replay, times every communicate_info string said."""
 
-from tracec.runtime.agent import run_episode
-from tracec.runtime.toolcall import ToolCall, format_tool_call
+from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user, replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, communicated, score
+from tracec.trace_rl.envs.toolcall import ToolCall, format_tool_call
 
 
 class Script:

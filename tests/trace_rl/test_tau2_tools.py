@@ -3,11 +3,11 @@
 import re
 
 import pytest
-from tracec.runtime.toolcall import ToolCall, ToolCallError
 from tracec.trace_rl.envs.tau2.airline import airline_toolkit
 from tracec.trace_rl.envs.tau2.calculator import calculate
 from tracec.trace_rl.envs.tau2.env import Tau2Tools
 from tracec.trace_rl.envs.tau2.toolkit import ToolError, check_arguments
+from tracec.trace_rl.envs.toolcall import ToolCall, ToolCallError
 
 
 def _call(env, name, **arguments):

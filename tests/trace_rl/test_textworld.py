@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
 from tracec.dsl import ast
 from tracec.dsl.check import check_source
-from tracec.runtime.agent import ChatAgent, run_episode
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-from tracec.trace_rl.envs.textworld_env import (
+from tracec.trace_rl.envs.agent import ChatAgent, run_episode
+from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.envs.textworld.env import (
     CookingGame,
     CustomGame,
     GameMakeError,
@@ -30,7 +30,7 @@ from tracec.trace_rl.envs.textworld_env import (
     TextWorldEnvironment,
     make_game,
 )
-from tracec.trace_rl.envs.textworld_facts import (
+from tracec.trace_rl.envs.textworld.facts import (
     VERBS,
     clean_feedback,
     extract_command,

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rubric_checks import assert_invalidity_profile
-from tracec.runtime.agent import Message, run_episode, turns_taken
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.trace_rl.envs.textworld_agents import RandomAgent, WalkthroughAgent
-from tracec.trace_rl.envs.textworld_env import SimpleGame, TextWorldEnvironment
+from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
+from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
+from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
 

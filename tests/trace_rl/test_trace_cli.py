@@ -11,8 +11,8 @@ import pytest
 from pipeline_fixtures import write_config
 from test_routing import TASK, _random_adapter
 from tracec.cli import main
-from tracec.trace_rl.adapters import BASE, PeftAdapters
-from tracec.trace_rl.routing import Router, route_options
+from tracec.trace_rl.trace.adapters import BASE, PeftAdapters
+from tracec.trace_rl.trace.routing import Router, route_options
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = REPO / "examples" / "envs" / "precondition_verification.rubric"
@@ -38,7 +38,7 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     assert main(["route", *_model_flags(folders, options), "--task", TASK, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     model = PeftAdapters.load("tiny", folders)
-    from tracec.trace_rl.routing import read_options
+    from tracec.trace_rl.trace.routing import read_options
 
     expected = Router(model, read_options(options)).route(TASK)
     assert printed["choice"] == expected.choice and set(printed["logits"]) == {"alpha", "beta", BASE}
@@ -51,7 +51,7 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     # the task of a target's seed: the environment's first message
     assert main(["route", *_model_flags(folders, options), "--target", "capability", "--env", str(ENV),
                  "--seed", "3", "--json"]) == 0
-    from tracec.runtime.env import Environment, load_environment
+    from tracec.trace_rl.envs.capability import Environment, load_environment
 
     first = Environment(load_environment(str(ENV))).reset(3).text
     assert json.loads(capsys.readouterr().out)["logits"] == pytest.approx(
@@ -135,7 +135,7 @@ def test_user_errors_exit_1_with_a_located_line(adapters, tmp_path: Path,  # typ
 
 @pytest.mark.parametrize("name", ["cpu_smollm2", "tau2_http"])
 def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) -> None:
-    from tracec.trace_rl.pipeline.config import load_pipeline_config
+    from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
 
     config = load_pipeline_config(REPO / "examples" / "pipeline" / f"{name}.toml")
     for path in (*config.target.environments, config.analysis.rubric, config.train.advantage.rubric):

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from pipeline_fixtures import ENVS, analyst, write_config
-from tracec.trace_rl.pipeline.config import load_pipeline_config
-from tracec.trace_rl.pipeline.run import STEP_NAMES, run_pipeline
-from tracec.trace_rl.pipeline.steps import StepOutcome, folder_digest
+from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
+from tracec.trace_rl.trace.pipeline.run import STEP_NAMES, run_pipeline
+from tracec.trace_rl.trace.pipeline.steps import StepOutcome, folder_digest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,7 +63,7 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
     before = {name: (root / name).stat().st_mtime_ns for name in first}
 
     trainings: list[Any] = []
-    monkeypatch.setattr("tracec.trace_rl.train.train", lambda *a, **k: trainings.append(a))
+    monkeypatch.setattr("tracec.trace_rl.grpo.train.train", lambda *a, **k: trainings.append(a))
     llm = analyst()
     lines.clear()
     result = run_pipeline(config, llm=llm, report=lines.append)
@@ -103,7 +103,7 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
 
 
 def test_a_step_is_skipped_only_when_its_inputs_and_outputs_are_there(tmp_path: Path) -> None:
-    from tracec.trace_rl.pipeline.steps import StepStore
+    from tracec.trace_rl.trace.pipeline.steps import StepStore
 
     runs: list[str] = []
 
@@ -147,12 +147,12 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
     """Discover, label and select with `labeler = "rubric"` on recorded gold (passing) and do-nothing (failing)
     episodes: the dictionary is the file's blocks, one run of labels, and only the capability whose absence
     separates the failures is kept."""
-    from tracec.runtime.agent import run_episode
-    from tracec.runtime.env import Environment, load_environment
-    from tracec.runtime.env.validate import GoldAgent, NullAgent
     from tracec.runtime.output import write_records
-    from tracec.trace_rl.pipeline import analysis_steps
-    from tracec.trace_rl.pipeline.run import Context
+    from tracec.trace_rl.envs.agent import run_episode
+    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
+    from tracec.trace_rl.trace.pipeline import analysis_steps
+    from tracec.trace_rl.trace.pipeline.run import Context
 
     rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
     config = load_pipeline_config(write_config(tmp_path), ["analysis.labeler=\"rubric\"",
@@ -185,9 +185,10 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
 
 
 def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> None:
-    from tracec.trace_rl.config_io import ConfigError
-    from tracec.trace_rl.pipeline.config import TargetSection, Tau2TargetSection
-    from tracec.trace_rl.pipeline.targets import target_domains
+    from tracec.trace_rl.trace.pipeline.config import TargetSection, Tau2TargetSection
+    from tracec.trace_rl.trace.pipeline.targets import target_domains
+
+    from tracec.config_io import ConfigError
 
     target = TargetSection(kind="tau2", tau2=Tau2TargetSection(user="scripted"))
     airline, retail = target_domains(target, first_seed=48, tasks=5)
@@ -205,7 +206,7 @@ def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> N
 
 
 def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
-    from tracec.trace_rl.config_io import ConfigError
+    from tracec.config_io import ConfigError
 
     assert load_pipeline_config(write_config(tmp_path), ["model.device=\"cuda\"", "evaluate.engine=\"vllm\""]
                                 ).evaluate.engine == "vllm"

@@ -17,10 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from tracec.cli import main as cli_main
-from tracec.trace_rl.checkpoint import latest_checkpoint
-from tracec.trace_rl.policy import Policy
-from tracec.trace_rl.train import train
-from tracec.trace_rl.train_config import ConfigError, TrainConfig, load_config
+from tracec.trace_rl.grpo.checkpoint import latest_checkpoint
+from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, load_config
+from tracec.trace_rl.grpo.train import train
+from tracec.trace_rl.policy.model import Policy
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -92,7 +92,7 @@ def test_trca_gives_an_all_failed_group_step_advantages_to_learn_from(tmp_path: 
 
 
 def _toml(tmp_path: Path, *overrides: str) -> Path:
-    from tracec.trace_rl.train_config import save_config
+    from tracec.trace_rl.grpo.config import save_config
 
     path = tmp_path / "train.toml"
     save_config(_config(*LETTERS, *overrides), path)
@@ -101,7 +101,7 @@ def _toml(tmp_path: Path, *overrides: str) -> Path:
 
 def _run(args: list[str], **kwargs: object) -> subprocess.Popen:  # type: ignore[type-arg]
     env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "tracec.trace_rl.train", *args, "--quiet"], env=env,
+    return subprocess.Popen([sys.executable, "-m", "tracec.cli", "train", *args, "--quiet"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)  # type: ignore[call-overload]
 
 
@@ -142,7 +142,7 @@ def test_torchrun_with_two_gloo_ranks_trains_like_one_process(tmp_path: Path) ->
     assert _run([str(config), "--out", str(one)]).wait(timeout=600) == 0
     env = {**os.environ, "PYTHONPATH": str(HERE), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "tracec.trace_rl.train", str(config), "--out", str(two), "--quiet"], env=env,
+                           "-m", "tracec.cli", "train", str(config), "--out", str(two), "--quiet"], env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     a, b = _adapter(one / "checkpoints" / "iter_000002"), _adapter(two / "checkpoints" / "iter_000002")
@@ -196,7 +196,7 @@ def test_smollm2_trains_an_iteration_on_a_capability_environment(tmp_path: Path)
 
 def test_vllm_gets_the_checkpoint_without_its_gguf_quantization_config(tmp_path: Path) -> None:
     from tracec.trace_rl.llm.vllm_backend import clean_model_folder
-    from tracec.trace_rl.models import resolve_model
+    from tracec.trace_rl.policy.catalog import resolve_model
 
     source = resolve_model("smollm2-135m-instruct")
     folder = clean_model_folder(source, tmp_path / "base")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.trace_rl.train_config import (
+from tracec.trace_rl.grpo.config import (
     ConfigError,
     TrainConfig,
     load_config,
@@ -110,8 +110,8 @@ def test_shipped_configs_load(repo_dir: Path) -> None:
 
 def test_textworld_games_are_made_under_the_cache_root(tmp_path, monkeypatch) -> None:
     """$TRACEC_CACHE_DIR moves every rebuildable cache, the made TextWorld games included."""
-    from tracec.trace_rl.train_config import EnvSection
-    from tracec.trace_rl.train_env import environment_factory
+    from tracec.trace_rl.grpo.config import EnvSection
+    from tracec.trace_rl.grpo.environments import environment_factory
 
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "elsewhere"))
     env = environment_factory(EnvSection(kind="textworld"))()
@@ -119,7 +119,7 @@ def test_textworld_games_are_made_under_the_cache_root(tmp_path, monkeypatch) ->
 
 
 def test_a_checkpoint_folder_named_in_a_config_is_found_beside_the_config(tmp_path, monkeypatch) -> None:
-    from tracec.trace_rl.train_config import load_config
+    from tracec.trace_rl.grpo.config import load_config
 
     (tmp_path / "conf" / "ckpt").mkdir(parents=True)
     (tmp_path / "conf" / "ckpt" / "config.json").write_text("{}")

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.runtime.environment import Observation
-from tracec.trace_rl.models import resolve_model
-from tracec.trace_rl.tiny_model import build_tokenizer
-from tracec.trace_rl.turns import TemplateError, TurnTemplate, action_span
+from tracec.trace_rl.envs.protocol import Observation
+from tracec.trace_rl.policy.catalog import resolve_model
+from tracec.trace_rl.policy.tiny import build_tokenizer
+from tracec.trace_rl.rollouts.turns import TemplateError, TurnTemplate, action_span
 from transformers import AutoTokenizer
 
 

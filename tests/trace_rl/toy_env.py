@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.env import Environment, load_environment
-from tracec.runtime.environment import Observation, StepResult
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.protocol import Observation, StepResult
 
 REPO = Path(__file__).resolve().parents[2]
 

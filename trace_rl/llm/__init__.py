@@ -2,7 +2,7 @@
 
 - `http.py`: any OpenAI-compatible chat-completions endpoint (`vllm serve`, llama.cpp's server, a hosted API);
 - `vllm_backend.py`: vLLM in-process on a GPU (imported lazily, with an install hint);
-- the local transformers model is `tracec.trace_rl.rollout.TransformersBackend`;
+- the local transformers model is `tracec.trace_rl.llm.local.TransformersBackend`;
 - `calls.py`: the JSONL log of every call a command makes (prompt, reply, latency, verdict);
 - `replies.py`: JSON found in prose or code fences, validated against a JSON Schema;
 - `repair.py`: the bounded ask-check-repair loop every LLM step goes through;

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.chat import Sampling, SamplingBackend
+from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 
 
 class LLMError(Exception):

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tracec.runtime.chat import Sampling, cut_at_stop
 from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
 
 _EXCERPT = 200
 

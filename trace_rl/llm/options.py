@@ -15,9 +15,9 @@ import argparse
 import os
 from collections.abc import Mapping
 
-from tracec.runtime.chat import SamplingBackend
 from tracec.trace_rl.llm.calls import LLMError
-from tracec.trace_rl.models import require_device
+from tracec.trace_rl.llm.chat import SamplingBackend
+from tracec.trace_rl.policy.catalog import require_device
 
 from tracec.arguments import integer, number, torch_device
 
@@ -72,7 +72,7 @@ def open_backend(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
     model_name = args.model or DEFAULT_LOCAL_MODEL
     if kind == "vllm":
         from tracec.trace_rl.llm.vllm_backend import VLLMBackend, import_vllm
-        from tracec.trace_rl.models import resolve_model
+        from tracec.trace_rl.policy.catalog import resolve_model
 
         import_vllm()  # the install hint before any model lookup
         return VLLMBackend(resolve_model(model_name, environ), seed=args.seed)
@@ -83,12 +83,12 @@ def open_backend(args: argparse.Namespace, environ: Mapping[str, str] = os.envir
 def local_backend(model_name: str, *, device: str = "cpu", seed: int = 0, max_new_tokens: int = 512,
                   environ: Mapping[str, str] = os.environ) -> SamplingBackend:
     """A transformers model by installed name or folder (`tiny`: the random test model built in code)."""
-    from tracec.trace_rl.models import TINY, resolve_model
-    from tracec.trace_rl.rollout import SamplingConfig, TransformersBackend
+    from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
+    from tracec.trace_rl.policy.catalog import TINY, resolve_model
 
     config = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
     if model_name == TINY:
-        from tracec.trace_rl.tiny_model import build_tiny_model
+        from tracec.trace_rl.policy.tiny import build_tiny_model
 
         model, tokenizer = build_tiny_model(seed, max_positions=max(2048, max_new_tokens + 512))
         return TransformersBackend(model, tokenizer, config=config, name=TINY)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from tracec.runtime.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.calls import CallLog
+from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.replies import ReplyProblem, find_json
 
 T = TypeVar("T")

@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.chat import Sampling, cut_at_stop
 from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
 
 INSTALL_HINT = "vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec[gpu]' (or pip install vllm)"
 

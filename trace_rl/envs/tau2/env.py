@@ -2,7 +2,7 @@
 
 `load_domain` reads a domain folder once (`db.json`, `policy.md`, `tasks.json`); `Tau2Tools` is the domain's
 tools over one working copy of its database. `Tau2Tools.execute` turns a parsed tool call (the shared
-`<action>` / JSON format of `tracec.runtime.toolcall`) into a `ToolOutcome`: what the agent reads back
+`<action>` / JSON format of `tracec.trace_rl.envs.toolcall`) into a `ToolOutcome`: what the agent reads back
 (`render_result` JSON, or `Error: <message>` like the benchmark), whether the call was accepted, and whether
 the database changed.
 
@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tracec.runtime.toolcall import ToolCall, ToolCallError, render_result
 from tracec.trace_rl.envs.tau2.airline import airline_toolkit
 from tracec.trace_rl.envs.tau2.db import Snapshot, load_snapshot
 from tracec.trace_rl.envs.tau2.retail import retail_toolkit
 from tracec.trace_rl.envs.tau2.tasks import Task, load_tasks
 from tracec.trace_rl.envs.tau2.toolkit import ToolError, Toolkit
+from tracec.trace_rl.envs.toolcall import ToolCall, ToolCallError, render_result
 
 DOMAINS = {"airline": airline_toolkit, "retail": retail_toolkit}
 DATA_ENV_VAR = "TRACEC_TAU2_DATA"

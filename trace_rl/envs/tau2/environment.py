@@ -1,17 +1,17 @@
-"""A tau2-bench domain as the one environment protocol (`tracec.runtime.environment.Environment`).
+"""A tau2-bench domain as the one environment protocol (`tracec.trace_rl.envs.protocol.Environment`).
 
 `reset(seed)` plays task `seed mod n` of the environment's task list (the domain's tasks in file order, or the
 ids given, a split say): a fresh copy of the database, the agent's fixed greeting (as in the benchmark) to the
 user, and the user's answer as the first observation. Each `step` is one agent turn: a tool call (parsed with
-`tracec.runtime.toolcall`, executed, its result a `tool` observation) or a message to the user, whose reply is a
+`tracec.trace_rl.envs.toolcall`, executed, its result a `tool` observation) or a message to the user, whose reply is a
 `user` observation. The episode ends when the user ends it (`###STOP###`, `###TRANSFER###`,
 `###OUT-OF-SCOPE###`) or after `max_steps` turns, and is scored as the benchmark scores it (`scoring.py`): the
 reward of the last step and the trajectory's `env_reward`.
 
-The environment owns its user (`runtime.users`): `tau2_user` is the LLM simulator with the benchmark's
+The environment owns its user (`trace_rl.envs.users`): `tau2_user` is the LLM simulator with the benchmark's
 guidelines, `scripted_user` and `gold.gold_user` are scripted ones. The agent's conversation starts with the
 user's first message: the greeting is the user's context only (many chat templates want a user turn first).
-Steps record the `toolenv` facts (`runtime.toolfacts`) without `rows` and `done`, as the tau2 adapter always has.
+Steps record the `toolenv` facts (`trace_rl.envs.toolfacts`) without `rows` and `done`, as the tau2 adapter always has.
 `args` are every argument value as a string (nested lists and objects flattened to their leaves), `target` the
 first of the primary id arguments present (`TARGET_KEYS`); `calculate` and `transfer_to_human_agents` are queries.
 
@@ -25,16 +25,16 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.chat import ChatBackend
-from tracec.runtime.environment import Observation, StepResult
-from tracec.runtime.toolcall import argument_leaves, parse_tool_call
-from tracec.runtime.toolfacts import ToolFacts
-from tracec.runtime.users import OUT_OF_SCOPE, SCENARIO, STOP, TRANSFER, LLMUser, ScriptedUser, User
+from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.envs.tau2.db import Db
 from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
+from tracec.trace_rl.envs.toolcall import argument_leaves, parse_tool_call
+from tracec.trace_rl.envs.toolfacts import ToolFacts
+from tracec.trace_rl.envs.users import OUT_OF_SCOPE, SCENARIO, STOP, TRANSFER, LLMUser, ScriptedUser, User
+from tracec.trace_rl.llm.chat import ChatBackend
 
 GREETING = "Hi! How can I help you today?"
 TARGET_KEYS = ("reservation_id", "order_id", "user_id", "product_id", "item_id", "flight_number")

@@ -17,11 +17,11 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tracec.runtime.agent import Message, turns_taken
-from tracec.runtime.toolcall import ToolCall, format_tool_call
-from tracec.runtime.users import STOP, ScriptedUser
+from tracec.trace_rl.envs.agent import Message, turns_taken
 from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools, ToolOutcome
 from tracec.trace_rl.envs.tau2.tasks import Task
+from tracec.trace_rl.envs.toolcall import ToolCall, format_tool_call
+from tracec.trace_rl.envs.users import STOP, ScriptedUser
 
 if TYPE_CHECKING:  # the environment scores with `replay_gold`: a run-time import would go in a circle
     from tracec.trace_rl.envs.tau2.environment import Tau2Environment

@@ -1,0 +1,58 @@
+"""The one environment protocol: what the trainer, `evaluate` and the pipeline run, whatever the target.
+
+Capability environments (`trace_rl/envs/capability/`), TextWorld games and tau2-bench domains all speak it. An episode is a
+conversation: `reset(seed)` gives the system prompt's task-independent part (`system_prompt`) and the first
+observation; each agent turn is one `step(action_text)`, which gives the next observation (a tool result or game
+text, or the simulated user's reply: the user lives inside the environment), whether the episode is over, the step's
+environment reward (the terminal reward on the last step, 0 before), and the transition's canonical facts (the state
+after the action and the action's facts, in the environment's schema). `trajectory()` is the finished episode as one
+record of trajectory JSONL (`docs/` describes the format), which a rubric scores.
+
+The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
+Agents and the one episode loop (`run_episode`) are in `trace_rl.envs.agent`; users, in `trace_rl.envs.users`.
+Left out: batched environments (the trainer steps K instances side by side) and asynchronous stepping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Role = Literal["user", "tool"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: built once a step, they cost a third less
+class Observation:
+    """What the agent is shown: its text, and the chat role it arrives in (`tool` results, `user` messages)."""
+
+    text: str
+    role: Role = "user"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)  # slots: built once a step, they cost a third less
+class StepResult:
+    observation: Observation
+    done: bool
+    reward: float  # the environment's reward for this step: its terminal reward on the last step, else 0
+    state: dict[str, Any]  # s_t+1's canonical facts
+    action: dict[str, Any]  # a_t's canonical facts
+
+
+class Environment(Protocol):
+    @property
+    def system_prompt(self) -> str:
+        """The instructions an agent gets before the first observation (call format, tools, goal)."""
+
+    def reset(self, seed: int) -> Observation:
+        """Start the task instance of `seed` (a pure function of it) and return the first observation."""
+
+    def step(self, action: str) -> StepResult:
+        """Apply the agent's turn, exactly as the agent wrote it."""
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        """The episode so far as one trajectory record (`episode`, `task`, `instruction`, `states`, `actions`,
+        `env_reward`, `success`)."""
+
+
+EnvironmentFactory = Callable[[], Environment]  # a fresh instance; a group of K rollouts makes K of them

@@ -1,0 +1,319 @@
+"""TextWorld as a target environment: make games with `tw-make`, play them, emit canonical facts per step.
+
+Games are made by the `tw-make` script of the installed `textworld` (its wheel bundles Inform 7, so this works
+offline) in a subprocess, into a cache folder keyed by a hash of the `tw-make` arguments and the textworld
+version: a second request for the same game reuses the `.z8` and `.json`. A finished game is published with one
+atomic rename, so concurrent makers of the same game never see half a folder.
+
+`TextWorldEnvironment` is the one environment protocol over a game, or over a family of games (a spec whose seed
+is the episode's seed): it plays through `textworld.start` with the infos the facts need and records, per step,
+the canonical state and action facts (`textworld_facts`). Left out: the gym wrappers, batched environments, and
+game types other than `custom`, `tw-simple` and `tw-cooking`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.textworld.facts import (
+    action_facts,
+    clean_feedback,
+    extract_command,
+    state_facts,
+    with_history,
+)
+
+SYSTEM_PROMPT = (
+    "You are playing a text adventure game. Read the objective and what the game says, then reply with "
+    "exactly one game command inside <action></action>, for example <action>take red apple</action>."
+)
+REQUESTED_INFOS = (
+    "facts", "admissible_commands", "inventory", "score", "max_score", "won", "lost", "policy_commands",
+    "objective", "description", "feedback",
+)  # fmt: skip
+
+
+class GameMakeError(RuntimeError):
+    """`tw-make` could not make a game; the message holds the command and the end of its output."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CustomGame:
+    """`tw-make custom`: a random house of `world_size` rooms and a quest of `quest_length` actions."""
+
+    seed: int = 0
+    world_size: int = 3
+    nb_objects: int = 5
+    quest_length: int = 3
+
+    challenge = "custom"
+
+    def __post_init__(self) -> None:
+        _check_positive(self, "world_size", "nb_objects", "quest_length")
+
+    def tw_make_args(self) -> list[str]:
+        return [
+            "custom", "--world-size", str(self.world_size), "--nb-objects", str(self.nb_objects),
+            "--quest-length", str(self.quest_length), "--seed", str(self.seed),
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimpleGame:
+    """`tw-make tw-simple`: the fixed six-room house with a drawn quest."""
+
+    seed: int = 0
+    rewards: Literal["dense", "balanced", "sparse"] = "dense"
+    goal: Literal["detailed", "brief", "none"] = "detailed"
+
+    challenge = "tw-simple"
+
+    def __post_init__(self) -> None:
+        _check_choice(self, "rewards", ("dense", "balanced", "sparse"))
+        _check_choice(self, "goal", ("detailed", "brief", "none"))
+
+    def tw_make_args(self) -> list[str]:
+        return ["tw-simple", "--rewards", self.rewards, "--goal", self.goal, "--seed", str(self.seed)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CookingGame:
+    """`tw-make tw-cooking`: find `take` of the `recipe`'s ingredients in `world_size` rooms, prepare, eat."""
+
+    seed: int = 0
+    world_size: Literal[1, 6, 9, 12] = 1
+    recipe: int = 1
+    take: int = 1
+    skills: tuple[Literal["open", "cook", "cut", "drop"], ...] = ()
+
+    challenge = "tw-cooking"
+
+    def __post_init__(self) -> None:
+        _check_choice(self, "world_size", (1, 6, 9, 12))
+        _check_positive(self, "recipe")
+        if not 0 <= self.take <= self.recipe:
+            raise ValueError(f"CookingGame: take={self.take} must lie in 0..recipe={self.recipe}")
+        unknown = sorted(set(self.skills) - {"open", "cook", "cut", "drop"})
+        if unknown:
+            raise ValueError(f"CookingGame: unknown skills {unknown}; known: open, cook, cut, drop")
+
+    def tw_make_args(self) -> list[str]:
+        flags = [f"--{skill}" for skill in sorted(set(self.skills))]
+        return [
+            "tw-cooking", "--recipe", str(self.recipe), "--take", str(self.take), "--go", str(self.world_size),
+            *flags, "--seed", str(self.seed),
+        ]  # fmt: skip
+
+
+GameSpec = CustomGame | SimpleGame | CookingGame
+
+
+def _check_positive(spec: object, *names: str) -> None:
+    for name in names:
+        value = getattr(spec, name)
+        if value < 1:
+            raise ValueError(f"{type(spec).__name__}: {name}={value} must be at least 1")
+
+
+def _check_choice(spec: object, name: str, choices: tuple[object, ...]) -> None:
+    value = getattr(spec, name)
+    if value not in choices:
+        raise ValueError(f"{type(spec).__name__}: {name}={value!r}; expected one of {list(choices)}")
+
+
+def tw_make_path() -> Path:
+    """The `tw-make` script of the running interpreter's environment, else the one on PATH."""
+    beside = Path(sys.executable).with_name("tw-make")
+    found = str(beside) if beside.is_file() else shutil.which("tw-make")
+    if found is None:
+        raise GameMakeError("tw-make not found next to the interpreter nor on PATH; install `textworld`")
+    return Path(found)
+
+
+def make_game(
+    spec: GameSpec, cache_dir: Path, *, tw_make: Path | None = None, timeout_s: float = 600
+) -> Path:
+    """Path of the `.z8` game for `spec` in `cache_dir`, made by `tw-make` unless it is already there."""
+    import textworld  # the package is heavy: load it when a game is made, not when this module is imported
+
+    args = spec.tw_make_args()
+    key = hashlib.sha256(json.dumps([textworld.__version__, args]).encode()).hexdigest()[:16]
+    folder = Path(cache_dir) / f"{spec.challenge}-{key}"
+    game = folder / "game.z8"
+    if game.is_file() and game.with_suffix(".json").is_file():
+        return game
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        script = tw_make or tw_make_path()
+        command = [sys.executable, str(script), *args, "--output", str(staging / "game.z8"), "-f", "--silent"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise GameMakeError(f"tw-make took over {timeout_s:.0f} s: {' '.join(command)}") from None
+        made = (staging / "game.z8").is_file() and (staging / "game.json").is_file()
+        if done.returncode != 0 or not made:
+            tail = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-15:])
+            problem = (
+                f"exited with status {done.returncode}" if done.returncode else "wrote no game.z8/game.json"
+            )
+            raise GameMakeError(f"tw-make {problem}: {' '.join(command)}\n{tail}")
+        try:
+            os.replace(staging, folder)
+        except OSError:
+            if not game.is_file():  # not a concurrent maker that published first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return game
+
+
+class TextWorldEnvironment:
+    """TextWorld as the one environment protocol. `game` is a game file, which every seed plays, or a game spec
+    used as a template: seed N plays the spec with `seed=N`, made into `cache_dir` on first use (`make_game`).
+
+    A step plays the command in the agent's reply (`extract_command`); the episode ends when the game is won or
+    lost, or after `max_steps` turns (None: the caller bounds them). The observation is the game's answer, the
+    room when the answer does not show it (unless `room_descriptions` is off: TextWorld then skips the `look` it
+    runs after every command to describe the room, about half of a step's time), the inventory and (with
+    `show_admissible`) the admissible commands;
+    the first one starts with the objective unless the game's opening text states it. The reward of the last
+    step, and the trajectory's `env_reward`, is 1 for a win, else the fraction of the game's score reached.
+    """
+
+    def __init__(self, game: Path | str | GameSpec, *, cache_dir: Path | None = None, max_steps: int | None = None,
+                 show_admissible: bool = True, tw_make: Path | None = None, room_descriptions: bool = True) -> None:
+        if isinstance(game, GameSpec) and cache_dir is None:
+            raise ValueError("TextWorldEnvironment: a game spec needs a cache_dir to make its games in")
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"TextWorldEnvironment: max_steps={max_steps} must be at least 1 (or None)")
+        self.game: Path | GameSpec = game if isinstance(game, GameSpec) else Path(game)
+        self.cache_dir, self.max_steps = cache_dir, max_steps
+        self.show_admissible, self.tw_make = show_admissible, tw_make
+        self.room_descriptions = room_descriptions
+        self._env: Any = None
+        self._loaded: Path | None = None
+        self._game_state: Any = None
+        self.done = True
+
+    @property
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT
+
+    @property
+    def game_state(self) -> Any:
+        """TextWorld's own `GameState` after the last reset or step (for checks against its view)."""
+        return self._game_state
+
+    @property
+    def task(self) -> str:
+        """The game's TextWorld id: rollouts of the same game share it."""
+        return str(self._game_state["extra.uuid"])
+
+    @property
+    def objective(self) -> str:
+        return str(self._game_state["objective"] or "")
+
+    @property
+    def admissible_commands(self) -> tuple[str, ...]:
+        return tuple(self._game_state["admissible_commands"] or ())
+
+    @property
+    def policy_commands(self) -> tuple[str, ...]:
+        """TextWorld's shortest winning plan from the current state (the walkthrough)."""
+        return tuple(self._game_state["policy_commands"] or ())
+
+    def game_file(self, seed: int) -> Path:
+        if isinstance(self.game, Path):
+            return self.game
+        assert self.cache_dir is not None  # checked in __init__
+        return make_game(dataclasses.replace(self.game, seed=seed), self.cache_dir, tw_make=self.tw_make)
+
+    def reset(self, seed: int) -> Observation:
+        path = self.game_file(seed)
+        if path != self._loaded:
+            self.close()
+            self._env, self._loaded = _start(path, self.room_descriptions), path
+        self._game_state = self._env.reset()
+        self.steps, self.done = 0, False
+        self.states: list[dict[str, Any]] = [with_history(state_facts(self._game_state), None)]
+        self.actions: list[dict[str, Any]] = []
+        return Observation(text=self._render(opening=True), role="user")
+
+    def step(self, action: str) -> StepResult:
+        """Play the command in the agent's reply `action`."""
+        if self.done or self._game_state is None:
+            raise RuntimeError("the episode is over (or never began): call reset(seed)")
+        before = self._game_state
+        command = extract_command(action)
+        after, _, _ = self._env.step(command)
+        self._game_state, self.steps = after, self.steps + 1
+        self.actions.append(action_facts(text=action, command=command, admissible_before=before["admissible_commands"],
+                                         score_before=before["score"] or 0, score_after=after["score"] or 0))
+        self.states.append(with_history(state_facts(after), self.states[-1]))
+        won_or_lost = bool(after["won"]) or bool(after["lost"])
+        self.done = won_or_lost or (self.max_steps is not None and self.steps >= self.max_steps)
+        return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=self.done,
+                          reward=self.reward() if self.done else 0.0, state=self.states[-1], action=self.actions[-1])
+
+    def reward(self) -> float:
+        """1 for a win, else the fraction of the maximum score reached (0 when the game has no score)."""
+        state = self._game_state
+        if state["won"]:
+            return 1.0
+        best = int(state["max_score"] or 0)
+        return int(state["score"] or 0) / best if best > 0 else 0.0
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        if self._game_state is None:
+            raise RuntimeError("no episode to record: call reset(seed)")
+        return {"episode": episode, "task": self.task, "instruction": self.objective, "states": self.states,
+                "actions": self.actions, "env_reward": self.reward(), "success": bool(self._game_state["won"])}
+
+    def _render(self, *, opening: bool) -> str:
+        state = self._game_state
+        feedback = clean_feedback(state["feedback"])
+        description = (state.get("description") or "").strip()
+        parts = [feedback]
+        if opening and self.objective and self.objective not in feedback:
+            parts.insert(0, f"Objective: {self.objective}")
+        if description and description not in feedback:
+            parts.append(f"Room: {description}")
+        parts.append(f"Inventory: {(state['inventory'] or '').strip()}")
+        if self.show_admissible:
+            parts.append("Possible commands: " + ", ".join(self.admissible_commands))
+        return "\n\n".join(part for part in parts if part)
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env, self._loaded = None, None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _start(game_file: Path, room_descriptions: bool = True) -> Any:
+    import textworld
+
+    infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS
+                                  if room_descriptions or name != "description"})
+    with warnings.catch_warnings():
+        # Jericho knows no tw-make game and says so; TextWorld tracks score and state itself.
+        warnings.filterwarnings("ignore", message=r"Game .* is not fully supported")
+        return textworld.start(str(game_file), request_infos=infos)

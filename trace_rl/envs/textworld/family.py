@@ -1,0 +1,259 @@
+"""A seeded family of small TextWorld games for learning experiments: train seeds, held-out seeds, sparse reward.
+
+    family = TaskFamily()                                 # custom games: 3 rooms, 5 objects, quests of 3-6 steps
+    games = family.prepare(family.train_seeds + family.eval_seeds, cache)  # made once (in parallel), then cached
+    env = FamilyEnvironment(family, cache)                # seed N plays game N, on the one environment protocol
+
+Seed N is the `custom` game TextWorld makes with seed N (the same options as `tw-make custom --world-size R
+--nb-objects O --quest-length L --seed N`), whose quest length L cycles through `quest_lengths` with the seed, so
+each split holds every length alike. The training seeds and the evaluation seeds are two disjoint ranges fixed by
+the family (`__post_init__` refuses an overlap), never chosen after looking at results.
+
+Games are made in-process by TextWorld's generator and compiled by its bundled Inform 7 (offline), a few at a time
+in worker processes (`tw-make` per game costs ~4 s, mostly its start-up; here ~1.4 s a game once a worker runs),
+into a cache folder keyed by the textworld version and the game's options, each published by one rename.
+
+`FamilyEnvironment` plays a game through `TextWorldEnvironment` (the canonical facts the rubric reads come from
+there) with two differences that make it a learning task: the reward is sparse, 1 for a win and 0 otherwise (not
+TextWorld's share of the score), each step records whether it played the next command of TextWorld's shortest
+winning plan from the state it was taken in (`on_plan`: what the oracle credit reads, and a diagnostic of how
+much of the plan a policy follows), and the observations are compact: the objective once, then per turn the game's
+answer in its first line, the room, the inventory and (`list_commands`) the admissible commands, without the banner
+and the room's flavour text (which would be most of every turn's tokens). The trajectory's instruction (what a
+rubric reads) is the objective in lower case, as the entity facts are, so that `contains(instruction, act.obj)`
+finds a name the objective capitalizes. Left out: the other TextWorld challenges, parallel
+quests, and games whose quest cannot be generated (the family's options always admit one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.textworld.env import SYSTEM_PROMPT, GameMakeError, TextWorldEnvironment
+from tracec.trace_rl.envs.textworld.facts import clean_feedback, extract_command
+
+_TITLE = re.compile(r"^-= (.+?) =-$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskFamily:
+    rooms: int = 3
+    objects: int = 5
+    quest_lengths: tuple[int, ...] = (3, 4, 5, 6)
+    train_seeds: tuple[int, ...] = tuple(range(48))
+    eval_seeds: tuple[int, ...] = tuple(range(100_000, 100_032))
+    max_turns: int = 12  # turns an episode may take; the quest needs 3-6
+
+    def __post_init__(self) -> None:
+        if self.rooms < 1 or self.objects < 1 or not self.quest_lengths or min(self.quest_lengths) < 1:
+            raise ValueError(f"TaskFamily: rooms={self.rooms}, objects={self.objects} and quest_lengths="
+                             f"{self.quest_lengths} must be positive")
+        shared = sorted(set(self.train_seeds) & set(self.eval_seeds))
+        if shared:
+            raise ValueError(f"TaskFamily: seeds {shared[:5]} are both training and evaluation seeds; the held-out "
+                             "games must never be trained on")
+        if not self.train_seeds or not self.eval_seeds or min(self.train_seeds + self.eval_seeds) < 0:
+            raise ValueError("TaskFamily: give at least one training and one evaluation seed, all >= 0")
+        if self.max_turns < max(self.quest_lengths):
+            raise ValueError(f"TaskFamily: max_turns={self.max_turns} is shorter than the longest quest "
+                             f"({max(self.quest_lengths)} steps)")
+
+    def quest_length(self, seed: int) -> int:
+        return self.quest_lengths[seed % len(self.quest_lengths)]
+
+    def options(self, seed: int) -> dict[str, int]:
+        """The generator's settings of game `seed` (what its cache key hashes)."""
+        return {"seed": seed, "rooms": self.rooms, "objects": self.objects, "quest_length": self.quest_length(seed)}
+
+    def game_file(self, seed: int, cache_dir: Path) -> Path:
+        """Where game `seed` lives in `cache_dir` (made or not)."""
+        import textworld  # heavy: only when a game's place is asked for
+
+        key = hashlib.sha256(json.dumps([textworld.__version__, self.options(seed)]).encode()).hexdigest()[:16]
+        return Path(cache_dir) / f"family-custom-{key}" / "game.z8"
+
+    def prepare(self, seeds: Iterable[int], cache_dir: Path, *, workers: int = 2) -> dict[int, Path]:
+        """Game file of every seed, making the missing ones (in up to `workers` processes)."""
+        files = {seed: self.game_file(seed, cache_dir) for seed in seeds}
+        missing = [seed for seed, path in files.items() if not _made(path)]
+        if len(missing) == 1 or workers <= 1:
+            for seed in missing:
+                _make(self.options(seed), str(files[seed]))
+        elif missing:  # worker processes of this module's main: no fork of the caller (torch's thread pools)
+            jobs = [[(self.options(seed), str(files[seed])) for seed in missing[w::workers]] for w in range(workers)]
+            running = [subprocess.Popen([sys.executable, "-m", __name__, json.dumps(job)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True) for job in jobs if job]
+            failures = []
+            for process in running:
+                _, errors = process.communicate()
+                if process.returncode:
+                    failures.append("\n".join(errors.strip().splitlines()[-10:]))
+            if failures:
+                raise GameMakeError(f"making games of the family failed:\n{failures[0]}")
+        return files
+
+
+def _made(game: Path) -> bool:
+    return game.is_file() and game.with_suffix(".json").is_file()
+
+
+def _make(options: dict[str, int], target: str) -> None:
+    """Make one game as `tw-make custom` would and publish its folder atomically (run in a worker process)."""
+    import textworld
+    from textworld.generator import compile_game, make_game
+
+    game_file = Path(target)
+    if _made(game_file):
+        return
+    game_file.parent.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=game_file.parent.parent, prefix=f".{game_file.parent.name}."))
+    try:
+        settings = textworld.GameOptions()
+        settings.seeds = options["seed"]
+        settings.nb_rooms, settings.nb_objects = options["rooms"], options["objects"]
+        settings.nb_parallel_quests = 1
+        settings.chaining.min_breadth, settings.chaining.max_breadth = 1, 5  # tw-make's defaults
+        settings.chaining.min_depth = 1
+        length = options["quest_length"]
+        settings.chaining.min_length = settings.chaining.max_length = settings.chaining.max_depth = length
+        settings.grammar.theme = "house"
+        settings.path = str(staging / "game.z8")
+        settings.force_recompile = True
+        compile_game(make_game(settings), settings)
+        try:
+            os.replace(staging, game_file.parent)
+        except OSError:
+            if not _made(game_file):  # not a concurrent maker that published first
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+class FamilyEnvironment:
+    """The family on the one environment protocol: `reset(seed)` plays game `seed` (made on first use)."""
+
+    def __init__(self, family: TaskFamily, cache_dir: Path, *, list_commands: bool = True) -> None:
+        self.family, self.cache_dir, self.list_commands = family, Path(cache_dir), list_commands
+        self._inner: TextWorldEnvironment | None = None
+        self._game: Path | None = None
+        self._on_plan: list[bool] = []
+
+    @property
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT
+
+    @property
+    def admissible_commands(self) -> tuple[str, ...]:
+        return self._playing().admissible_commands
+
+    @property
+    def policy_commands(self) -> tuple[str, ...]:
+        """TextWorld's shortest winning plan from the current state."""
+        return self._playing().policy_commands
+
+    @property
+    def objective(self) -> str:
+        return self._playing().objective
+
+    def reset(self, seed: int) -> Observation:
+        game = self.family.prepare([seed], self.cache_dir)[seed]
+        if game != self._game:
+            self.close()
+            self._inner = TextWorldEnvironment(game, max_steps=self.family.max_turns, room_descriptions=False)
+            self._game = game
+        assert self._inner is not None
+        self._inner.reset(0)
+        self._on_plan = []
+        return Observation(text=self._render(opening=True), role="user")
+
+    def step(self, action: str) -> StepResult:
+        inner = self._playing()
+        plan = inner.policy_commands
+        result = inner.step(action)
+        self._on_plan.append(bool(plan) and extract_command(action) == plan[0])
+        won = bool(inner.game_state["won"])
+        return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=result.done,
+                          reward=float(won) if result.done else 0.0, state=result.state, action=result.action)
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        record = self._playing().trajectory(episode)
+        record["game_score"] = record["env_reward"]  # TextWorld's share of the points (1 for a win), for reports
+        record["env_reward"] = 1.0 if record["success"] else 0.0  # sparse: a win or nothing
+        record["instruction"] = record["instruction"].lower()  # as the entity facts are: `contains` then matches
+        record["on_plan"] = list(self._on_plan)
+        return record
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+            self._inner, self._game = None, None
+
+    def _playing(self) -> TextWorldEnvironment:
+        if self._inner is None:
+            raise RuntimeError("FamilyEnvironment: no game is being played; call reset(seed)")
+        return self._inner
+
+    def _render(self, *, opening: bool) -> str:
+        state = self._playing().game_state
+        lines = [f"Objective: {self.objective}"] if opening else []
+        answer = _first_line(clean_feedback(state["feedback"]))
+        if answer and not opening:
+            lines.append(answer)
+        lines.append(f"Room: {_room(state)}")
+        lines.append(f"Inventory: {(state['inventory'] or '').strip()}")
+        if self.list_commands:  # a policy that chooses among them (admissible mode) is given them anyway
+            lines.append("Commands: " + ", ".join(state["admissible_commands"] or ()))
+        return "\n".join(lines)
+
+
+def _first_line(feedback: str) -> str:
+    """The game's answer in one line: its first line that is no room title (the room has its own line)."""
+    for line in feedback.splitlines():
+        line = line.strip()
+        if line and not _TITLE.match(line):
+            return line
+    return ""
+
+
+def _room(state: Any) -> str:
+    for fact in state["facts"]:
+        if fact.name == "at" and fact.arguments[0].type == "P":
+            return str(fact.arguments[1].name)
+    return "unknown"
+
+
+def family_texts(family: TaskFamily, games: Sequence[Path]) -> list[str]:
+    """Text the games show a player: each game's objective, entity names, and the observations and admissible
+    commands along its walkthrough (what a vocabulary of the family is built from)."""
+    texts: list[str] = [SYSTEM_PROMPT]
+    for game in games:
+        env = TextWorldEnvironment(game, max_steps=family.max_turns)
+        try:
+            env.reset(0)
+            texts += [env.objective, *env.admissible_commands]
+            for command in env.policy_commands:
+                env.step(command)
+                texts += [clean_feedback(env.game_state["feedback"]), *env.admissible_commands,
+                          (env.game_state["inventory"] or "")]
+        finally:
+            env.close()
+        names = json.loads(game.with_suffix(".json").read_text(encoding="utf-8")).get("infos", [])
+        texts += [str(info[1].get("name") or "") for info in names if isinstance(info, list) and len(info) == 2]
+    return texts
+
+
+if __name__ == "__main__":  # a worker of `TaskFamily.prepare`: makes the games of a JSON list of (options, path)
+    for job_options, job_target in json.loads(sys.argv[1]):
+        _make(job_options, job_target)

@@ -1,0 +1,286 @@
+"""Learning curves on the TextWorld task family: one policy trained with one method, evaluated on held-out seeds.
+
+    setup = prepare_setup(workdir)                              # the games made, the small policy built (cached)
+    spec = RunSpec(method="trca", model=str(setup.small_policy), rubric=setup.rubric, iterations=30, eval_every=5)
+    curve = learning_curve(setup, spec, workdir / "trca-seed0")  # trains, then evaluates every checkpoint
+    plot_curves({"GRPO": [grpo], "GRPO + TRCA": [trca]}, workdir / "learning.png")
+
+A run trains through the one trainer (`tracec.trace_rl.grpo.train.train`) with a checkpoint every `eval_every`
+iterations, all kept; each checkpoint's adapter (and the untrained policy) is then evaluated on the family's
+held-out seeds: `eval_episodes` episodes a seed, sampled as in training (temperature 1) from a fixed stream
+(seed `EVAL_STREAM`), so every method and every checkpoint meets the same games and the same random numbers. The
+x axis is rollouts: training episodes sampled so far (iterations x groups x group size; no resampling, so both
+methods spend exactly the same). Evaluation episodes are not counted. What a point reports: the held-out success
+rate and the mean share of the game's points reached (the "reward"; 1 for a win).
+
+TRCA's ablations are rubric variants written beside the run: `lam` overrides lambda, and `context_grouping=False`
+replaces the rubric's `context` line by `context true`, one value for every step, so each
+task group is one step group (anchor-free grouping switched off, A_S still on). Left out: early stopping and any
+choice made by looking at the held-out curve (the settings are fixed before the run).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
+from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
+from tracec.trace_rl.policy.lora import LoraSection
+
+EVAL_STREAM = 20_250_601  # the evaluation episodes' random stream, fixed with the held-out seeds
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+SMALL_LORA = LoraSection(rank=16, alpha=32.0, targets=ALL_LINEAR)  # the small policy: every linear layer adapted
+FAMILY_FACTORY = "tracec.trace_rl.envs.textworld.family:FamilyEnvironment"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """One training run and how it is evaluated."""
+
+    method: str  # grpo: sparse GRPO | trca: GRPO + TRCA step advantages from `rubric` | oracle: the plan's credit
+    model: str  # a checkpoint folder or an installed model's name
+    rubric: Path | None = None
+    lora: LoraSection = SMALL_LORA
+    iterations: int = 30
+    eval_every: int = 5
+    group_size: int = 8
+    groups_per_batch: int = 8
+    lr: float = 1e-2
+    dual_clip: float = 0.0  # the loss's dual clip (0: off)
+    clip_eps: float = 0.2
+    loss_level: str = "auto"  # command in the admissible mode (log pi(c|s)), token otherwise
+    entropy_coef: float = 0.0
+    target_kl: float = 0.0
+    epochs: int = 1
+    mini_batches: int = 2
+    seed: int = 0
+    lam: float | None = None
+    context_grouping: bool = True
+    action_mode: str = "admissible"
+    choice_score: str = "mean"
+    max_new_tokens: int = 16
+    max_context_tokens: int = 2048
+    eval_episodes: int = 2  # a held-out seed, sampled
+    eval_greedy: bool = False  # also one greedy episode a held-out seed
+    threads: int = 1  # torch threads (0: torch's default)
+    device: str = "cpu"
+    backend: str = "transformers"  # the training rollouts' sampler (vllm: GPUs); evaluation uses the KV-cache one
+
+    def __post_init__(self) -> None:
+        if self.method not in ("grpo", "trca", "oracle"):
+            raise ValueError(f"RunSpec: method={self.method!r} must be 'grpo', 'trca' or 'oracle'")
+        if self.method == "trca" and self.rubric is None:
+            raise ValueError("RunSpec: TRCA needs a rubric")
+        if self.iterations < 1 or self.eval_every < 1 or self.eval_episodes < 1:
+            raise ValueError("RunSpec: iterations, eval_every and eval_episodes must be >= 1")
+
+    @property
+    def rollouts_per_iteration(self) -> int:
+        return self.group_size * self.groups_per_batch
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    rollouts: int  # training episodes sampled before this evaluation
+    success: float  # held-out success rate (sampled)
+    reward: float  # held-out mean share of the game's points (1 for a win)
+    wins: tuple[tuple[float, ...], ...] = ()  # (games, episodes): each sampled episode's win, games in seed order
+    greedy: float | None = None  # held-out success of one greedy episode a game (eval_greedy)
+    greedy_wins: tuple[float, ...] = ()
+
+
+@dataclass
+class Curve:
+    spec: RunSpec
+    points: list[CurvePoint] = field(default_factory=list)
+    train_metrics: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def constant_fraction(self) -> float:
+        """The share of training groups whose advantages were all zero (they taught nothing)."""
+        values = [m["constant_fraction"] for m in self.train_metrics if "constant_fraction" in m]
+        return float(np.mean(values)) if values else math.nan
+
+
+@dataclass(frozen=True)
+class Setup:
+    family: TaskFamily
+    games: Path  # the game cache
+    small_policy: Path  # the small policy's checkpoint folder
+    rubric: Path  # examples/textworld.rubric
+
+
+def prepare_setup(workdir: Path, family: TaskFamily | None = None, *, rubric: Path | None = None,
+                  hidden: int = 64, layers: int = 2) -> Setup:
+    """The family's games made (cached in `workdir/games`) and the small policy built from the training games'
+    vocabulary (cached in `workdir/small-policy-H-L`)."""
+    from tracec.trace_rl.experiments.demo import shipped_examples
+    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
+
+    family = family or TaskFamily()
+    games = workdir / "games"
+    files = family.prepare(list(family.train_seeds) + list(family.eval_seeds), games)
+    folder = workdir / f"small-policy-{hidden}-{layers}"
+    if not (folder / "config.json").is_file():
+        texts = vocabulary_texts(family, [files[seed] for seed in family.train_seeds])  # never held-out games
+        build_small_policy(texts, folder, hidden=hidden, layers=layers)
+    return Setup(family=family, games=games, small_policy=folder,
+                 rubric=rubric or shipped_examples() / "textworld.rubric")
+
+
+def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
+    """The trainer's config of `spec` on the family's training seeds (a contiguous range, as the trainer draws)."""
+    seeds = setup.family.train_seeds
+    if list(seeds) != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise ValueError("the family's training seeds must be one contiguous range for the trainer's task stream")
+    advantage: dict[str, Any] = {"kind": spec.method, "filter_constant_groups": True, "max_resample_batches": 0}
+    if spec.method == "trca":
+        advantage["rubric"] = str(rubric_variant(setup.rubric, out, context_grouping=spec.context_grouping))
+        if spec.lam is not None:
+            advantage["lam"] = spec.lam
+    return config_from_dict({
+        "model": {"name": spec.model, "threads": spec.threads, "device": spec.device},
+        "lora": {"rank": spec.lora.rank, "alpha": spec.lora.alpha, "dropout": spec.lora.dropout,
+                 "targets": list(spec.lora.targets)},
+        "env": {"kind": "python", "python": {"factory": FAMILY_FACTORY}, "first_seed": seeds[0],
+                "num_seeds": len(seeds), "max_turns": setup.family.max_turns},
+        "rollout": {"backend": spec.backend, "group_size": spec.group_size, "groups_per_batch": spec.groups_per_batch,
+                    "max_new_tokens": spec.max_new_tokens, "max_context_tokens": spec.max_context_tokens,
+                    "action_mode": spec.action_mode, "choice_score": spec.choice_score},
+        "advantage": advantage,
+        "optim": {"lr": spec.lr, "epochs": spec.epochs, "mini_batches": spec.mini_batches},
+        "loss": {"dual_clip": spec.dual_clip, "clip_eps": spec.clip_eps, "level": spec.loss_level,
+                 "entropy_coef": spec.entropy_coef, "target_kl": spec.target_kl},
+        "run": {"iterations": spec.iterations, "checkpoint_every": spec.eval_every,
+                "keep_checkpoints": spec.iterations // spec.eval_every + 1, "seed": spec.seed, "out": str(out)},
+    })
+
+
+def rubric_variant(rubric: Path, folder: Path, *, context_grouping: bool) -> Path:
+    """`rubric` itself, or (no context grouping) a copy in `folder` whose step groups are whole task groups."""
+    if context_grouping:
+        return rubric
+    text, count = re.subn(r"(?m)^(\s*)context\s+.*$", r"\1context true", rubric.read_text(encoding="utf-8"))
+    if count != 1:
+        raise ValueError(f"{rubric}: expected one `context` line to replace, found {count}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{rubric.stem}-no-context.rubric"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def learning_curve(setup: Setup, spec: RunSpec, out: Path, *,
+                   on_iteration: Callable[[dict[str, Any]], None] | None = None,
+                   on_evaluation: Callable[[CurvePoint], None] | None = None) -> Curve:
+    """Train `spec` into `out` (a fresh run), then evaluate the untrained policy and every checkpoint."""
+    import time
+
+    import torch
+    from tracec.trace_rl.grpo.train import train
+    from tracec.trace_rl.policy.model import Policy
+
+    started = time.perf_counter()
+    if spec.threads:  # 0: torch's default
+        torch.set_num_threads(spec.threads)
+    config = run_config(spec, setup, out)
+    result = train(config, out=out, make_env=lambda: _environment(setup, spec), on_iteration=on_iteration)
+    curve = Curve(spec=spec, train_metrics=result.metrics)
+    policy = Policy.load(spec.model, spec.lora, device=spec.device, seed=spec.seed)  # the untrained start
+    for iteration in [0, *range(spec.eval_every, spec.iterations + 1, spec.eval_every)]:
+        if iteration:
+            policy.load_adapter_state(_adapter_state(out / "checkpoints" / f"iter_{iteration:06d}" / "adapter"))
+        sampled = evaluate(policy, setup, spec)
+        greedy = evaluate(policy, setup, spec, greedy=True) if spec.eval_greedy else None
+        point = CurvePoint(rollouts=iteration * spec.rollouts_per_iteration, success=sampled.success,
+                           reward=sampled.reward, wins=sampled.wins, greedy=greedy.success if greedy else None,
+                           greedy_wins=tuple(w[0] for w in greedy.wins) if greedy else ())
+        curve.points.append(point)
+        if on_evaluation is not None:
+            on_evaluation(point)
+    curve.seconds = time.perf_counter() - started
+    return curve
+
+
+def _environment(setup: Setup, spec: RunSpec) -> FamilyEnvironment:
+    """The family's environment; its observations list the commands only to a policy that writes one."""
+    return FamilyEnvironment(setup.family, setup.games, list_commands=spec.action_mode == "generate")
+
+
+def _adapter_state(folder: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    success: float
+    reward: float  # mean points share
+    wins: tuple[tuple[float, ...], ...]  # (games, episodes)
+
+
+def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | None = None, *,
+             greedy: bool = False) -> Evaluation:
+    """Held-out success of `policy`: `spec.eval_episodes` episodes a game sampled from the fixed eval stream, or
+    (`greedy`) one episode a game taking the most likely command."""
+    import torch
+    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+    from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+    from tracec.trace_rl.rollouts.turns import TurnTemplate
+
+    seeds = setup.family.eval_seeds if seeds is None else seeds
+    template = TurnTemplate(policy.tokenizer)
+    pad = policy.tokenizer.pad_token_id
+    sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
+                             pad_id=int(pad if pad is not None else 0), choice_score=spec.choice_score, greedy=greedy)
+    engine = RolloutEngine(sampler, template, lambda: _environment(setup, spec),
+                           RolloutSettings(max_turns=setup.family.max_turns, max_new_tokens=spec.max_new_tokens,
+                                           max_context_tokens=spec.max_context_tokens, action_mode=spec.action_mode))
+    policy.model.eval()
+    per_game = 1 if greedy else spec.eval_episodes
+    with torch.no_grad(), policy.merged():
+        episodes = engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)],
+                              group_size=per_game, seed=EVAL_STREAM, iteration=0)
+    wins = tuple(tuple(float(e.success) for e in episodes[g * per_game:(g + 1) * per_game]) for g in range(len(seeds)))
+    return Evaluation(success=float(np.mean([e.success for e in episodes])),
+                      reward=float(np.mean([e.trajectory.get("game_score", float(e.success)) for e in episodes])),
+                      wins=wins)
+
+
+def rollouts_to_reach(curve: Curve, target: float) -> int | None:
+    """The first evaluated rollout count after training began whose held-out success is >= `target` (None: never;
+    the untrained policy's point does not count, or a method would "reach" a target no training beat at 0)."""
+    return next((p.rollouts for p in curve.points if p.rollouts > 0 and p.success >= target - 1e-12), None)
+
+
+def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -> Path:
+    """Held-out success vs rollouts, one line per method (the mean over its seeds, the min-max band shaded)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for label, runs in curves.items():
+        x = [p.rollouts for p in runs[0].points]
+        y = np.array([[p.success for p in run.points] for run in runs])
+        line, = axis.plot(x, y.mean(axis=0), marker="o", label=f"{label} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+        if len(runs) > 1:
+            axis.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.2, color=line.get_color())
+    axis.set_ylim(bottom=0)
+    axis.set_xlabel("training rollouts (episodes)")
+    axis.set_ylabel("held-out success rate")
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

@@ -1,0 +1,157 @@
+"""What a run trains on: the environment named by the config's `[env]` section, and the order of its task seeds.
+
+`environment_factory(section)` makes fresh environments of one target, all speaking the one protocol
+(`trace_rl.envs.protocol`): a capability environment compiled from its `.rubric` file, a TextWorld task family (one
+game per seed, made by `tw-make` and cached), a tau2-bench domain, or
+any class of your own (`kind = "python"`, `factory = "package.module:function"`). `TaskStream` hands out the seeds a run trains
+on: every seed of `first_seed .. first_seed + num_seeds - 1` once per pass, each pass in its own seeded order; its
+`position` is the data position a checkpoint records.
+Left out: mixtures of environments in one run (TRACE trains one adapter per environment).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.grpo.config import ConfigError, EnvSection
+
+from tracec.cache_dir import cache_root
+
+PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))  # what every environment has
+
+
+def environment_factory(section: EnvSection) -> EnvironmentFactory:
+    """Fresh environments of the target `section` names (each call of the factory makes one)."""
+    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2}
+    if section.kind == "python":
+        return _python(section.python.factory)
+    return makers[section.kind](section)
+
+
+def _capability(section: EnvSection) -> EnvironmentFactory:
+    from tracec.trace_rl.envs.capability import Environment, load_environment
+
+    path = section.capability.path
+    try:
+        program = load_environment(path, name=section.capability.name or None)
+    except FileNotFoundError:
+        raise ConfigError(f"env.capability.path = {path!r}: no such file; name a capability environment's "
+                          "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
+    return lambda: Environment(program)
+
+
+def _textworld(section: EnvSection) -> EnvironmentFactory:
+    from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
+
+    tw = section.textworld
+    cache = Path(tw.cache).expanduser() if tw.cache else cache_root(os.environ) / "textworld"
+    if tw.game:
+        if not Path(tw.game).is_file():
+            raise ConfigError(f"env.textworld.game = {tw.game!r}: no such game file (make one with `tw-make`, or "
+                              "leave it out to train on a family of games, one per seed)")
+        game: Any = Path(tw.game)
+    elif tw.challenge == "custom":
+        game = CustomGame(world_size=tw.world_size, nb_objects=tw.nb_objects, quest_length=tw.quest_length)
+    elif tw.challenge == "tw-simple":
+        game = SimpleGame(rewards=tw.rewards, goal=tw.goal)  # type: ignore[arg-type]
+    else:
+        game = CookingGame(world_size=tw.world_size, recipe=tw.recipe, take=tw.take,  # type: ignore[arg-type]
+                           skills=tw.skills)  # type: ignore[arg-type]
+    return lambda: TextWorldEnvironment(game, cache_dir=cache, show_admissible=tw.show_admissible)
+
+
+def _tau2(section: EnvSection) -> EnvironmentFactory:
+    from tracec.trace_rl.envs.tau2 import load_domain
+
+    data = tau2_data(section.tau2.data, "env.tau2.data")
+    user = None if section.tau2.user == "scripted" else _user_backend(section.tau2.user_model)
+    return tau2_factory(load_domain(section.tau2.domain, data), data, user=user, max_turns=section.max_turns)
+
+
+def tau2_data(setting: str, key: str) -> Path:
+    """The tau2-bench data folder a config's `key` names (empty: the default one); a ConfigError saying why not."""
+    from tracec.trace_rl.envs.tau2 import find_data_dir
+
+    try:
+        return find_data_dir(setting or None)
+    except FileNotFoundError as error:
+        raise ConfigError(f"{key} = {setting!r}: {error}") from None
+
+
+def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int) -> EnvironmentFactory:
+    """Environments of one tau2-bench domain: the scripted gold user when `user` is None, else that chat backend
+    simulating the user under the benchmark's guidelines."""
+    from tracec.trace_rl.envs.tau2 import Tau2Environment, load_guidelines, tau2_user
+    from tracec.trace_rl.envs.tau2.gold import gold_user
+
+    gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
+    if user is None:
+        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=max_turns, gold=gold)
+    guidelines = load_guidelines(data)
+    return lambda: Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=max_turns, gold=gold)
+
+
+def _user_backend(name: str) -> Any:
+    """The simulated user's chat backend: the named model without any adapter."""
+    from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
+    from tracec.trace_rl.policy.catalog import TINY, resolve_model
+
+    config = SamplingConfig(max_new_tokens=96, temperature=0.7)
+    if name == TINY:
+        from tracec.trace_rl.policy.tiny import build_tiny_model
+
+        model, tokenizer = build_tiny_model(0)
+        return TransformersBackend(model, tokenizer, config=config)
+    return TransformersBackend.from_pretrained(resolve_model(name), config=config)
+
+
+def _python(spec: str) -> EnvironmentFactory:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"env.python.factory = {spec!r}: cannot import {module_name!r} ({error}); is it on "
+                          "PYTHONPATH?") from None
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"env.python.factory = {spec!r}: {module_name!r} has no {attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ConfigError(f"env.python.factory = {spec!r}: {attribute!r} is not callable")
+
+    def make() -> Any:
+        """What the factory made, if it speaks the protocol: else the rollout would fail on its first `reset`."""
+        made = target()
+        missing = [name for name in PROTOCOL if not hasattr(made, name)]
+        if missing:
+            raise ConfigError(f"env.python.factory = {spec!r}: {attribute}() made a {type(made).__name__}, not an "
+                              f"environment (it has no {', '.join(missing)}; see tracec.trace_rl.envs.protocol)")
+        return made
+
+    return make
+
+
+class TaskStream:
+    """Task seeds in passes over the configured range, each pass shuffled by (run seed, pass)."""
+
+    def __init__(self, first_seed: int, num_seeds: int, run_seed: int, position: int = 0) -> None:
+        self.first_seed, self.num_seeds, self.run_seed, self.position = first_seed, num_seeds, run_seed, position
+
+    def take(self, count: int) -> list[int]:
+        seeds = self.peek(count)
+        self.position += count
+        return seeds
+
+    def peek(self, count: int) -> list[int]:
+        """The next `count` seeds, left in the stream."""
+        return [self._seed(self.position + i) for i in range(count)]
+
+    def _seed(self, index: int) -> int:
+        round_, offset = divmod(index, self.num_seeds)
+        order = np.random.default_rng([self.run_seed, round_]).permutation(self.num_seeds)
+        return self.first_seed + int(order[offset])

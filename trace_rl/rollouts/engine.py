@@ -1,0 +1,244 @@
+"""Multi-turn rollouts at the token level: groups of episodes against the one environment protocol, decoded together.
+
+    engine = RolloutEngine(sampler, TurnTemplate(tokenizer), make_env, settings)
+    episodes = engine.run([GroupTask(group=0, seed=17), GroupTask(group=1, seed=42)], group_size=16,
+                          seed=run_seed, iteration=3)
+
+A group is K episodes of one task instance (K environments reset with the same seed). Every episode of every group
+of a call advances in lockstep, one agent turn at a time, through one `TurnSampler` (the KV-cache sampler over the
+model's forward, or vLLM): decoding 16 sequences costs about 1.3 times 8 here, so the larger batch is the cheaper
+one. Between turns each environment steps on the decoded text of its episode's turn; its observation is tokenized
+by the chat template (`TurnTemplate`) and appended, so an episode is one growing token sequence whose sampled ids
+and sampler log-probabilities are kept exactly as drawn. Which sampled tokens carry the turn's advantage
+(`loss_tokens`: the action only, or the whole turn) is decided here, once, per turn.
+
+The policy acts in one of two modes (`action_mode`): `generate`, it writes its turn (decoded token by token), or
+`admissible`, it chooses one of the environment's admissible commands (`env.admissible_commands`, as TextWorld
+lists them): each command, as the closed turn `<action>command</action>` (`TurnTemplate.choice_ids`), is scored
+under the policy given the episode so far and one is drawn from the softmax of the scores (`KVCacheSampler`); the
+environment then plays the chosen command, and the chosen tokens, with their sampling log-probs, are the turn.
+Which of its tokens carry the advantage follows the same rule as a written turn.
+
+Each episode draws from its own generator, seeded by (run seed, iteration, group, member): the same call gives the
+same episodes whatever else shares the batch, so a resumed run and a run split across ranks sample alike.
+An episode ends when its environment says done, after `max_turns` turns, or (truncated) when its next turn would
+not fit `max_context_tokens`. Left out: asynchronous environments and episodes that continue past the context
+(a sliding window would break the one-sequence property).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.policy.choice_policy import ChoiceTurn
+from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
+
+
+class TurnSampler(Protocol):
+    def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
+        """The next turn of each requested episode, all in one batch."""
+
+    def release(self, keys: Sequence[int]) -> None:
+        """These episodes have ended."""
+
+    def reset(self) -> None:
+        """A new batch of episodes begins."""
+
+    def sync(self, policy: Any) -> None:
+        """The policy's weights changed (after an update): a sampler with its own copy of them reloads it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutSettings:
+    max_turns: int = 8
+    max_new_tokens: int = 128
+    max_context_tokens: int = 2048
+    loss_tokens: str = "action"  # action | turn
+    action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses a command
+
+    def __post_init__(self) -> None:
+        if self.loss_tokens not in ("action", "turn"):
+            raise ValueError(f"RolloutSettings: loss_tokens={self.loss_tokens!r} must be 'action' or 'turn'")
+        if self.action_mode not in ("generate", "admissible"):
+            raise ValueError(f"RolloutSettings: action_mode={self.action_mode!r} must be 'generate' or 'admissible'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupTask:
+    group: int  # the group's number in its iteration (unique there: it seeds the group's episodes)
+    seed: int  # the task instance: the environment seed every member resets with
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeRollout:
+    """One finished episode: its token stream and, aligned with it, what the sampler and the trainer need."""
+
+    group: int
+    member: int
+    seed: int
+    episode: str  # a unique id: g{group}.{member}
+    token_ids: np.ndarray  # (T,) int64: the prompt, then per turn the sampled ids and the observation's ids
+    sampler_logprobs: np.ndarray  # (T,) float32: the sampler's log-prob of each sampled token, 0 elsewhere
+    step_of_token: np.ndarray  # (T,) int32: the turn whose advantage a loss token carries, -1 for context
+    sampled: np.ndarray  # (T,) bool: drawn by the policy (all of each turn, loss or not)
+    trajectory: dict[str, Any]  # the environment's record of the episode (trajectory JSONL)
+    reward: float  # the environment's reward of the episode (its `env_reward`)
+    success: bool
+    truncated: bool  # ended because the context was full
+    turns: int
+    choice_turns: tuple[ChoiceTurn, ...] = ()  # admissible mode: each turn's candidates, choice and its odds
+
+    @property
+    def loss_mask(self) -> np.ndarray:
+        return self.step_of_token >= 0
+
+
+@dataclass
+class _Live:
+    """An episode in flight."""
+
+    key: int
+    group: GroupTask
+    member: int
+    env: Environment
+    generator: torch.Generator
+    ids: list[int]
+    new_ids: list[int]
+    logprobs: list[float] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    sampled: list[bool] = field(default_factory=list)
+    turns: int = 0
+    truncated: bool = False
+    choices: list[str] = field(default_factory=list)  # admissible mode: the commands the next turn chooses from
+    choice_ids: list[list[int]] = field(default_factory=list)
+    choice_turns: list[ChoiceTurn] = field(default_factory=list)
+
+
+def episode_generator(seed: int, iteration: int, group: int, member: int) -> torch.Generator:
+    """The random stream of one episode: a pure function of where it stands in the run."""
+    state = np.random.SeedSequence([seed, iteration, group, member]).generate_state(2, dtype=np.uint32)
+    return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+class RolloutEngine:
+    def __init__(self, sampler: TurnSampler, template: TurnTemplate, make_env: EnvironmentFactory,
+                 settings: RolloutSettings) -> None:
+        self.sampler, self.template, self.make_env, self.settings = sampler, template, make_env, settings
+
+    def run(self, tasks: Sequence[GroupTask], *, group_size: int, seed: int, iteration: int) -> list[EpisodeRollout]:
+        """K = `group_size` episodes of each task, in task order then member order."""
+        live = [self._start(key, task, member, seed, iteration)
+                for key, (task, member) in enumerate((t, m) for t in tasks for m in range(group_size))]
+        finished: dict[int, EpisodeRollout] = {}
+        self.sampler.reset()
+        try:
+            while live:
+                live = self._turn(live, finished)
+        finally:
+            self.sampler.reset()
+        return [finished[key] for key in sorted(finished)]
+
+    def _start(self, key: int, task: GroupTask, member: int, seed: int, iteration: int) -> _Live:
+        env = self.make_env()
+        first = env.reset(task.seed)
+        prompt = self.template.prompt_ids(env.system_prompt, first)
+        episode = _Live(key=key, group=task, member=member, env=env,
+                        generator=episode_generator(seed, iteration, task.group, member), ids=list(prompt),
+                        new_ids=list(prompt), logprobs=[0.0] * len(prompt), steps=[-1] * len(prompt),
+                        sampled=[False] * len(prompt))
+        self._offer_choices(episode)
+        if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
+            raise ValueError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no room "
+                             f"for a turn of {self._room(episode)} in rollout.max_context_tokens = "
+                             f"{self.settings.max_context_tokens}; raise rollout.max_context_tokens")
+        return episode
+
+    def _offer_choices(self, episode: _Live) -> None:
+        """Admissible mode: the commands the environment admits now, and their tokens as closed turns."""
+        if self.settings.action_mode != "admissible":
+            return
+        commands = getattr(episode.env, "admissible_commands", None)
+        if commands is None:
+            raise TypeError(f"rollout.action_mode = \"admissible\" needs an environment that lists its admissible "
+                            f"commands (`admissible_commands`); {type(episode.env).__name__} does not; use "
+                            "rollout.action_mode = \"generate\"")
+        if not commands:
+            raise ValueError(f"task seed {episode.group.seed}: the environment admits no command after "
+                             f"{episode.turns} turns, so the policy has nothing to choose from")
+        episode.choices = list(commands)
+        episode.choice_ids = [self.template.choice_ids(command) for command in commands]
+
+    def _room(self, episode: _Live) -> int:
+        """Tokens the next turn may take."""
+        if self.settings.action_mode == "admissible":
+            return max(len(ids) for ids in episode.choice_ids)
+        return self.settings.max_new_tokens
+
+    def _turn(self, live: list[_Live], finished: dict[int, EpisodeRollout]) -> list[_Live]:
+        """One agent turn of every live episode; returns those still going."""
+        requests = [TurnRequest(key=e.key, new_ids=e.new_ids, context=e.ids, generator=e.generator,
+                                max_new_tokens=self.settings.max_new_tokens, choices=e.choice_ids) for e in live]
+        turns = self.sampler.sample(requests)
+        going: list[_Live] = []
+        for episode, turn in zip(live, turns, strict=True):
+            done = self._record_turn(episode, turn)
+            if done:
+                finished[episode.key] = self._finish(episode)
+            else:
+                going.append(episode)
+        ended = [e.key for e in live if e.key in finished]
+        if ended and going:
+            self.sampler.release(ended)
+        return going
+
+    def _record_turn(self, episode: _Live, turn: SampledTurn) -> bool:
+        """Append the turn and step the environment on it; True when the episode is over."""
+        step = episode.turns
+        if self.settings.loss_tokens == "turn":
+            first, stop = 0, len(turn.ids)
+        else:
+            first, stop = self.template.action_token_range(turn.ids)
+        if turn.choice is not None:
+            episode.choice_turns.append(ChoiceTurn(start=len(episode.ids), choices=tuple(map(tuple, episode.choice_ids)),
+                                                   chosen=turn.choice, old_logprob=turn.choice_logprob))
+        episode.ids.extend(turn.ids)
+        episode.logprobs.extend(turn.logprobs)
+        episode.steps.extend(step if first <= i < stop else -1 for i in range(len(turn.ids)))
+        episode.sampled.extend([True] * len(turn.ids))
+        episode.turns += 1
+        text = self.template.turn_text(turn.ids) if turn.choice is None else choice_text(episode.choices[turn.choice])
+        result = episode.env.step(text)
+        if result.done or episode.turns >= self.settings.max_turns:
+            return True
+        self._offer_choices(episode)
+        observation = self.template.observation_ids(result.observation, closed=turn.closed)
+        if len(episode.ids) + len(observation) + self._room(episode) > self.settings.max_context_tokens:
+            episode.truncated = True
+            return True
+        episode.new_ids = observation
+        episode.ids.extend(observation)
+        episode.logprobs.extend([0.0] * len(observation))
+        episode.steps.extend([-1] * len(observation))
+        episode.sampled.extend([False] * len(observation))
+        return False
+
+    def _finish(self, episode: _Live) -> EpisodeRollout:
+        name = f"g{episode.group.group}.{episode.member}"
+        record = episode.env.trajectory(name)
+        close = getattr(episode.env, "close", None)
+        if callable(close):  # a game engine, a subprocess: let it go now, not at garbage collection
+            close()
+        return EpisodeRollout(
+            group=episode.group.group, member=episode.member, seed=episode.group.seed, episode=name,
+            token_ids=np.asarray(episode.ids, dtype=np.int64),
+            sampler_logprobs=np.asarray(episode.logprobs, dtype=np.float32),
+            step_of_token=np.asarray(episode.steps, dtype=np.int32), sampled=np.asarray(episode.sampled, dtype=bool),
+            trajectory=record, reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
+            truncated=episode.truncated, turns=episode.turns, choice_turns=tuple(episode.choice_turns),
+        )

@@ -1,0 +1,92 @@
+"""vLLM as the rollout engine (GPU): token prompts in, sampled ids and their log-probs out, the adapter synced by name.
+
+    pip install 'tracec[gpu]'        # vLLM; only this module imports it, and only when rollout.backend = "vllm"
+
+`VLLMSampler` speaks the rollout engine's `TurnSampler` protocol. vLLM keeps no per-episode cache that we manage:
+each turn sends the episode's whole token context (`TokensPrompt`, never text, so nothing is re-tokenized) and its
+prefix cache (on) finds the earlier turns, which is what makes a growing episode cheap there. The trained adapter
+goes to vLLM as a LoRA folder under a fresh name and id after every update (`sync`), and the prefix cache is reset,
+as vLLM's maintainers advise for RL: cached blocks computed with the old adapter must not serve the new one.
+Log-probs are vLLM's processed ones (after temperature, `logprobs_mode="processed_logprobs"`), the distribution
+the tokens were drawn from; the trainer recomputes its own and corrects by a masked sequence-level importance
+weight (`grpo_loss.sequence_importance_weights`), since the two engines' numerics differ.
+
+Not run in this repository's CI (no GPU): `bench/gpu_check.sh` exercises it on a GPU machine; until that has run and
+written its figures to bench/RESULTS.md, this path is untested. Left out: vLLM as a separate server, tensor
+parallelism, sleep mode between rollouts.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
+from tracec.trace_rl.policy.catalog import TINY, resolve_model
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.turns import TurnTemplate
+
+
+class VLLMSampler:
+    def __init__(self, llm: Any, *, policy: Policy, temperature: float, end_of_turn_ids: frozenset[int],
+                 adapters: Path) -> None:
+        self.llm, self.policy, self.temperature = llm, policy, temperature
+        self.end_of_turn_ids, self.adapters = end_of_turn_ids, adapters
+        self.version = 0
+        self.lora: Any = None
+        self.sync(policy)
+
+    @classmethod
+    def create(cls, policy: Policy, template: TurnTemplate, adapters: Path, *, model: str, lora_rank: int,
+               dtype: str, seed: int, temperature: float, max_context_tokens: int, gpu_memory: float,
+               eager: bool) -> VLLMSampler:
+        """An engine over the installed model `model` (the policy's base), sampling at `temperature`."""
+        vllm = import_vllm()
+        if model == TINY:
+            raise ValueError("rollout.backend = \"vllm\" needs a model folder; the tiny model exists only in code")
+        model_dir = clean_model_folder(resolve_model(model), adapters / "base")
+        llm = vllm.LLM(model=str(model_dir), tokenizer=str(model_dir), enable_lora=True,
+                       max_lora_rank=engine_rank(lora_rank), max_loras=1, enable_prefix_caching=True,
+                       gpu_memory_utilization=gpu_memory, max_model_len=max_context_tokens, dtype=dtype, seed=seed,
+                       logprobs_mode="processed_logprobs", enforce_eager=eager)
+        return cls(llm, policy=policy, temperature=temperature, end_of_turn_ids=template.end_of_turn_ids,
+                   adapters=adapters)
+
+    def sync(self, policy: Policy) -> None:
+        """Hand vLLM the adapter as it is now, under a name it has not seen, and drop its cached prefixes."""
+        from vllm.lora.request import LoRARequest
+
+        self.version += 1
+        folder = policy.save_adapter(self.adapters / f"v{self.version:06d}")
+        self.lora = LoRARequest(f"policy-v{self.version}", self.version, str(folder))
+        self.llm.reset_prefix_cache()
+        stale = self.adapters / f"v{self.version - 2:06d}"  # the one before the previous: vLLM is done with it
+        shutil.rmtree(stale, ignore_errors=True)
+
+    def reset(self) -> None:
+        """Nothing per batch: the prefix cache serves every episode."""
+
+    def release(self, keys: Sequence[int]) -> None:
+        """Nothing to free: vLLM evicts cached blocks itself."""
+
+    def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
+        params = [SamplingParams(temperature=self.temperature, top_p=1.0, max_tokens=r.max_new_tokens, logprobs=0,
+                                 stop_token_ids=sorted(self.end_of_turn_ids), detokenize=False,
+                                 seed=int(torch.randint(0, 2**31 - 1, (1,), generator=r.generator)))
+                  for r in requests]
+        outputs = self.llm.generate(prompts, sampling_params=params, lora_request=self.lora, use_tqdm=False)
+        turns = []
+        for output in outputs:
+            completion = output.outputs[0]
+            ids = list(completion.token_ids)
+            logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs, ids, strict=True)]
+            turns.append(SampledTurn(ids=ids, logprobs=logprobs, closed=bool(ids) and ids[-1] in self.end_of_turn_ids))
+        return turns

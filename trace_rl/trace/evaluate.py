@@ -1,0 +1,241 @@
+"""Evaluation on a target: every condition (base, each adapter, routed, or any agent) on every task, resumable.
+
+    domains = [EvalDomain(name="airline", make_env=..., seeds=tuple(range(50)))]
+    conditions = [Condition(name="base", make_agent=lambda env: AdapterAgent(model, None)), ...]
+    table = evaluate(domains, conditions, Path("runs/eval"), max_turns=30, fingerprint={...})
+
+A task is one seed of one domain (tau2-bench: task `seed mod n` of the domain; a capability environment or a
+TextWorld family: the seed's instance), played once per condition through the one episode loop (`run_episode`),
+so an agent is whatever maps a conversation to a turn: a policy with an adapter, the router, a scripted gold agent.
+Decoding is the agents' business (the policy agents decode greedily, as TRACE evaluates).
+
+The output folder holds `evaluation.json` (what the results depend on: model, adapters, caps, target), then, as
+each task finishes, its trajectory (`trajectories/CONDITION.jsonl`, trajectory JSONL) and its result line
+(`results.jsonl`: condition, domain, seed, task, reward, success, turns, the route taken, seconds), each appended,
+flushed and synced, the result last: a result line is the mark that a task is done. Run again on the same folder,
+the finished tasks are read back and not rerun (a trajectory whose result never came is dropped and replayed); a
+folder made with another fingerprint is refused unless `fresh`. At the end `table.md` and `table.json` hold the
+table (`eval_table`). Left out: running tasks in parallel (one model decodes one episode at a time here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tracec.trace_rl.envs.agent import Agent, run_episode
+from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.trace.adapters import BASE, AdapterModel
+from tracec.trace_rl.trace.eval_table import ROUTED, EvalTable, TaskResult, summarize
+from tracec.trace_rl.trace.routing import AdapterAgent, RoutedAgent, Router
+
+from tracec.atomic import write_atomic
+
+RESULTS, META, TRAJECTORIES = "results.jsonl", "evaluation.json", "trajectories"
+
+
+class EvalError(ValueError):
+    """An evaluation that cannot go on as asked (an output folder holding another evaluation)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalDomain:
+    name: str  # a row group of the table: `airline`, a capability environment's name, a TextWorld family
+    make_env: EnvironmentFactory
+    seeds: tuple[int, ...]  # the tasks: each is played once per condition
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    name: str  # a column of results: `base`, an adapter's name, `routed`, `gold`...
+    make_agent: Callable[[Environment], Agent]  # called once per task with its fresh environment
+
+
+def evaluate(domains: Sequence[EvalDomain], conditions: Sequence[Condition], out: Path, *, max_turns: int,
+             fingerprint: dict[str, Any], fresh: bool = False,
+             report: Callable[[str], None] = lambda _: None) -> EvalTable:
+    """Play every (condition, domain, seed) not played yet into `out`; the table of all of them."""
+    if max_turns < 1:
+        raise EvalError(f"max_turns = {max_turns}: an episode needs at least one turn")
+    names = [c.name for c in conditions]
+    if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
+        raise EvalError(f"condition names must be distinct, non-empty and without '/': {names}")
+    done = open_folder(out, fingerprint, fresh=fresh)
+    results = list(done.values())
+    total = len(conditions) * sum(len(d.seeds) for d in domains)
+    for condition in conditions:
+        for domain in domains:
+            for seed in domain.seeds:
+                key = (condition.name, domain.name, seed)
+                if key in done:
+                    continue
+                result = _play(condition, domain, seed, max_turns, out)
+                done[key] = result
+                results.append(result)
+                report(f"evaluate {condition.name} {domain.name} seed {seed}: reward {result.reward:.2f}"
+                       + (f" (routed to {result.route['choice']})" if result.route else "")
+                       + f"  [{len(done)}/{total}]")
+    wanted = {(c.name, d.name, s) for c in conditions for d in domains for s in d.seeds}
+    table = summarize([r for r in results if (r.condition, r.domain, r.seed) in wanted],
+                      [c.name for c in conditions], [d.name for d in domains])
+    write_atomic(out / "table.md", [table.markdown()])
+    write_atomic(out / "table.json", [json.dumps(table.to_json(), indent=2) + "\n"])
+    return table
+
+
+def _play(condition: Condition, domain: EvalDomain, seed: int, max_turns: int, out: Path) -> TaskResult:
+    env = domain.make_env()
+    began = time.perf_counter()
+    try:
+        agent = condition.make_agent(env)
+        record = run_episode(env, agent, seed, max_turns, episode=f"{domain.name}:{seed}")
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):  # a game engine: let it go now
+            close()
+    decision = getattr(agent, "decision", None)
+    result = TaskResult(condition=condition.name, domain=domain.name, seed=seed, task=str(record.get("task", seed)),
+                        reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
+                        turns=len(record.get("actions", [])), seconds=round(time.perf_counter() - began, 3),
+                        route=decision.record() if decision is not None else None)
+    _append(out / TRAJECTORIES / f"{condition.name}.jsonl", {**record, "domain": domain.name})
+    _append(out / RESULTS, asdict(result))  # last: the mark that the task is done
+    return result
+
+
+def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[tuple[str, str, int], TaskResult]:
+    """The results already in `out` (after checking they answer the same question), keyed by task."""
+    meta = out / META
+    if fresh and out.exists():
+        for name in (META, RESULTS, "table.md", "table.json"):
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / TRAJECTORIES, ignore_errors=True)
+    stored = _fingerprint(fingerprint)
+    if meta.exists():
+        previous = json.loads(meta.read_text(encoding="utf-8"))
+        if previous.get("fingerprint") != stored:
+            changed = sorted(k for k in set(previous.get("settings", {})) | set(fingerprint)
+                             if previous.get("settings", {}).get(k) != json.loads(json.dumps(fingerprint.get(k),
+                                                                                            default=str)))
+            raise EvalError(f"{out} holds an evaluation with other settings ({', '.join(changed) or 'fingerprint'} "
+                            "differ); pass --fresh to start it over, or choose another output folder")
+    else:
+        write_atomic(meta, [json.dumps({"fingerprint": stored, "settings": fingerprint}, indent=2, default=str)
+                            + "\n"])
+    done = {(r.condition, r.domain, r.seed): r for r in read_results(out / RESULTS)}
+    _drop_unfinished_trajectories(out, done)
+    return done
+
+
+def read_results(path: Path) -> list[TaskResult]:
+    """The result lines of `path` (none if it is missing); a torn last line, left by a kill, is cut off."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+    results, kept = [], []
+    for line in lines:
+        try:
+            results.append(TaskResult(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            break
+        kept.append(line)
+    if len(kept) != len(lines):
+        write_atomic(path, kept)
+    return results
+
+
+def read_trajectories(out: Path, condition: str) -> list[dict[str, Any]]:
+    """The trajectory records of one condition, in the order they were played."""
+    path = out / TRAJECTORIES / f"{condition}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _drop_unfinished_trajectories(out: Path, done: dict[tuple[str, str, int], TaskResult]) -> None:
+    folder = out / TRAJECTORIES
+    if not folder.is_dir():
+        return
+    for path in folder.glob("*.jsonl"):
+        condition = path.stem
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if _finished(line, condition, done)]
+        if len(kept) != len(lines):
+            write_atomic(path, kept)
+
+
+def _finished(line: str, condition: str, done: dict[tuple[str, str, int], TaskResult]) -> bool:
+    try:
+        record = json.loads(line)
+        domain, _, seed = str(record["episode"]).rpartition(":")
+        return (condition, domain, int(seed)) in done
+    except (json.JSONDecodeError, KeyError, ValueError):
+        return False
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fingerprint(settings: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def seeds_for(first: int, count: int, available: int | None = None) -> tuple[int, ...]:
+    """`count` task seeds from `first`, cut to the `available` tasks of a finite task list."""
+    stop = first + count if available is None else min(first + count, available)
+    return tuple(range(first, stop))
+
+
+def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]:
+    """The condition list a user asks for: `base`, `adapters` (each adapter), `routed`, or adapter names."""
+    out: list[str] = []
+    for name in names:
+        for each in (adapters if name == "adapters" else [name]):
+            if each not in out:
+                out.append(each)
+    return out
+
+
+def policy_conditions(model: AdapterModel, names: Iterable[str], router: Router | None) -> list[Condition]:
+    """The conditions a user names over one multi-adapter model: `base` (no adapter), `adapters` (each adapter) or
+    an adapter's name (that adapter, fixed), `routed` (the router's choice per episode); a ValueError names any
+    other, or `routed` without a router."""
+    chosen = conditions_named(names, model.adapter_names)
+    unknown = [n for n in chosen if n not in (BASE, ROUTED, *model.adapter_names)]
+    if unknown:
+        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, routed or an "
+                         f"adapter's name ({', '.join(model.adapter_names) or 'none loaded'})")
+    if ROUTED in chosen and router is None:
+        raise ValueError("the routed condition needs routing options (each adapter's description and example)")
+    conditions = []
+    for name in chosen:
+        if name == ROUTED:
+            assert router is not None
+            conditions.append(Condition(name=name, make_agent=partial(_routed_agent, model, router)))
+        else:
+            conditions.append(Condition(name=name, make_agent=partial(_adapter_agent, model,
+                                                                      None if name == BASE else name)))
+    return conditions
+
+
+def _routed_agent(model: AdapterModel, router: Router, env: Environment) -> Agent:
+    return RoutedAgent(model, router)
+
+
+def _adapter_agent(model: AdapterModel, adapter: str | None, env: Environment) -> Agent:
+    return AdapterAgent(model, adapter)

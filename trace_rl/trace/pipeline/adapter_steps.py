@@ -1,0 +1,131 @@
+"""The pipeline's last three steps: train one adapter per environment, route the evaluation tasks, evaluate.
+
+- train: `[train]` (a whole trainer config) with the pipeline's base model, the capability's environment and the
+  run folder `NAME/` set, through the trainer's public `train(...)`; always with `resume`, so a killed step
+  continues from each adapter's last checkpoint in the staging folder. `adapters.json` names each adapter folder
+  (relative to the step's folder), its iterations and its first and last mean reward; `NAME/curve.png` is the
+  trainer's curve.
+- route: the routing options (`options.json`: each capability's label, description and gold example, then
+  `base`), and the route of every evaluation task (`decisions.jsonl`) with its label logits.
+- evaluate: every condition of `evaluate.conditions` on the evaluation seeds of the target (`evaluate`), with the
+  routed condition's router rebuilt from `options.json`; `table.md`, `table.json`, per-task `results.jsonl`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracec.trace_rl.trace.pipeline.analysis_steps import read_json
+from tracec.trace_rl.trace.pipeline.env_steps import MANIFEST
+from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+
+from tracec.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from tracec.trace_rl.trace.evaluate import EvalDomain
+    from tracec.trace_rl.trace.pipeline.run import Context
+    from tracec.trace_rl.trace.routing import Router
+
+ADAPTERS, OPTIONS, DECISIONS = "adapters.json", "options.json", "decisions.jsonl"
+
+
+def train_adapters(context: Context, folder: Path, built: Path) -> str:
+    from tracec.trace_rl.grpo.config import CapabilityEnvSection
+    from tracec.trace_rl.grpo.report import console_line
+    from tracec.trace_rl.grpo.train import train
+
+    config = context.config
+    trained: dict[str, Any] = {}
+    for environment in read_json(built / MANIFEST)["environments"]:
+        name, run_dir = environment["name"], folder / environment["name"]
+        section = dataclasses.replace(config.train.env, kind="capability",
+                                      capability=CapabilityEnvSection(path=str(built / environment["path"])))
+        train_config = config.train.replace(model=config.model, env=section,
+                                            run=dataclasses.replace(config.train.run, out=str(run_dir)))
+        total = train_config.run.iterations
+        context.detail(f"train {name}: {total} iterations on {environment['path']}")
+        def progress(record: dict[str, Any], name: str = name, total: int = total) -> None:
+            context.detail(f"train {name}: {console_line(record, total)}")
+
+        result = train(train_config, out=run_dir, resume=True, on_iteration=progress)
+        rewards = [m.get("reward_mean") for m in result.metrics]
+        trained[name] = {"adapter": result.adapter.relative_to(folder).as_posix(), "iterations": len(result.metrics),
+                         "first_reward": rewards[0] if rewards else None, "last_reward": rewards[-1] if rewards else None}
+    write_atomic(folder / ADAPTERS, [json.dumps(trained, indent=2) + "\n"])
+    return ", ".join(f"{n}: reward {_num(t['first_reward'])} -> {_num(t['last_reward'])} in {t['iterations']} "
+                     "iterations" for n, t in trained.items())
+
+
+def adapter_folders(trained: Path) -> dict[str, Path]:
+    return {name: trained / entry["adapter"] for name, entry in read_json(trained / ADAPTERS).items()}
+
+
+def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
+    from tracec.trace_rl.trace.routing import route_options
+
+    config = context.config
+    capabilities = [(e["name"], e["description"], e["example"]) for e in read_json(built / MANIFEST)["environments"]]
+    options = route_options(capabilities, config.routing.labels)
+    write_atomic(folder / OPTIONS, [json.dumps([dataclasses.asdict(o) for o in options], indent=2) + "\n"])
+    model = context.load_model(adapter_folders(trained), max_new_tokens=config.evaluate.max_new_tokens,
+                               engine=config.evaluate.engine)
+    router = _router(context, model, folder)
+    counts: dict[str, int] = {}
+    lines = []
+    for domain in _eval_domains(context, model):
+        for seed in domain.seeds:
+            env = domain.make_env()
+            try:
+                decision = router.route(env.reset(seed).text)
+            finally:
+                close = getattr(env, "close", None)
+                if callable(close):
+                    close()
+            counts[decision.choice] = counts.get(decision.choice, 0) + 1
+            lines.append(json.dumps({"domain": domain.name, "seed": seed, **decision.record()}) + "\n")
+            context.detail(f"route {domain.name} seed {seed}: {decision.choice} ("
+                           + ", ".join(f"{n} {s:.2f}" for n, s in decision.logits.items()) + ")")
+    write_atomic(folder / DECISIONS, lines)
+    return f"{len(lines)} tasks: " + ", ".join(f"{n} {c}" for n, c in sorted(counts.items()))
+
+
+def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -> str:
+    from tracec.trace_rl.trace.evaluate import evaluate, policy_conditions
+
+    config = context.config
+    adapters = adapter_folders(trained)
+    model = context.load_model(adapters, max_new_tokens=config.evaluate.max_new_tokens, engine=config.evaluate.engine)
+    try:
+        conditions = policy_conditions(model, config.evaluate.conditions, _router(context, model, routed))
+    except ValueError as error:
+        raise PipelineFailed(f"evaluate.conditions: {error}") from None
+    table = evaluate(_eval_domains(context, model), conditions, folder, max_turns=config.target.max_turns,
+                     report=context.detail,
+                     fingerprint={"model": config.section("model"), "target": config.section("target"),
+                                  "evaluate": config.section("evaluate"), "adapters": sorted(adapters)})
+    return ", ".join(f"{c} {100 * table.cell(c).pass_rate:.0f}%" for c in table.conditions)
+
+
+def _router(context: Context, model: Any, routed: Path) -> Router:
+    from tracec.trace_rl.trace.routing import RouteOption, Router, RoutingSettings
+
+    options = [RouteOption(**o) for o in read_json(routed / OPTIONS)]
+    section = context.config.routing
+    return Router(model, options, RoutingSettings(labels=section.labels, task_chars=section.task_chars,
+                                                  example_chars=section.example_chars))
+
+
+def _eval_domains(context: Context, model: Any) -> list[EvalDomain]:
+    from tracec.trace_rl.trace.adapters import BaseModelUser
+    from tracec.trace_rl.trace.pipeline.targets import target_domains
+
+    section = context.config.evaluate
+    return target_domains(context.config.target, first_seed=section.first_seed, tasks=section.tasks,
+                          user=BaseModelUser(model))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"

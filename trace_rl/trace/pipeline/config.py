@@ -1,0 +1,268 @@
+"""The pipeline's configuration: one TOML file says the target, every step's settings, and the trainer's config.
+
+    config = load_pipeline_config("examples/pipeline/cpu_smollm2.toml", overrides=["train.run.iterations=2"])
+
+Sections: `[run]` (the run folder, the seed), `[model]` (the base model: the trainer's `ModelSection`), `[target]`
+(what is analysed and evaluated), `[collect]` (the base model's rollouts on the target), `[llm]` (the analyst model
+of discovery, LLM labels and environment writing), `[analysis]` (discover, label, select), `[environments]`
+(library or synthesis, validation, calibration), `[train]` (a whole `TrainConfig` except what the pipeline sets:
+its model, its environment and its run folder), `[routing]` and `[evaluate]`. Errors are the trainer's kind
+(`config_io`): located at the file's line, naming the key, the value and the fix; unknown keys get a did-you-mean.
+Relative paths are relative to the config file, except `run.out` (relative to the working folder, as
+the trainer's). Left out: several targets in one run (run the pipeline per target).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig
+
+from tracec.config_io import (
+    ConfigError,
+    FieldError,
+    assign_override,
+    build,
+    choice,
+    located,
+    read_toml,
+    require,
+    to_dict,
+)
+
+__all__ = ["ConfigError", "PipelineConfig", "load_pipeline_config", "pipeline_config_from_dict"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSection:
+    out: str = "runs/pipeline"  # the run folder: one sub-folder per step, steps/*.json, report.md, report.png
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(bool(self.out), "out", self.out, "name the run folder, e.g. run.out = \"runs/pipeline\"")
+        require(self.seed >= 0, "seed", self.seed, "an integer >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tau2TargetSection:
+    domains: tuple[str, ...] = ("airline", "retail")
+    data: str = ""  # "" = $TRACEC_TAU2_DATA or shared/data/tau2 beside the repository
+    user: str = "base"  # base: the benchmark's user simulator on the base model (TRACE) | scripted: opens, consents
+
+    def __post_init__(self) -> None:
+        require(len(self.domains) > 0, "domains", self.domains, "name at least one of \"airline\", \"retail\"")
+        for domain in self.domains:
+            choice("domains", domain, ("airline", "retail"))
+        choice("user", self.user, ("base", "scripted"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetSection:
+    kind: str = "capability"  # capability | textworld | tau2
+    environments: tuple[str, ...] = ()  # capability: `.rubric` files, each a domain of the table
+    textworld: TextWorldEnvSection = field(default_factory=TextWorldEnvSection)  # textworld: the family (one game per seed)
+    tau2: Tau2TargetSection = Tau2TargetSection()
+    max_turns: int = 8  # agent turns per episode, in collection and evaluation
+
+    def __post_init__(self) -> None:
+        choice("kind", self.kind, ("capability", "textworld", "tau2"))
+        require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectSection:
+    first_seed: int = 0  # the tasks analysed: seeds first_seed .. first_seed + tasks - 1 of every domain
+    tasks: int = 16
+    max_new_tokens: int = 128  # per turn; the base model decodes greedily
+
+    def __post_init__(self) -> None:
+        require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
+        require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
+        require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMSection:
+    backend: str = "none"  # none | transformers | http | vllm (`--llm` of `tracec analyze`)
+    model: str = ""  # a local model or checkpoint folder; for http the served model's name
+    base_url: str = ""  # http: the API root, e.g. "http://127.0.0.1:8000/v1" (the key: $TRACEC_LLM_API_KEY)
+    timeout: float = 120.0
+    retries: int = 4
+    tries: int = 3  # attempts per step of the repair loop
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        choice("backend", self.backend, ("none", "transformers", "http", "vllm"))
+        require(self.backend != "http" or bool(self.base_url), "base_url", self.base_url,
+                "an http LLM needs its API root, e.g. llm.base_url = \"http://127.0.0.1:8000/v1\"")
+        require(self.backend in ("none", "transformers") or bool(self.model), "model", self.model,
+                "name the served model, e.g. llm.model = \"Qwen/Qwen3-30B-A3B-Instruct-2507\"")
+        require(self.tries >= 1, "tries", self.tries, "an integer >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisSection:
+    labeler: str = "rubric"  # rubric: the capability blocks of `rubric`, deterministic | llm: [llm], label_runs runs
+    rubric: str = ""  # labeler = rubric: the `.rubric` file whose capability blocks label
+    capabilities: tuple[str, ...] = ()  # labeler = rubric: these blocks only; () = all of them
+    discover_runs: int = 3
+    max_candidates: int = 8
+    cases_per_run: int = 16
+    case_chars: int = 1500
+    label_runs: int = 10
+    rho: float = 0.10  # coverage threshold
+    delta: float = 0.20  # contrastive-gap threshold
+    k: int = 8  # LLM labels: runs a capability must pass (deterministic labels are one run: k = 1)
+    max_selected: int = 4  # at most this many capabilities get an environment and an adapter
+
+    def __post_init__(self) -> None:
+        choice("labeler", self.labeler, ("rubric", "llm"))
+        for name in ("discover_runs", "max_candidates", "cases_per_run", "label_runs", "k", "max_selected"):
+            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        require(self.labeler != "llm" or self.k <= self.label_runs, "k", self.k,
+                f"a capability must pass in k of label_runs = {self.label_runs} runs; use k <= label_runs")
+        require(self.case_chars >= 200, "case_chars", self.case_chars, "an integer >= 200")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentsSection:
+    library: str = ""  # the environment library folder; "" = the shipped examples/envs
+    synthesize: bool = True  # [llm] judges library matches and writes what the library lacks; false: by name only
+    validate_seeds: int = 20
+    calibrate: bool = True
+    calibration_seeds: int = 8
+    group_size: int = 4
+    temperature: float = 1.0
+    max_new_tokens: int = 128
+    mean_band: tuple[float, ...] = (0.2, 0.6)
+    success_band: tuple[float, ...] = (0.2, 0.6)
+    max_constant_groups: float = 0.5
+    require_calibrated: bool = True  # false: keep an environment outside the bands (the report says so)
+
+    def __post_init__(self) -> None:
+        for name in ("validate_seeds", "calibration_seeds"):
+            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        require(self.group_size >= 2, "group_size", self.group_size, "a group needs at least 2 rollouts")
+        for name in ("mean_band", "success_band"):
+            band = getattr(self, name)
+            require(len(band) == 2 and 0 <= band[0] <= band[1] <= 1, name, band, "write [LOW, HIGH] in [0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutingSection:
+    labels: tuple[str, ...] = ()  # one token per adapter, then one for base; () = A, B, C, ...
+    task_chars: int = 1500
+    example_chars: int = 600
+
+    def __post_init__(self) -> None:
+        require(self.task_chars >= 50, "task_chars", self.task_chars, "an integer >= 50")
+        require(self.example_chars >= 0, "example_chars", self.example_chars, "an integer >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateSection:
+    conditions: tuple[str, ...] = ("base", "adapters", "routed")  # `adapters` = each trained adapter
+    first_seed: int = 1000  # held out from collection and training by default
+    tasks: int = 8  # per domain
+    max_new_tokens: int = 128
+    engine: str = "transformers"  # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
+
+    def __post_init__(self) -> None:
+        choice("engine", self.engine, ("transformers", "vllm"))
+        require(len(self.conditions) > 0, "conditions", self.conditions, "e.g. [\"base\", \"adapters\", \"routed\"]")
+        require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
+        require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineConfig:
+    run: RunSection = RunSection()
+    model: ModelSection = field(default_factory=ModelSection)
+    target: TargetSection = TargetSection()
+    collect: CollectSection = CollectSection()
+    llm: LLMSection = LLMSection()
+    analysis: AnalysisSection = AnalysisSection()
+    environments: EnvironmentsSection = EnvironmentsSection()
+    train: TrainConfig = field(default_factory=TrainConfig)
+    routing: RoutingSection = RoutingSection()
+    evaluate: EvaluateSection = EvaluateSection()
+
+    def __post_init__(self) -> None:
+        # Checks that need a value with no sensible default (the target, the labels' source) live here, so that
+        # every section keeps a valid default.
+        require(self.target.kind != "capability" or len(self.target.environments) > 0, "target.environments",
+                self.target.environments, "a capability target names its `.rubric` files, e.g. "
+                "target.environments = [\"../envs/multi_step_completion.rubric\"]")
+        require(self.analysis.labeler != "rubric" or bool(self.analysis.rubric), "analysis.rubric",
+                self.analysis.rubric, "deterministic labels come from a `.rubric` file's capability blocks, e.g. "
+                "analysis.rubric = \"capabilities.rubric\" (or set analysis.labeler = \"llm\")")
+        if self.evaluate.engine == "vllm" and self.model.device == "cpu":
+            raise FieldError("evaluate.engine", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
+                             "evaluate.engine = \"transformers\"")
+        if self.analysis.labeler == "llm" and self.llm.backend == "none":
+            raise FieldError("analysis.labeler", "llm", "LLM labels need an analyst model: set [llm] backend "
+                             "(and model), or use analysis.labeler = \"rubric\"")
+
+    def section(self, name: str) -> dict[str, Any]:
+        """One section as plain values: what a step's content hash covers."""
+        return to_dict(getattr(self, name))
+
+
+# The pipeline sets these in every training config; a file that sets them is told so.
+_SET_BY_PIPELINE = (("train", "model"), ("train", "env", "kind"), ("train", "env", "capability"),
+                    ("train", "env", "textworld"), ("train", "env", "tau2"), ("train", "env", "python"),
+                    ("train", "run", "out"))
+PATH_KEYS = ("target.textworld.game", "target.textworld.cache", "target.tau2.data", "analysis.rubric",
+             "environments.library", "train.advantage.rubric")
+
+
+def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> PipelineConfig:
+    """The config of a TOML file with `--set key=value` overrides; paths made absolute (relative to the file)."""
+    data, text = read_toml(str(path))
+    sources = {assign_override(PipelineConfig, data, item): f"--set {item}" for item in overrides}
+    for keys in _SET_BY_PIPELINE:
+        table: Any = data
+        for key in keys:
+            table = table.get(key) if isinstance(table, Mapping) else None
+        if table is not None:
+            dotted = ".".join(keys)
+            raise ConfigError(f"{path}: error: `{dotted}` is set by the pipeline (the base model of [model], each "
+                              f"selected capability's environment, a folder of the run); remove it")
+    if isinstance(data.get("train", {}), dict):  # the trainer's checks see the model it will train
+        data.setdefault("train", {})["model"] = data.get("model", {})
+    config = pipeline_config_from_dict(data, where=str(path), text=text, sources=sources)
+    config = _absolute_paths(config, Path(path).resolve().parent, data_from_cli=set(sources))
+    missing = [p for p in config.target.environments if not Path(p).is_file()]
+    if missing:  # said now, not after collecting, analysing and loading the model
+        raise located(str(path), text, "target.environments", f"target.environments names {missing[0]}, which is "
+                      "not a file; name the capability environments' `.rubric` files (paths relative to this file)")
+    return config
+
+
+def pipeline_config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
+                              sources: Mapping[str, str] | None = None) -> PipelineConfig:
+    config = build(PipelineConfig, data, where=where, text=text, sources=sources)
+    assert isinstance(config, PipelineConfig)
+    return config
+
+
+def _absolute_paths(config: PipelineConfig, base: Path, data_from_cli: set[str]) -> PipelineConfig:
+    def resolved(key: str, value: str) -> str:
+        if not value or Path(value).expanduser().is_absolute():
+            return value
+        return str(((Path.cwd() if key in data_from_cli else base) / Path(value).expanduser()).resolve())
+
+    data = to_dict(config)
+    for key in PATH_KEYS:
+        *sections, name = key.split(".")
+        table = data
+        for section in sections:
+            table = table[section]
+        if table.get(name):
+            table[name] = resolved(key, table[name])
+    data["target"]["environments"] = [resolved("target.environments", p) for p in config.target.environments]
+    return pipeline_config_from_dict(data)

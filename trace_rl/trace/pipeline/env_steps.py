@@ -1,0 +1,138 @@
+"""The environments step: one validated, calibrated training environment per selected capability.
+
+For each selected capability, in selection order: the library environment whose capability or name it is, else
+(with `environments.synthesize` and an LLM) the one `[llm]` judges to fit, else one the LLM writes, through
+`synth.env.synthesize` and its three checks (compiler, validation, calibration). Calibration plays the base model
+(`calibration_seeds` x `group_size` sampled rollouts, TRACE's bands). With `require_calibrated` (the default) an
+environment outside the bands is not used: a library one is then handed to the LLM to rewrite when there is one,
+else the capability is dropped with the reason; without it, the environment is kept and the report flags it. Each
+kept environment gets one successful example episode (its gold solution on seed 0), which routing shows.
+Outputs: `NAME/NAME.rubric`, `NAME/validation.txt`, `NAME/calibration.{txt,json}`, `environments.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
+from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+
+from tracec.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from tracec.trace_rl.trace.pipeline.run import Context
+
+MANIFEST = "environments.json"
+
+
+def environments(context: Context, folder: Path, collected: Path, selected: Path) -> str:
+    from tracec.trace_rl.llm.chat import Sampling
+    from tracec.trace_rl.llm.options import local_backend
+    from tracec.trace_rl.trace.analysis.cases import read_cases
+    from tracec.trace_rl.trace.synth.calibration import Bands
+    from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvSettings
+    from tracec.trace_rl.trace.synth.library import load_library
+    from tracec.trace_rl.trace.synth.reference import LIBRARY
+
+    config = context.config
+    section = config.environments
+    calibration = CalibrationSettings(
+        seeds=section.calibration_seeds, group_size=section.group_size, max_steps=config.train.env.max_turns,
+        sampling=Sampling(temperature=section.temperature, max_tokens=section.max_new_tokens),
+        bands=Bands(mean_reward=(section.mean_band[0], section.mean_band[1]),
+                    success_rate=(section.success_band[0], section.success_band[1]),
+                    max_constant_groups=section.max_constant_groups)) if section.calibrate else None
+    library = load_library(Path(section.library) if section.library else LIBRARY)
+    policy = local_backend(config.model.name, device=config.model.device, seed=config.run.seed,
+                           max_new_tokens=section.max_new_tokens) if calibration is not None else None
+    cases = {c.id: c for c in read_cases([collected / TRAJECTORIES])}
+    kept: list[dict[str, Any]] = []
+    dropped: dict[str, str] = {}
+    for entry in read_json(selected / SELECTED):
+        name = entry["skill"]
+        excerpts = tuple(cases[i].transcript for i in entry.get("example_failed_cases", [])[:3] if i in cases)
+        settings = EnvSettings(tries=config.llm.tries, validate_seeds=section.validate_seeds,
+                               calibration=calibration if section.require_calibrated else None)
+        try:
+            made = _environment(context, folder / name, name, entry["description"], excerpts, settings, library,
+                                policy)
+        except PipelineFailed as failed:
+            dropped[name] = str(failed)
+            context.detail(f"environments: {name} dropped: {failed}")
+            continue
+        if made["calibration"] is None and calibration is not None and policy is not None:
+            made["calibration"] = _calibrate(folder / name / f"{name}.rubric", policy, calibration)
+        if made["calibration"] is not None:
+            _write_calibration(folder / name, made["calibration"])
+        kept.append({"name": name, "description": entry["description"], "origin": made["origin"],
+                     "path": f"{name}/{name}.rubric", "example": _gold_example(folder / name / f"{name}.rubric"),
+                     "calibration": None if made["calibration"] is None else made["calibration"].to_json()})
+    write_atomic(folder / MANIFEST, [json.dumps({"environments": kept, "dropped": dropped}, indent=2) + "\n"])
+    if not kept:
+        raise PipelineFailed("environments: no selected capability got an environment (" + "; ".join(
+            f"{n}: {why}" for n, why in dropped.items()) + ")")
+    flagged = [e["name"] for e in kept if e["calibration"] is not None and not e["calibration"]["ok"]]
+    return (f"{len(kept)} environments ({', '.join(e['name'] + ' from ' + e['origin'] for e in kept)})"
+            + (f", outside the calibration bands: {', '.join(flagged)}" if flagged else "")
+            + (f"; dropped: {', '.join(dropped)}" if dropped else ""))
+
+
+def _environment(context: Context, out: Path, name: str, description: str, excerpts: tuple[str, ...],
+                 settings: Any, library: Any, policy: Any) -> dict[str, Any]:
+    """The accepted environment of one capability written into `out`; `PipelineFailed` when there is none."""
+    from tracec.trace_rl.llm.calls import CallLog
+    from tracec.trace_rl.trace.synth.env import EnvFailed, Target, synthesize
+
+    section = context.config.environments
+    # Without synthesis the library is matched by name only: no LLM call at all.
+    backend = context.analyst() if context.has_analyst() and section.synthesize else None
+    log = CallLog(out / "llm_calls.jsonl", command="pipeline environments") if backend is not None else None
+    target = Target(name=name, description=description, excerpts=excerpts)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        result = synthesize(backend, target, settings, library=library, use_library=True, policy=policy,
+                            out_dir=out, log=log, report=context.detail)
+    except EnvFailed as failed:
+        if backend is None or "library environment" not in str(failed):
+            raise PipelineFailed(str(failed)) from None
+        context.detail(f"environments: {name}: {failed}; asking the LLM for one")
+        try:
+            result = synthesize(backend, target, settings, library=library, use_library=False, policy=policy,
+                                out_dir=out, log=log, report=context.detail)
+        except EnvFailed as again:
+            raise PipelineFailed(str(again)) from None
+    write_atomic(out / f"{name}.rubric", [result.source])
+    write_atomic(out / "validation.txt", [result.validation + "\n"])
+    origin = "llm" if result.origin == "llm" else "library:" + Path(result.origin.split(":", 1)[1]).name
+    return {"origin": origin, "calibration": result.calibration}
+
+
+def _calibrate(path: Path, policy: Any, settings: Any) -> Any:
+    from tracec.trace_rl.envs.capability import load_environment
+    from tracec.trace_rl.trace.synth.calibration import calibrate
+    from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
+
+    rollouts = policy_rollouts(load_environment(str(path)), policy, range(settings.seeds),
+                               group_size=settings.group_size, sampling=settings.sampling,
+                               max_steps=settings.max_steps)
+    return calibrate(rollouts, settings.bands)
+
+
+def _write_calibration(out: Path, calibration: Any) -> None:
+    write_atomic(out / "calibration.txt", [calibration.render()])
+    write_atomic(out / "calibration.json", [json.dumps(calibration.to_json(), indent=2) + "\n"])
+
+
+def _gold_example(path: Path) -> str:
+    """The environment's gold solution played on seed 0, as the transcript routing shows."""
+    from tracec.trace_rl.envs.agent import run_episode
+    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.envs.capability.validate import GoldAgent
+
+    env = Environment(load_environment(str(path)))
+    record = run_episode(env, GoldAgent(env), 0, env.max_steps)
+    lines = [f"user: {record['instruction']}"]
+    lines += [f"assistant: {action.get('text', '')}" for action in record["actions"]]
+    return "\n".join(lines)

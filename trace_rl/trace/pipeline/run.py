@@ -1,0 +1,150 @@
+"""`run_pipeline(config)`: TRACE's steps in order over one run folder, each skipped when it is up to date.
+
+    result = run_pipeline(load_pipeline_config("examples/pipeline/cpu_smollm2.toml"))
+
+collect -> discover -> label -> select -> environments -> train -> route -> evaluate, then the report. A step's
+inputs are its config sections, the digests of the steps it reads and the content of the files it reads from
+outside the run (the target's and the labels' `.rubric` files), so editing `[evaluate]` reruns only the evaluation,
+and a killed run resumes at the step it was in (inside it too, where that step resumes on its own). The LLM of
+`[llm]` is opened only when a step that needs it runs; a test passes its own (`llm=`). `after_step` is called
+with each step's outcome, run or skipped. Left out: running independent steps (the adapters' trainings) at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracec.trace_rl.llm.chat import SamplingBackend
+from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
+from tracec.trace_rl.trace.pipeline.config import PipelineConfig
+from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
+
+from tracec.atomic import write_atomic
+from tracec.config_io import to_toml
+
+_SOURCE = ("labeler", "rubric", "capabilities")  # where labels come from: what discovery and labeling share
+# The outputs later steps read, where a step writes more (tables and charts for people).
+_READ_BY_LATER_STEPS = {"select": (analysis_steps.SELECTED,)}
+STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "route", "evaluate")
+
+
+@dataclass
+class Context:
+    """What every step reads: the config, where to report, the analyst LLM (opened on first use), the base model."""
+
+    config: PipelineConfig
+    report: Callable[[str], None]  # one line per step
+    detail: Callable[[str], None]  # the steps' own progress lines
+    llm: SamplingBackend | None = None
+    _opened: list[SamplingBackend] = field(default_factory=list)
+
+    def has_analyst(self) -> bool:
+        return self.llm is not None or self.config.llm.backend != "none"
+
+    def analyst(self) -> SamplingBackend:
+        if self.llm is not None:
+            return self.llm
+        if not self._opened:
+            from tracec.trace_rl.llm.options import open_backend
+
+            section = self.config.llm
+            if section.backend == "none":
+                raise PipelineFailed("this step needs an analyst LLM: set [llm] backend")
+            args = argparse.Namespace(llm=section.backend, model=section.model or None,
+                                      base_url=section.base_url or None, timeout=section.timeout,
+                                      retries=section.retries, device=section.device, tries=section.tries,
+                                      seed=self.config.run.seed)
+            self._opened.append(open_backend(args))
+        return self._opened[0]
+
+    def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:
+        from tracec.trace_rl.trace.adapters import load_adapter_model
+
+        model = self.config.model
+        if model.threads:
+            import torch
+
+            torch.set_num_threads(model.threads)
+        return load_adapter_model(model.name, adapters, engine=engine, device=model.device, dtype=model.dtype,
+                                  max_new_tokens=max_new_tokens)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineResult:
+    out: Path
+    outcomes: dict[str, StepOutcome]
+    report: Path  # report.md
+
+
+def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: SamplingBackend | None = None,
+                 report: Callable[[str], None] = lambda _: None, detail: Callable[[str], None] = lambda _: None,
+                 after_step: Callable[[StepOutcome], None] | None = None) -> PipelineResult:
+    from tracec.trace_rl.trace.pipeline.report import write_report
+
+    root = Path(out or config.run.out)
+    context = Context(config=config, report=report, detail=detail, llm=llm)
+    store = StepStore(root, report=report)
+    write_atomic(root / "pipeline.toml", [to_toml(config)])  # what `tracec route / evaluate --run` read
+    done: dict[str, StepOutcome] = {}
+    for number, (name, inputs, produce) in enumerate(_steps(context, root, done), 1):
+        outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES),
+                            digest_of=_READ_BY_LATER_STEPS.get(name, ()))
+        done[name] = outcome
+        if after_step is not None:
+            after_step(outcome)
+    path = write_report(config, root, done)
+    report(f"report: {path} and {path.with_suffix('.png')}")
+    return PipelineResult(out=root, outcomes=done, report=path)
+
+
+def _steps(context: Context, root: Path, done: dict[str, StepOutcome]) -> list[tuple[str, Any, Any]]:
+    """(name, inputs, produce) of each step, in order; inputs and folders are read when the step comes."""
+    config = context.config
+
+    def digest(*names: str) -> dict[str, str]:
+        return {name: done[name].digest for name in names}
+
+    def sections(*names: str) -> dict[str, Any]:
+        return {name: config.section(name) for name in names}
+
+    def analysis(*keys: str) -> dict[str, Any]:  # only what the step reads: a new delta relabels nothing
+        values = config.section("analysis")
+        return {key: values.get(key) for key in keys}
+
+    def folder(name: str) -> Path:
+        return done[name].folder
+
+    target_files = {p: file_digest(p) for p in config.target.environments if Path(p).is_file()}
+    rubric = config.analysis.rubric
+    label_files = {rubric: file_digest(rubric)} if config.analysis.labeler == "rubric" and Path(rubric).is_file() \
+        else {}
+    analyst = {"backend": config.llm.backend, "model": config.llm.model, "tries": config.llm.tries,
+               "seed": config.run.seed}
+    return [
+        ("collect", lambda: {**sections("model", "target", "collect"), "files": target_files},
+         lambda f: analysis_steps.collect(context, f)),
+        ("discover", lambda: {"analysis": analysis(*_SOURCE, "discover_runs", "max_candidates", "cases_per_run",
+                                                   "case_chars"),
+                              "llm": analyst, "files": label_files, **digest("collect")},
+         lambda f: analysis_steps.discover(context, f, folder("collect"))),
+        ("label", lambda: {"analysis": analysis(*_SOURCE, "label_runs", "case_chars"), "llm": analyst,
+                           "files": label_files, **digest("collect", "discover")},
+         lambda f: analysis_steps.label(context, f, folder("collect"), folder("discover"))),
+        ("select", lambda: {"analysis": analysis("labeler", "rho", "delta", "k", "max_selected"),
+                            **digest("discover", "label")},
+         lambda f: analysis_steps.select(context, f, folder("discover"), folder("label"))),
+        ("environments", lambda: {**sections("environments", "model"), "llm": analyst,
+                                  "max_turns": config.train.env.max_turns, **digest("collect", "select")},
+         lambda f: env_steps.environments(context, f, folder("collect"), folder("select"))),
+        ("train", lambda: {**sections("train", "model"), **digest("environments")},
+         lambda f: adapter_steps.train_adapters(context, f, folder("environments"))),
+        ("route", lambda: {**sections("routing", "model", "target", "evaluate"),
+                           **digest("environments", "train")},
+         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train"))),
+        ("evaluate", lambda: {**sections("routing", "model", "target", "evaluate"), **digest("train", "route")},
+         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route"))),
+    ]

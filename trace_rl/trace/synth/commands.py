@@ -1,0 +1,249 @@
+"""What `tracec synth env | rubric` do, given parsed arguments: gather the inputs, run the loop, write the results.
+
+Outputs are written atomically; progress goes to stderr. A failure raises `SynthFailed` (exit 1) after writing
+what there is: every attempt under the output, the call log, and the last calibration or report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tracec.trace_rl.llm.calls import CallLog, log_path_beside
+from tracec.trace_rl.trace.analysis.commands import UsageProblem, report, settings
+
+from tracec.atomic import atomic_open, write_atomic
+
+
+def text_argument(value: str | None, flag: str) -> str | None:
+    """A flag's text, or the contents of the file after `@`."""
+    if value is None or not value.startswith("@"):
+        return value
+    try:
+        return Path(value[1:]).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise UsageProblem(f"{flag} {value}: {error.strerror}") from None
+
+
+def env(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.llm.options import local_backend, open_backend
+    from tracec.trace_rl.policy.catalog import require_device
+    from tracec.trace_rl.trace.analysis.cases import read_cases
+    from tracec.trace_rl.trace.synth.calibration import Bands
+    from tracec.trace_rl.trace.synth.env import (
+        CalibrationSettings,
+        EnvFailed,
+        EnvSettings,
+        Target,
+        synthesize,
+    )
+    from tracec.trace_rl.trace.synth.library import load_library
+    from tracec.trace_rl.trace.synth.reference import LIBRARY
+
+    entry, selected = _selected_entry(args)
+    name = entry["skill"] if entry else args.capability
+    description = entry["description"] if entry else text_argument(args.description, "--description")
+    if not name or not description:
+        raise UsageProblem("name the capability: --capability NAME --description TEXT, or --selected FILE")
+    cases = read_cases(args.trajectories) if args.trajectories else []
+    wanted = set(entry.get("example_failed_cases", [])) if entry else set()
+    failed = [c for c in cases if not c.success and (not wanted or c.id in wanted)]
+    excerpts = tuple(c.transcript for c in failed[: args.excerpts])
+    calibration = None if args.no_calibrate else settings(
+        CalibrationSettings, seeds=args.calibration_seeds, group_size=args.group_size, max_steps=args.max_steps,
+        sampling=_policy_sampling(args),
+        bands=settings(Bands, mean_reward=tuple(args.mean_band), success_rate=tuple(args.success_band),
+                       max_constant_groups=args.max_constant_groups))
+    chosen = settings(EnvSettings, tries=args.tries, validate_seeds=args.validate_seeds, calibration=calibration)
+    library = load_library(args.library or LIBRARY)
+    out: Path = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.no_calibrate:
+        require_device(args.device, "--device")  # before the policy loads
+    policy = None if args.no_calibrate else local_backend(args.policy, device=args.device, seed=args.seed,
+                                                         max_new_tokens=args.policy_max_tokens)
+    target = Target(name=name, description=description, excerpts=excerpts)
+    backend, log = _writer(args, target, library, open_backend)
+    try:
+        result = synthesize(backend, target, chosen, library=library, use_library=not args.no_library,
+                            policy=policy, out_dir=out, log=log, report=report)
+    except EnvFailed as error:
+        if error.calibration is not None:  # the table of the last calibration, passed or not
+            _write_calibration(out, error.calibration)
+        raise SynthFailed(str(error)) from None
+    path = out / f"{name}.rubric"
+    write_atomic(path, [result.source])
+    write_atomic(out / "validation.txt", [result.validation + "\n"])
+    if result.calibration is not None:
+        _write_calibration(out, result.calibration)
+    summary = {"capability": name, "environment": str(path), "origin": result.origin, "attempts": result.attempts,
+               "calibrated": result.calibration is not None}
+    write_atomic(out / "result.json", [json.dumps(summary, indent=2) + "\n"])
+    if selected is not None and entry is not None:
+        _mark_done(selected, name, path, result.calibration)
+    report(f"{path}: {result.origin}, {result.attempts} LLM attempts"
+           + ("" if result.calibration is not None else ", not calibrated"))
+    return 0
+
+
+class SynthFailed(Exception):
+    """No candidate passed the checks."""
+
+
+def _write_calibration(out: Path, calibration: Any) -> None:
+    write_atomic(out / "calibration.txt", [calibration.render()])
+    write_atomic(out / "calibration.json", [json.dumps(calibration.to_json(), indent=2) + "\n"])
+    sys.stdout.write(calibration.render())
+
+
+def _writer(args: argparse.Namespace, target: Any, library: Any, open_backend: Any) -> tuple[Any, CallLog | None]:
+    """The writing LLM and its log, opened only when the library cannot serve the capability by name."""
+    from tracec.trace_rl.trace.synth.library import match_by_name
+
+    if not args.no_library and match_by_name(target.name, library) is not None:
+        return None, None
+    return open_backend(args), CallLog(log_path_beside(args.output), command="synth env")
+
+
+def _policy_sampling(args: argparse.Namespace) -> Any:
+    from tracec.trace_rl.llm.chat import Sampling
+
+    return settings(Sampling, temperature=args.policy_temperature, max_tokens=args.policy_max_tokens)
+
+
+def _selected_entry(args: argparse.Namespace) -> tuple[dict[str, Any] | None, Path | None]:
+    if args.selected is None:
+        return None, None
+    try:
+        entries = json.loads(args.selected.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise SynthFailed(f"{args.selected}:{error.lineno}:{error.colno}: error: not JSON: {error.msg}") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and "skill" in e for e in entries):
+        raise SynthFailed(f"{args.selected}: error: expected selected_capabilities.json (a list of {{skill, ...}})")
+    if args.capability:
+        entry = next((e for e in entries if e["skill"] == args.capability), None)
+        if entry is None:
+            raise SynthFailed(f"{args.selected}: error: no capability {args.capability!r}; it has "
+                              f"{', '.join(e['skill'] for e in entries)}")
+        return entry, args.selected
+    pending = sorted((e for e in entries if e.get("status", "PENDING") == "PENDING"),
+                     key=lambda e: -float(e.get("mean_delta", 0.0)))
+    if not pending:
+        raise SynthFailed(f"{args.selected}: every capability is DONE")
+    return pending[0], args.selected
+
+
+def _mark_done(selected: Path, name: str, environment: Path, calibration: Any) -> None:
+    """TRACE's last step: the entry becomes DONE, with where its environment is and its reward distribution."""
+    entries = json.loads(selected.read_text(encoding="utf-8"))
+    for entry in entries:
+        if entry["skill"] == name:
+            entry["status"], entry["environment_path"] = "DONE", str(environment)
+            if calibration is not None:
+                m = calibration.metrics
+                entry["reward_distribution"] = {
+                    "n_rollouts": m["num_rollouts"], "mean_reward": m["mean_reward"], "std_reward": m["std_reward"],
+                    "success_rate": m["success_rate"], "zero_rate": m["zero_rate"],
+                    "groups_all_perfect": round(m["all_success_group_rate"] * m["num_groups"]),
+                    "groups_all_zero": round(m["all_zero_group_rate"] * m["num_groups"]),
+                    "groups_mixed": round(m["informative_group_rate"] * m["num_groups"])}
+    with atomic_open(selected) as handle:
+        json.dump(entries, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+
+
+def rubric(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.llm.options import open_backend
+    from tracec.trace_rl.llm.repair import RepairFailed
+    from tracec.trace_rl.trace.analysis.cases import read_cases
+    from tracec.trace_rl.trace.synth.reference import EXAMPLES
+    from tracec.trace_rl.trace.synth.rubric import render_report, synthesize_rubric
+
+    schema_name, schema_text, append_schema = _schema(args)
+    description = text_argument(args.description, "--description")
+    out: Path = args.output
+    episodes, recorded = _episodes(args, schema_name, out)
+    if description is None and args.env is not None:
+        from tracec.trace_rl.envs.capability import load_environment
+
+        description = f"a tool-use task: {load_environment(str(args.env)).description}"
+    if not description:
+        raise UsageProblem("describe the benchmark's interaction: --description TEXT (or @FILE)")
+    cases = read_cases([recorded]) if recorded is not None else []
+    excerpts = [c.excerpt(1500) for c in ([next((c for c in cases if c.success), None),
+                                           next((c for c in cases if not c.success), None)]) if c is not None]
+    backend = open_backend(args)
+    log = CallLog(log_path_beside(out), command="synth rubric")
+    attempts = out.with_name(out.stem + ".attempts")
+    example = EXAMPLES / ("tau2.rubric" if schema_name == "toolenv" else "toolenv.rubric")  # another schema's
+    try:
+        result = synthesize_rubric(backend, schema_name=schema_name, schema_text=schema_text, description=description,
+                                   append_schema=append_schema, episodes=episodes, excerpts=excerpts,
+                                   example=example, tries=args.tries, out_dir=attempts, log=log, report=report)
+    except RepairFailed as error:
+        raise SynthFailed(str(error)) from None
+    table = render_report(result.operators, result.skipped)
+    write_atomic(out, [result.source])
+    write_atomic(out.with_name(out.stem + ".report.txt"), [table])
+    write_atomic(out.with_name(out.stem + ".report.json"), [json.dumps({
+        "operators": [asdict(o) for o in result.operators],
+        "not_checked": list(result.skipped), "attempts": result.attempts}, indent=2) + "\n"])
+    sys.stdout.write(table)
+    report(f"{out}: 15 operators after {result.attempts} attempts; calls in {log.path}")
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> tuple[str, str, bool]:
+    """(schema name, its source text, whether the checked source must append it: a built-in one is known)."""
+    from importlib import resources
+
+    from tracec.dsl import ast
+    from tracec.dsl.parse import parse
+
+    if args.schema == "toolenv":
+        text = resources.files("tracec.grammars").joinpath("toolenv.rubric").read_text(encoding="utf-8")
+        return "toolenv", text, False
+    path = Path(args.schema)
+    source = path.read_text(encoding="utf-8")
+    module = parse(source, str(path))
+    schemas = [d for d in module.decls if isinstance(d, ast.Schema)]
+    chosen = [s for s in schemas if args.schema_name in (None, s.name)]
+    if len(chosen) != 1:
+        names = ", ".join(s.name for s in schemas) or "none"
+        raise UsageProblem(f"{path}: name the schema with --schema-name (schemas here: {names})"
+                           if args.schema_name is None else f"{path}: no schema {args.schema_name!r} ({names})")
+    schema = chosen[0]
+    following = [d.loc.line for d in module.decls if d.loc.line > schema.loc.line]
+    lines = source.splitlines()[schema.loc.line - 1 : (min(following) - 1) if following else None]
+    return schema.name, "\n".join(lines).strip() + "\n", True
+
+
+def _episodes(args: argparse.Namespace, schema_name: str, out: Path) -> tuple[Any, Path | None]:
+    """The validation episodes, and the recorded-trajectory file excerpts come from."""
+    from tracec.runtime.output import write_records
+    from tracec.runtime.trajectories.jsonl import read_trajectories
+    from tracec.trace_rl.trace.analysis.cases import succeeded
+    from tracec.trace_rl.trace.synth.rubric import Episodes
+
+    if args.env is not None:
+        if schema_name != "toolenv" or args.trajectories or args.random_trajectories:
+            raise UsageProblem("--env records toolenv episodes: use it with --schema toolenv and without "
+                               "--trajectories / --random-trajectories")
+        from tracec.trace_rl.envs.capability import load_environment
+        from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
+
+        played = scripted_episodes(load_environment(str(args.env)), range(args.seeds))
+        recorded = out.with_name(out.stem + ".episodes.jsonl")
+        write_records([r for kind in ("gold", "null", "random") for r in played[kind]], recorded)
+        episodes = read_trajectories(recorded)
+        return Episodes(succeeded=tuple(e for e in episodes if e.episode.startswith("gold-")),
+                        failed=tuple(e for e in episodes if e.episode.startswith("null-")),
+                        random=tuple(e for e in episodes if e.episode.startswith("random-"))), recorded
+    given = read_trajectories(args.trajectories) if args.trajectories else []
+    random = read_trajectories(args.random_trajectories) if args.random_trajectories else []
+    return Episodes(succeeded=tuple(e for e in given if succeeded(e)),
+                    failed=tuple(e for e in given if not succeeded(e)), random=tuple(random)), args.trajectories

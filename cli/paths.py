@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tracec.cli.errors import UsageError, UserError
 from tracec.compiler.cache import KernelCache, default_cache_path
-from tracec.dsl.parse import decode_source
+from tracec.dsl.source_file import decode_source
 
 CACHE_SETTING = "TRACEC_CACHE_DIR"
 

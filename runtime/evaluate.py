@@ -29,7 +29,8 @@ from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
-from tracec.dsl.parse import parse, read_source
+from tracec.dsl.parse import parse
+from tracec.dsl.source_file import read_source
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
 from tracec.runtime.trajectories.jsonl import Episode, gc_paused

@@ -74,7 +74,7 @@ def read_toml(path: str) -> tuple[dict[str, Any], str]:
     except FileNotFoundError:
         raise ConfigError(f"{path}: error: no such config file") from None
     from tracec.dsl.errors import RubricError
-    from tracec.dsl.parse import decode_source
+    from tracec.dsl.source_file import decode_source
 
     try:
         text = decode_source(data, path)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.facts import plan_fields
+from tracec.runtime.row_source import plan_fields
 from tracec.runtime.trajectories.jsonl import Episode, shown
 from tracec.runtime.trajectories.table import SOURCES, TableRows
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.facts import SIDES, FactBatch, assemble, build_fact_batch
+from tracec.runtime.facts import FactBatch, assemble, build_fact_batch
 from tracec.runtime.output import write_records
+from tracec.runtime.row_source import SIDES
 from tracec.runtime.trajectories.arrow import (
     TABLE_SUFFIXES,
     episodes_table,

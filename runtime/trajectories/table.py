@@ -37,7 +37,7 @@ from tracec.runtime.columns import (
     join_pieces,
     member_indices,
 )
-from tracec.runtime.facts import Layout, plan_fields, test_texts
+from tracec.runtime.row_source import Layout, plan_fields, test_texts
 from tracec.runtime.trajectories.jsonl import Where, shown
 
 SOURCES = {"state": "states", "action": "actions"}

@@ -9,7 +9,8 @@ from tracec.dsl import ast
 from tracec.dsl.check_env import check_environment
 from tracec.dsl.env_model import DEFAULT_LIMITS, Limits
 from tracec.dsl.errors import NOWHERE, CheckError, Source
-from tracec.dsl.parse import parse, read_source
+from tracec.dsl.parse import parse
+from tracec.dsl.source_file import read_source
 from tracec.trace_rl.envs.capability.episode import Environment, Scores
 from tracec.trace_rl.envs.capability.program import Program, Scenario
 

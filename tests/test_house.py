@@ -1,4 +1,4 @@
-"""The layering of docs/architecture.md: no module imports from a layer above its own.
+"""The house's rules (docs/architecture.md): no module imports from a layer above its own, and none is over 400 lines.
 
 Every import counts, those inside functions and under `TYPE_CHECKING` included: a lazy import hides an edge of the
 graph, it does not remove it. Layers are listed bottom first; a module belongs to the longest prefix that names it.
@@ -65,6 +65,9 @@ def imported(module: str, path: Path) -> set[str]:
     return {name for name in names if name == "tracec" or name.startswith("tracec.")}
 
 
+MAX_LINES = 400  # past this a module holds more than one concept (../shared/STYLE.md)
+
+
 def test_every_module_has_a_layer() -> None:
     for module in modules():
         layer_of(module)
@@ -77,3 +80,9 @@ def test_no_import_from_a_layer_above(module: str) -> None:
     above = sorted(name for name in imported(module, known[module])
                    if (name in known or name.rpartition(".")[0] in known) and layer_of(name) > own)
     assert not above, f"{module} (layer {own}) imports from layers above it: {above}"
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = sorted(f"{path.relative_to(ROOT)}: {n}" for path in modules().values()
+                  if (n := len(path.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

@@ -16,7 +16,8 @@ from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import LLMUser
-from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend, render_fallback
+from tracec.trace_rl.llm.conversation import render_fallback
+from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.tiny import CHARACTERS, build_tiny_model, build_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]

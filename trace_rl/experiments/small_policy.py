@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.policy.tiny import ROLE_TOKENS
+
 PAD, EOS, UNK = "<|pad|>", "<|eos|>", "<|unk|>"
-ROLES = ("<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
 WORD_TOKENS = ("<action>", "</action>", "\n")  # whole tokens, decoded as they are
 SPACE = "\u2581"  # ▁
 
@@ -57,7 +58,7 @@ def word_pieces(texts: Iterable[str]) -> collections.Counter[str]:
 
 def _outside_whole_tokens(text: str) -> list[str]:
     chunks = [text]
-    for token in WORD_TOKENS + ROLES:
+    for token in WORD_TOKENS + tuple(ROLE_TOKENS.values()):
         chunks = [part for chunk in chunks for part in chunk.split(token)]
     return chunks
 
@@ -73,7 +74,7 @@ def build_word_tokenizer(texts: Iterable[str], *, max_positions: int = 2048) -> 
         if bare:
             words.update((bare, SPACE + bare))
     words.add(SPACE)
-    specials = (PAD, EOS, UNK, *ROLES)
+    specials = (PAD, EOS, UNK, *ROLE_TOKENS.values())
     vocab = {token: i for i, token in enumerate(specials + WORD_TOKENS)}
     for word in sorted(words - set(vocab)):
         vocab[word] = len(vocab)

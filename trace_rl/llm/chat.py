@@ -39,17 +39,17 @@ class Sampling:
     n: int = 1
 
     def __post_init__(self) -> None:
-        if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1):
+        if self.max_tokens is not None and (not is_int(self.max_tokens) or self.max_tokens < 1):
             raise ValueError(f"Sampling: max_tokens={self.max_tokens!r} must be an integer >= 1 (or None)")
-        if self.temperature is not None and not (_is_number(self.temperature) and self.temperature >= 0):
+        if self.temperature is not None and not (is_number(self.temperature) and self.temperature >= 0):
             raise ValueError(f"Sampling: temperature={self.temperature!r} must be a number >= 0 (0 is greedy)")
-        if self.top_p is not None and not (_is_number(self.top_p) and 0 < self.top_p <= 1):
+        if self.top_p is not None and not (is_number(self.top_p) and 0 < self.top_p <= 1):
             raise ValueError(f"Sampling: top_p={self.top_p!r} must be in (0, 1] (1 turns nucleus sampling off)")
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
             raise ValueError(f"Sampling: stop={self.stop!r} must be a tuple of non-empty strings")
-        if self.seed is not None and (not _is_int(self.seed) or self.seed < 0):
+        if self.seed is not None and (not is_int(self.seed) or self.seed < 0):
             raise ValueError(f"Sampling: seed={self.seed!r} must be an integer >= 0 (or None)")
-        if not _is_int(self.n) or self.n < 1:
+        if not is_int(self.n) or self.n < 1:
             raise ValueError(f"Sampling: n={self.n!r} must be an integer >= 1")
 
 
@@ -70,9 +70,11 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     return text[: min(ends)] if ends else text
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An integer setting; `True` is not one, though Python counts bools as ints."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A finite number setting (no bool, NaN or infinity)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

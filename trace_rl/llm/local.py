@@ -1,8 +1,8 @@
 """The CPU rollout backend: a `transformers` causal LM behind `ChatBackend` (`generate(messages) -> str`).
 
-Messages are rendered with the tokenizer's chat template when it has one, else with a plain fallback template
-(`<|role|>\\ncontent\\n` per message, then `<|assistant|>\\n`), left-truncated to the model's positions minus the
-new tokens, and sampled by `model.generate` with exactly the temperature and top-p of `SamplingConfig` (top-k and
+Messages become the prompt's tokens by the one rule of `tracec.trace_rl.llm.conversation` (the tokenizer's chat
+template, else the fallback template); the prompt is left-truncated to the model's positions minus the new tokens,
+and replies are sampled by `model.generate` with exactly the temperature and top-p of `SamplingConfig` (top-k and
 repetition penalties a checkpoint's generation config may set are turned off, so samples follow the policy).
 Call n of a backend samples under a seed drawn from (config.seed, n) inside a forked RNG: a fresh backend with the
 same seed replays the same replies, asking twice gives two samples, and the global RNG is left as it was.
@@ -16,7 +16,6 @@ and vLLM (`trace_rl/llm/vllm_backend.py`, behind the same protocol).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,16 +24,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
+from tracec.trace_rl.llm import conversation
+from tracec.trace_rl.llm.chat import Sampling, cut_at_stop, is_int, is_number
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,21 +37,16 @@ class SamplingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_new_tokens) or self.max_new_tokens < 1:
+        if not is_int(self.max_new_tokens) or self.max_new_tokens < 1:
             raise ValueError(f"SamplingConfig: max_new_tokens={self.max_new_tokens!r} must be an integer >= 1")
-        if not _is_number(self.temperature) or not self.temperature >= 0:
+        if not is_number(self.temperature) or not self.temperature >= 0:
             raise ValueError(f"SamplingConfig: temperature={self.temperature!r} must be a number >= 0 "
                              "(use 0 for greedy decoding)")
-        if not _is_number(self.top_p) or not 0 < self.top_p <= 1:
+        if not is_number(self.top_p) or not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingConfig: top_p={self.top_p!r} must be in (0, 1] "
                              "(use 1.0 to turn nucleus sampling off)")
-        if not _is_int(self.seed) or self.seed < 0:
+        if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"SamplingConfig: seed={self.seed!r} must be an integer >= 0")
-
-
-def render_fallback(messages: list[dict[str, str]]) -> str:
-    """The template for tokenizers without a chat template: `<|role|>\\ncontent\\n` each, then `<|assistant|>\\n`."""
-    return "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
 
 
 class TransformersBackend:
@@ -99,27 +86,16 @@ class TransformersBackend:
 
     @property
     def uses_chat_template(self) -> bool:
-        return bool(getattr(self.tokenizer, "chat_template", None))
+        return conversation.uses_chat_template(self.tokenizer)
 
     def render(self, messages: list[dict[str, str]]) -> str:
         """The prompt text for `messages`, ending where the assistant's reply begins."""
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict) or not all(isinstance(message.get(k), str) for k in ("role", "content")):
-                raise ValueError(f"message {i}: expected {{'role': str, 'content': str}}, got {message!r}")
-        if self.uses_chat_template:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            assert isinstance(text, str)
-            return text
-        return render_fallback(messages)
+        return conversation.render(self.tokenizer, messages)
 
     def prompt_ids(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> list[int]:
         """The prompt's token ids, cut from the left to leave room for the reply (its start is what matters)."""
         room = self.max_prompt_tokens if max_new_tokens is None else self.positions - max_new_tokens
-        # A chat template writes its own BOS; the fallback relies on the tokenizer adding one if it has one.
-        # verbose=False: a prompt over the tokenizer's length is expected here, the next line cuts it.
-        ids = self.tokenizer(self.render(messages), add_special_tokens=not self.uses_chat_template,
-                             verbose=False)["input_ids"]
-        return list(ids[-room:])
+        return conversation.encode(self.tokenizer, messages)[-room:]
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         """The model's reply to `messages` under the backend's config: only the new text, special tokens removed."""

@@ -18,7 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 PAD, EOS, UNK = "<|pad|>", "<|eos|>", "<|unk|>"
-SPECIAL_TOKENS = (PAD, EOS, UNK, "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
+# The role markers of the fallback chat template (`tracec.trace_rl.llm.conversation`), by chat role. They are
+# defined here, the lowest layer that needs them, because the tokenizers without a chat template hold them as tokens.
+ROLE_TOKENS = {role: f"<|{role}|>" for role in ("system", "user", "assistant", "tool")}
+SPECIAL_TOKENS = (PAD, EOS, UNK, *ROLE_TOKENS.values())
 CHARACTERS = ("\t", "\n", *(chr(code) for code in range(32, 127) if chr(code) != "\\"))
 
 

@@ -2,8 +2,9 @@
 
 A multi-turn episode is trained as ONE sequence: the prompt, then per agent turn the sampled tokens followed by the
 tokens of the environment's answer (its observation, the user's or the tool's turn) and the next generation prompt.
-`TurnTemplate` produces exactly those pieces from the tokenizer's chat template, so the token stream the sampler
-decodes is the stream the template would render for the whole conversation: each turn's prompt is a prefix of the
+`TurnTemplate` produces exactly those pieces from the tokenizer's chat template (or the fallback template, by the one
+rule of `tracec.trace_rl.llm.conversation`), so the token stream the sampler decodes is the stream the template would
+render for the whole conversation: each turn's prompt is a prefix of the
 next. It checks that property once, on probe messages, and refuses a template that breaks it (one that rewrites
 earlier turns, as templates that drop old `<think>` blocks do), since such a conversation cannot be one sequence.
 Only the environment's text is ever tokenized; the agent's turns stay the ids the sampler drew (token-in/token-out).
@@ -23,10 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tracec.trace_rl.envs.protocol import Observation
-from tracec.trace_rl.llm.local import render_fallback
+from tracec.trace_rl.llm import conversation
 
 _PROBE_SYSTEM, _PROBE_USER, _PROBE_AGENT = "Probe system.", "Probe task.", " <action>probe(x=1)</action>\n "
-_FALLBACK_GENERATION = "<|assistant|>\n"
 _ACTION = re.compile(r"<action>.*?(?:</action>|\Z)", re.DOTALL)
 
 
@@ -39,11 +39,11 @@ class TurnTemplate:
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
-        self.uses_chat_template = bool(getattr(tokenizer, "chat_template", None))
+        self.uses_chat_template = conversation.uses_chat_template(tokenizer)
         probe = [{"role": "system", "content": _PROBE_SYSTEM}, {"role": "user", "content": _PROBE_USER}]
-        opened = self._render(probe, generation=True)
+        opened = conversation.render(tokenizer, probe)
         self._history = [*probe, {"role": "assistant", "content": _PROBE_AGENT}]
-        closed = self._render(self._history, generation=False)
+        closed = conversation.render(tokenizer, self._history, generation=False)
         if not closed.startswith(opened + _PROBE_AGENT):
             raise TemplateError("the chat template does not render an agent turn as the generation prompt followed by "
                                 "the turn's text unchanged; multi-turn training needs each prompt to be a prefix of "
@@ -64,14 +64,6 @@ class TurnTemplate:
         # Probe the observation delta too: a template that rewrites history fails here.
         self.observation_ids(Observation(text="probe observation", role="user"), closed=True)
 
-    def _render(self, messages: list[dict[str, str]], *, generation: bool) -> str:
-        if self.uses_chat_template:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation)
-            assert isinstance(text, str)
-            return text
-        rendered = render_fallback(messages)
-        return rendered if generation else rendered[: -len(_FALLBACK_GENERATION)]
-
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
@@ -79,15 +71,13 @@ class TurnTemplate:
         """The first prompt: the system message (if any), the first observation, the generation prompt."""
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": observation.role, "content": observation.text})
-        text = self._render(messages, generation=True)
-        # A chat template writes its own BOS; without one, the tokenizer adds its own if it has any.
-        return list(self.tokenizer(text, add_special_tokens=not self.uses_chat_template, verbose=False)["input_ids"])
+        return conversation.encode(self.tokenizer, messages)
 
     def observation_ids(self, observation: Observation, *, closed: bool) -> list[int]:
         """The tokens after an agent turn: its closing (less the end-of-turn token the sampler already drew when
         `closed`), the observation's message, and the next generation prompt."""
-        grown = self._render([*self._history, {"role": observation.role, "content": observation.text}],
-                             generation=True)
+        grown = conversation.render(self.tokenizer,
+                                    [*self._history, {"role": observation.role, "content": observation.text}])
         if not grown.startswith(self._closed_history):
             raise TemplateError("the chat template renders the earlier turns differently once a new message follows; "
                                 "an episode cannot then be one growing sequence")

@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tracec.trace_rl.llm import conversation
+
 BASE = "base"  # the name of "no adapter" wherever a condition or a route is named
 ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM (GPU)
 
@@ -177,9 +179,7 @@ class PeftAdapters:
             return self.backend.generate(messages)
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        text = self.backend.render(messages)
-        ids = self.tokenizer(text, add_special_tokens=not self.backend.uses_chat_template, verbose=False)
-        return list(ids["input_ids"])
+        return conversation.encode(self.tokenizer, messages)
 
     def next_token_scores(self, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
         import torch

@@ -7,7 +7,9 @@
 The `AdapterModel` of `tracec.trace_rl.trace.adapters` on vLLM: one engine holds the base weights once, every adapter is
 registered under its own name and integer id (`lora_requests`, ids from 1 as vLLM requires), and the active adapter
 is the `lora_request` of each `generate`, so episodes routed to different adapters share the engine and its batches
-without reloading anything. The base model is a request without a LoRARequest.
+without reloading anything. The base model is a request without a LoRARequest. Requests are token ids encoded by
+`tracec.trace_rl.llm.conversation`, not messages for `LLM.chat`: vLLM then reads what the transformers engine and
+the trainer read, and a tokenizer without a chat template (the small policy) gets the same fallback template.
 
 Routing reads the base model's distribution of the reply's first token over the label tokens. vLLM returns
 log-probs, not logits, and only of the top tokens, so each label is scored as the prompt's log-prob of the prompt
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
@@ -110,14 +113,16 @@ class VLLMAdapters:
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
 
         params = SamplingParams(temperature=0.0, max_tokens=self.max_new_tokens)
         lora = None if self._active is None else self._requests[self._active]
-        outputs = self.engine.chat([messages], params, lora_request=lora, use_tqdm=False)
+        prompt = TokensPrompt(prompt_token_ids=self.prompt_ids(messages))
+        outputs = self.engine.generate([prompt], params, lora_request=lora, use_tqdm=False)
         return str(outputs[0].outputs[0].text)
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-        return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+        return conversation.encode(self.tokenizer, messages)
 
     def next_token_scores(self, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
         from vllm import SamplingParams

@@ -90,13 +90,13 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.grpo.train import make_sampler
     from tracec.trace_rl.policy.model import Policy
     from tracec.trace_rl.policy.packing import pack_sequences
-    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
     from tracec.trace_rl.rollouts.turns import TurnTemplate
 
     if dry_run:
         return {"table": "(dry run: vLLM needs a GPU)"}
     config = load_config(None, ["model.device=cuda", "rollout.backend=vllm", "rollout.vllm_eager=true",
-                                "rollout.max_new_tokens=48", "env.max_turns=3"])
+                                "rollout.max_new_tokens=48", "rollout.loss_tokens=turn", "env.max_turns=3"])
     policy = Policy.load(config.model.name, config.lora, device=device, seed=0)
     template = TurnTemplate(policy.tokenizer)
     program = load_environment(str(ENV))
@@ -104,8 +104,8 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     started = time.perf_counter()
     sampler = make_sampler(config, policy, template, folder)
     startup = time.perf_counter() - started
-    engine = RolloutEngine(sampler, template, lambda: Environment(program),
-                           RolloutSettings(max_turns=3, max_new_tokens=48, max_context_tokens=2048, loss_tokens="turn"))
+    engine = RolloutEngine(sampler, template, lambda: Environment(program), config.rollout,
+                           max_turns=config.env.max_turns)
     tasks = [GroupTask(group=g, seed=100 + g) for g in range(4)]
 
     def gaps(episodes: list[Any]) -> tuple[float, float]:

@@ -26,8 +26,9 @@ from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment,
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 from bench.results import markdown_table, record
@@ -53,12 +54,14 @@ def test_rollouts_kv_cache_kept_vs_reencode(benchmark: Any, tmp_path_factory: py
     game = make_game(SimpleGame(seed=2), tmp_path_factory.mktemp("tw-rollouts"))
     policy = Policy.load("smollm2-135m-instruct", LoraSection(), seed=0)
     template = TurnTemplate(policy.tokenizer)
-    settings = RolloutSettings(max_turns=TURNS, max_new_tokens=NEW_TOKENS, max_context_tokens=8192)
+    settings = RolloutSection(max_new_tokens=NEW_TOKENS, max_context_tokens=8192)
     pad = int(policy.tokenizer.pad_token_id)
     kept = RolloutEngine(KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
-                                        pad_id=pad), template, lambda: TextWorldEnvironment(game), settings)
+                                        pad_id=pad), template, lambda: TextWorldEnvironment(game), settings,
+                          max_turns=TURNS)
     reencode = RolloutEngine(ReencodeSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
-                                             pad_id=pad), template, lambda: TextWorldEnvironment(game), settings)
+                                             pad_id=pad), template, lambda: TextWorldEnvironment(game), settings,
+                             max_turns=TURNS)
     backend = TransformersBackend(policy.model, policy.tokenizer,
                                   config=SamplingConfig(max_new_tokens=NEW_TOKENS, temperature=1.0))
     tokens: dict[str, list[int]] = {"kv cache kept": [], "batched re-encode": [], "text backend, one at a time": []}

@@ -21,8 +21,9 @@ from tracec.trace_rl.grpo.learner import PackedLogprobs
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import pack_sequences
-from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, TurnRequest
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, action_span
 
 COMMANDS = ("go north", "go south", "take the red apple from the wooden table", "look", "open door")
@@ -78,11 +79,12 @@ def tiny() -> Policy:
     return policy
 
 
-def _engine(policy: Policy, envs: list[CommandEnv] | None = None, *, score: str = "mean",
-            temperature: float = 1.0, **settings: Any) -> RolloutEngine:
+def _engine(policy: Policy, envs: list[CommandEnv] | None = None, *, score: str = "mean", max_turns: int,
+            **settings: Any) -> RolloutEngine:
+    rollout = RolloutSection(action_mode="admissible", choice_score=score, **settings)
     template = TurnTemplate(policy.tokenizer)
-    sampler = KVCacheSampler(policy.model, temperature=temperature, end_of_turn_ids=template.end_of_turn_ids,
-                             pad_id=policy.tokenizer.pad_token_id, choice_score=score)
+    sampler = KVCacheSampler(policy.model, temperature=rollout.temperature, end_of_turn_ids=template.end_of_turn_ids,
+                             pad_id=policy.tokenizer.pad_token_id, choice_score=rollout.choice_score)
 
     def make() -> CommandEnv:
         env = CommandEnv()
@@ -90,7 +92,7 @@ def _engine(policy: Policy, envs: list[CommandEnv] | None = None, *, score: str 
             envs.append(env)
         return env
 
-    return RolloutEngine(sampler, template, make, RolloutSettings(action_mode="admissible", **settings))
+    return RolloutEngine(sampler, template, make, rollout, max_turns=max_turns)
 
 
 def _recomputed(policy: Policy, episodes: list[EpisodeRollout], temperature: float) -> list[np.ndarray]:
@@ -224,7 +226,7 @@ def test_an_environment_without_admissible_commands_is_refused(tiny: Policy) -> 
 
     template = TurnTemplate(tiny.tokenizer)
     sampler = KVCacheSampler(tiny.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids, pad_id=0)
-    engine = RolloutEngine(sampler, template, LetterEnv, RolloutSettings(action_mode="admissible"))
+    engine = RolloutEngine(sampler, template, LetterEnv, RolloutSection(action_mode="admissible"), max_turns=8)
     with pytest.raises(TypeError, match="admissible_commands"):
         engine.run([GroupTask(group=0, seed=0)], group_size=2, seed=0, iteration=0)
 

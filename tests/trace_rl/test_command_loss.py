@@ -8,15 +8,16 @@ on an update whose second mini-batch must move the ratio; the KL target on one t
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from test_admissible_mode import CommandEnv, _engine, _plain_scores
-from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
+from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, config_from_dict
 from tracec.trace_rl.grpo.credit import episode_token_advantages
 from tracec.trace_rl.grpo.distributed import Distributed
-from tracec.trace_rl.grpo.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
+from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.grpo.train import learn_sequence
 from tracec.trace_rl.policy.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
 from tracec.trace_rl.policy.lora import LoraSection
@@ -75,6 +76,11 @@ def test_the_tree_scores_every_candidate_as_a_plain_forward_would(score: str) ->
     assert np.allclose(torch.log_softmax(torch.tensor(plain), 0).numpy(), direct[0].detach().numpy(), atol=1e-5)
 
 
+def _command_level(*, optim: dict[str, Any], loss: dict[str, Any] | None = None) -> TrainConfig:
+    """A run's config at the command level (the admissible mode's loss) with these `[optim]` and `[loss]` keys."""
+    return config_from_dict({"rollout": {"action_mode": "admissible"}, "optim": optim, "loss": loss or {}})
+
+
 def _learn_batch(policy: Policy, shift: float) -> tuple[list[LearnSequence], list[SequenceInfo]]:
     """The episodes as learner sequences, their old log-probs moved by +-`shift` so that some ratios clip."""
     episodes = _episodes(policy, groups=2, size=3)
@@ -112,8 +118,8 @@ def test_the_command_loss_its_ratio_and_gradient_match_a_direct_transcription() 
     before = [p.detach().clone() for p in policy.trainable_parameters()]
     policy.model.zero_grad(set_to_none=True)
     learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=1.0),
-                      LearnSettings(level="command", clip_eps=eps, entropy_coef=coef, max_grad_norm=0.0,
-                                    mini_batches=1), Distributed())
+                      _command_level(optim={"max_grad_norm": 0.0, "mini_batches": 1},
+                                     loss={"clip_eps": eps, "entropy_coef": coef}), Distributed())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     assert stats.steps == 1 and stats.loss == pytest.approx(float(expected), abs=1e-5)
     assert 0 < stats.clip_fraction < 1  # the shifted old log-probs put some turns outside the clip range
@@ -133,7 +139,7 @@ def test_the_second_mini_batch_sees_the_first_steps_ratio_and_the_diagnostics_sa
     policy = _adapted()
     sequences, table = _learn_batch(policy, shift=0.0)
     learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
-                      LearnSettings(level="command", mini_batches=2), Distributed())
+                      _command_level(optim={"mini_batches": 2}), Distributed())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     first, second = stats.per_step
     assert first.taken and second.taken and stats.steps == 2
@@ -147,7 +153,7 @@ def test_a_kl_target_ends_the_updates_at_the_first_mini_batch_past_it() -> None:
     policy = _adapted()
     sequences, table = _learn_batch(policy, shift=0.0)
     learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
-                      LearnSettings(level="command", mini_batches=3, target_kl=1e-7), Distributed())
+                      _command_level(optim={"mini_batches": 3}, loss={"target_kl": 1e-7}), Distributed())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     after_one = [p.detach().clone() for p in policy.trainable_parameters()]
     assert stats.early_stopped and stats.steps == 1
@@ -156,7 +162,7 @@ def test_a_kl_target_ends_the_updates_at_the_first_mini_batch_past_it() -> None:
     # the same update without the target takes the later steps, which move the weights further
     redo = _adapted()
     Learner(redo, torch.optim.Adam(redo.trainable_parameters(), lr=0.05),
-            LearnSettings(level="command", mini_batches=3), Distributed()).update(
+            _command_level(optim={"mini_batches": 3}), Distributed()).update(
         sequences, table, seed=0, iteration=0)
     assert any(not torch.equal(a, b.detach()) for a, b in zip(after_one, redo.trainable_parameters()))
 

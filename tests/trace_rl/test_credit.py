@@ -21,8 +21,9 @@ from tracec.trace_rl.grpo.credit import (
 )
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,8 +50,8 @@ def episodes() -> Iterator[list[EpisodeRollout]]:
     policy = Policy.load("tiny", LoraSection(rank=4), seed=0)
     template = TurnTemplate(policy.tokenizer)
     sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids, pad_id=0)
-    engine = RolloutEngine(sampler, template, capability_env, RolloutSettings(max_turns=3, max_new_tokens=24,
-                                                                              max_context_tokens=1024))
+    engine = RolloutEngine(sampler, template, capability_env,
+                           RolloutSection(max_new_tokens=24, max_context_tokens=1024), max_turns=3)
     yield engine.run([GroupTask(group=0, seed=5), GroupTask(group=1, seed=6)], group_size=3, seed=0, iteration=0)
     torch.set_num_threads(before)
 

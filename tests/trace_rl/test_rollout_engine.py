@@ -13,8 +13,9 @@ from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import pack_sequences
 from tracec.trace_rl.rollouts import kv_sampler
-from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -29,11 +30,12 @@ def tiny() -> Policy:
     return policy
 
 
-def _engine(policy: Policy, make_env: Any = LetterEnv, temperature: float = 1.0, **settings: Any) -> RolloutEngine:
+def _engine(policy: Policy, make_env: Any = LetterEnv, *, max_turns: int, **settings: Any) -> RolloutEngine:
+    rollout = RolloutSection(**settings)
     template = TurnTemplate(policy.tokenizer)
-    sampler = KVCacheSampler(policy.model, temperature=temperature, end_of_turn_ids=template.end_of_turn_ids,
+    sampler = KVCacheSampler(policy.model, temperature=rollout.temperature, end_of_turn_ids=template.end_of_turn_ids,
                              pad_id=policy.tokenizer.pad_token_id or 0)
-    return RolloutEngine(sampler, template, make_env, RolloutSettings(**settings))
+    return RolloutEngine(sampler, template, make_env, rollout, max_turns=max_turns)
 
 
 def _recomputed(policy: Policy, episodes: list[EpisodeRollout], temperature: float) -> list[np.ndarray]:
@@ -108,8 +110,8 @@ def test_episodes_end_before_the_context_overflows(tiny: Policy) -> None:
     episodes = engine.run([GroupTask(group=0, seed=2)], group_size=3, seed=0, iteration=0)
     assert all(e.truncated and len(e.token_ids) <= 160 for e in episodes)
     with pytest.raises(ValueError, match="raise rollout.max_context_tokens"):
-        _engine(tiny, max_new_tokens=16, max_context_tokens=30).run([GroupTask(group=0, seed=2)], group_size=2,
-                                                                      seed=0, iteration=0)
+        _engine(tiny, max_turns=2, max_new_tokens=16, max_context_tokens=30).run([GroupTask(group=0, seed=2)],
+                                                                                 group_size=2, seed=0, iteration=0)
 
 
 def test_a_capability_environment_episode_records_one_action_per_turn(tiny: Policy) -> None:

@@ -22,8 +22,9 @@ import torch
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment
 from tracec.trace_rl.policy.choice_policy import choice_logprobs, choice_tree
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
 
 
@@ -65,7 +66,7 @@ def walkthrough_episodes(policy: Policy, make_env: Callable[[], FamilyEnvironmen
 
     sampler = PlanSampler(envs)
     engine = RolloutEngine(sampler, TurnTemplate(policy.tokenizer), tracked,
-                           RolloutSettings(max_turns=max_turns, action_mode="admissible"))
+                           RolloutSection(action_mode="admissible"), max_turns=max_turns)
     return engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)], group_size=1, seed=0,
                       iteration=0)
 

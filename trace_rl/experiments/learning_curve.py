@@ -230,8 +230,9 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
     """Held-out success of `policy`: `spec.eval_episodes` episodes a game sampled from the fixed eval stream, or
     (`greedy`) one episode a game taking the most likely command."""
     import torch
-    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine, RolloutSettings
+    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
     from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+    from tracec.trace_rl.rollouts.section import RolloutSection
     from tracec.trace_rl.rollouts.turns import TurnTemplate
 
     seeds = setup.family.eval_seeds if seeds is None else seeds
@@ -239,9 +240,10 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
     pad = policy.tokenizer.pad_token_id
     sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
                              pad_id=int(pad if pad is not None else 0), choice_score=spec.choice_score, greedy=greedy)
-    engine = RolloutEngine(sampler, template, lambda: _environment(setup, spec),
-                           RolloutSettings(max_turns=setup.family.max_turns, max_new_tokens=spec.max_new_tokens,
-                                           max_context_tokens=spec.max_context_tokens, action_mode=spec.action_mode))
+    rollout = RolloutSection(max_new_tokens=spec.max_new_tokens, max_context_tokens=spec.max_context_tokens,
+                             action_mode=spec.action_mode)
+    engine = RolloutEngine(sampler, template, lambda: _environment(setup, spec), rollout,
+                           max_turns=setup.family.max_turns)
     policy.model.eval()
     per_game = 1 if greedy else spec.eval_episodes
     with torch.no_grad(), policy.merged():

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.rollouts.section import RolloutSection
 
 from tracec.atomic import write_atomic
 from tracec.config_io import (
@@ -138,37 +139,6 @@ class EnvSection:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RolloutSection:
-    backend: str = "transformers"  # transformers (CPU or GPU) | vllm (GPU; the `gpu` extra)
-    group_size: int = 16  # K episodes of one task instance
-    groups_per_batch: int = 4
-    temperature: float = 1.0
-    max_new_tokens: int = 128  # per agent turn
-    max_context_tokens: int = 2048  # an episode ends (truncated) when its next turn would not fit
-    loss_tokens: str = "action"  # action: only the action of each turn | turn: every sampled token (as TRL)
-    action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses one of the
-    #   environment's admissible commands (TextWorld lists them), scored under the policy and sampled
-    choice_score: str = "mean"  # admissible: a command's score is its tokens' mean log-prob (mean) or their sum
-    vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take
-    vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
-
-    def __post_init__(self) -> None:
-        choice("backend", self.backend, ("transformers", "vllm"))
-        require(self.group_size >= 2, "group_size", self.group_size,
-                 "a group needs at least 2 episodes (a group of one has no baseline); try 16")
-        require(self.groups_per_batch >= 1, "groups_per_batch", self.groups_per_batch, "an integer >= 1; try 4")
-        require(0 < self.temperature <= 10, "temperature", self.temperature,
-                 "a number in (0, 10]; training samples the policy itself, so not 0 (greedy); try 1.0")
-        require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1; try 128")
-        require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", self.max_context_tokens,
-                 f"must exceed rollout.max_new_tokens ({self.max_new_tokens}) to leave room for a prompt")
-        choice("loss_tokens", self.loss_tokens, ("action", "turn"))
-        choice("action_mode", self.action_mode, ("generate", "admissible"))
-        choice("choice_score", self.choice_score, ("mean", "sum"))
-        require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
-
-
-@dataclass(frozen=True, kw_only=True)
 class AdvantageSection:
     kind: str = "grpo"  # grpo: the episode's group advantage | trca: per step A = A_E + A_S from a rubric |
     #   oracle: +1 on a step that follows the shortest winning plan, -1 elsewhere (the learnability gate)
@@ -261,6 +231,9 @@ class RunSection:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
+    """A run's settings, each declared once: the rollout engine takes `rollout` (and `env.max_turns`), the learner
+    the whole config."""
+
     model: ModelSection = ModelSection()
     lora: LoraSection = LoraSection()
     env: EnvSection = field(default_factory=lambda: EnvSection(capability=CapabilityEnvSection(
@@ -272,10 +245,6 @@ class TrainConfig:
     run: RunSection = RunSection()
 
     def __post_init__(self) -> None:
-        if self.rollout.backend == "vllm" and self.rollout.action_mode == "admissible":
-            raise FieldError("rollout.action_mode", "admissible", "the admissible-command mode scores commands with "
-                             "the transformers sampler; use rollout.backend = \"transformers\" or action_mode = "
-                             "\"generate\"")
         if self.rollout.backend == "vllm" and self.model.device == "cpu":
             raise FieldError("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
                        "rollout.backend = \"transformers\"")

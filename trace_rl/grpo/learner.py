@@ -1,4 +1,5 @@
-"""One policy update from a batch of episodes: epochs x mini-batches of AdamW steps on the GRPO loss.
+"""One policy update from a batch of episodes: epochs x mini-batches of AdamW steps on the GRPO loss, as the run's
+config says (`[optim]`, `[loss]`, and `[rollout]` for how the tokens were sampled).
 
 Each episode is ONE sequence (its prompt, turns and observations, exactly the sampled ids); its loss tokens are the
 action tokens of its turns, each with its step's advantage. Per epoch the batch's sequences are shuffled (seeded
@@ -8,7 +9,7 @@ tokens, each packed into rows (`packing.pack_sequences`) and scored by the packe
 (`logprobs.sequence_logprobs`: no padding, only the loss positions reach the LM head); gradients accumulate.
 Old log-probs are the sampler's (the same weights drew the tokens) or, for rollouts from another engine, the
 trainer's own, recomputed before the update, with each sequence weighted by its masked importance weight.
-At the command level (`level = "command"`, the admissible mode) a sequence's loss units are its turns, each with
+At the command level (`loss_level = "command"`, the admissible mode) a sequence's loss units are its turns, each with
 log pi(c|s) re-scored over the tree of the turn's candidates (`choice_policy`), not the chosen command's tokens.
 
 Every optimizer step reports its trust-region diagnostics (`StepStats`): the ratio's median, 99th percentile and
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from tracec.trace_rl.grpo.config import TrainConfig
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
 from tracec.trace_rl.policy.choice_policy import (
@@ -72,31 +74,6 @@ class SequenceInfo:
     length: int  # tokens its forward takes (a tree's, at the command level)
     loss_tokens: int  # its loss units: tokens, or (command level) turns
     rank: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class LearnSettings:
-    epochs: int = 1
-    mini_batches: int = 1
-    clip_eps: float = 0.28
-    dual_clip: float = 0.0
-    aggregation: str = "sequence_mean"
-    kl_beta: float = 0.0
-    max_grad_norm: float = 1.0
-    temperature: float = 1.0
-    row_tokens: int = 2048
-    micro_batch_tokens: int = 8192
-    level: str = "token"  # token: the chosen tokens' log-probs | command: log pi(c|s) over the candidates
-    choice_score: str = "mean"  # command level: how a candidate's tokens make its score (as the sampler scored)
-    entropy_coef: float = 0.0  # command level: the entropy bonus's weight
-    target_kl: float = 0.0  # end an iteration's updates once a mini-batch's approximate KL exceeds it; 0 = never
-
-    def __post_init__(self) -> None:
-        if self.level not in ("token", "command"):
-            raise ValueError(f"LearnSettings: level={self.level!r} must be 'token' or 'command'")
-        if self.entropy_coef and self.level != "command":
-            raise ValueError("LearnSettings: the entropy bonus needs the command level (the token kernel's entropy "
-                             "has no gradient)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,10 +147,13 @@ class PackedLogprobs(torch.nn.Module):
 
 
 class Learner:
-    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, settings: LearnSettings,
+    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, config: TrainConfig,
                  dist: Distributed) -> None:
-        self.policy, self.optimizer, self.settings, self.dist = policy, optimizer, settings, dist
-        self.scorer = PackedLogprobs(policy.model, settings.temperature, settings.choice_score)
+        self.policy, self.optimizer, self.dist = policy, optimizer, dist
+        self.optim, self.loss, self.level = config.optim, config.loss, config.loss_level
+        # Tokens are scored as they were sampled; a packed row is at most one full context wide.
+        self.scorer = PackedLogprobs(policy.model, config.rollout.temperature, config.rollout.choice_score)
+        self.row_tokens = config.rollout.max_context_tokens
         self.module = dist.wrap(self.scorer, policy.device)
         pad = policy.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else 0)
@@ -186,9 +166,9 @@ class Learner:
         steps: list[StepStats] = []
         entropy_sum = entropy_count = 0.0
         stopped = False
-        for epoch in range(self.settings.epochs):
+        for epoch in range(self.optim.epochs):
             permutation = np.random.default_rng([seed, iteration, epoch]).permutation(len(order))
-            for part in np.array_split(permutation, self.settings.mini_batches):
+            for part in np.array_split(permutation, self.optim.mini_batches):
                 members = [order[i] for i in part]
                 total_tokens = sum(m.loss_tokens for m in members)
                 if total_tokens == 0:
@@ -238,9 +218,9 @@ class Learner:
             entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
         totals = self._sum_over_ranks(torch.cat([terms, torch.tensor([entropy_sum, entropy_count])]))
         spread = self._ratio_quantiles(torch.cat(ratios))
-        taken = not (may_stop and self.settings.target_kl and float(totals[4]) > self.settings.target_kl)
+        taken = not (may_stop and self.loss.target_kl and float(totals[4]) > self.loss.target_kl)
         norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(),
-                                              self.settings.max_grad_norm or float("inf"))
+                                              self.optim.max_grad_norm or float("inf"))
         if taken:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -262,7 +242,7 @@ class Learner:
         batches: list[list[SequenceInfo]] = []
         tokens = 0
         for member in members:
-            if not batches or tokens + member.length > self.settings.micro_batch_tokens:
+            if not batches or tokens + member.length > self.optim.micro_batch_tokens:
                 batches.append([])
                 tokens = 0
             batches[-1].append(member)
@@ -275,10 +255,10 @@ class Learner:
         ratios and its entropy sum and count."""
         if not sequences:  # this rank has nothing here: a zero-weight pass keeps DDP's backward count in step
             batch = pack_sequences([[self.pad_id, self.pad_id]], [[False, True]],
-                                   max_tokens_per_row=self.settings.row_tokens, pad_id=self.pad_id)
+                                   max_tokens_per_row=self.row_tokens, pad_id=self.pad_id)
             logprobs, _ = self.module(batch, False)
             return logprobs[0].sum() * 0.0, torch.zeros(5, dtype=torch.float64), torch.ones(0), (0.0, 0.0)
-        if self.settings.level == "command":
+        if self.level == "command":
             logp, old, advantages, counts, ref, entropy = self._command_units(sequences)
             spread = (float(entropy.detach().sum()), float(len(entropy)))
         else:
@@ -286,13 +266,13 @@ class Learner:
             entropy = None
             spread = (float(token_entropy.sum()), float(len(token_entropy))) if token_entropy is not None \
                 else (0.0, 0.0)
-        weights = aggregation_weights(counts, self.settings.aggregation, total_tokens=total_tokens,
+        weights = aggregation_weights(counts, self.loss.aggregation, total_tokens=total_tokens,
                                       total_sequences=total_sequences)
         weights = weights * torch.repeat_interleave(torch.tensor([s.weight for s in sequences], dtype=torch.float32),
                                                     torch.tensor(counts))
-        terms = clipped_surrogate(logp, old, advantages, weights.to(logp.device), clip_eps=self.settings.clip_eps,
-                                  dual_clip=self.settings.dual_clip, ref_logp=ref, kl_beta=self.settings.kl_beta,
-                                  entropy=entropy, entropy_coef=self.settings.entropy_coef)
+        terms = clipped_surrogate(logp, old, advantages, weights.to(logp.device), clip_eps=self.loss.clip_eps,
+                                  dual_clip=self.loss.dual_clip, ref_logp=ref, kl_beta=self.loss.kl_beta,
+                                  entropy=entropy, entropy_coef=self.loss.entropy_coef)
         # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
         loss = terms.loss * self.dist.world
         parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio),
@@ -309,7 +289,7 @@ class Learner:
         old = torch.from_numpy(np.concatenate([s.old_logprobs[s.loss_mask] for s in sequences])).to(device)
         advantages = torch.from_numpy(np.concatenate([s.advantages[s.loss_mask] for s in sequences])).to(device)
         ref = None
-        if self.settings.kl_beta > 0:
+        if self.loss.kl_beta > 0:
             with torch.no_grad(), self.policy.base_model():
                 ref = torch.cat(self.scorer(batch, False)[0])
         counts = [int(s.loss_mask.sum()) for s in sequences]
@@ -321,7 +301,7 @@ class Learner:
         ids = [s.token_ids.tolist() for s in sequences]
         turns = [s.choice_turns for s in sequences]
         lengths = [tree_length(len(s.token_ids), s.choice_turns) for s in sequences]
-        tree = choice_tree(ids, turns, row_tokens=row_width(lengths, max(self.settings.row_tokens, max(lengths))),
+        tree = choice_tree(ids, turns, row_tokens=row_width(lengths, max(self.row_tokens, max(lengths))),
                            pad_id=self.pad_id)
         scored = self.module(tree, False)
         device = scored.chosen.device
@@ -330,7 +310,7 @@ class Learner:
         advantages = torch.tensor([a for s in sequences for a in s.choice_advantages], dtype=torch.float32,
                                   device=device)
         ref = None
-        if self.settings.kl_beta > 0:
+        if self.loss.kl_beta > 0:
             with torch.no_grad(), self.policy.base_model():
                 ref = self.scorer(tree, False).chosen
         return scored.chosen.float(), old, advantages, [len(t) for t in turns], ref, scored.entropy.float()
@@ -357,7 +337,7 @@ class Learner:
     def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
         return pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
                               max_tokens_per_row=row_width([len(s.token_ids) for s in sequences],
-                                                           self.settings.row_tokens),
+                                                           self.row_tokens),
                               pad_id=self.pad_id)
 
     def _sum_over_ranks(self, values: Tensor) -> Tensor:

@@ -59,11 +59,11 @@ from tracec.trace_rl.grpo.credit import (
 )
 from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shutdown
 from tracec.trace_rl.grpo.environments import TaskStream, environment_factory
-from tracec.trace_rl.grpo.learner import Learner, LearnSequence, LearnSettings, SequenceInfo
+from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.grpo.report import MetricsLog, plot_curve
 from tracec.trace_rl.policy.choice_policy import tree_length
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine, RolloutSettings
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
@@ -193,12 +193,9 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
         _check_rubric_fits(scorer, factory, config, stream.peek(1)[0])
     template = TurnTemplate(policy.tokenizer)
     sampler = make_sampler(config, policy, template, run_dir)
-    engine = RolloutEngine(sampler, template, factory, RolloutSettings(
-        max_turns=config.env.max_turns, max_new_tokens=config.rollout.max_new_tokens,
-        max_context_tokens=config.rollout.max_context_tokens, loss_tokens=config.rollout.loss_tokens,
-        action_mode=config.rollout.action_mode))
+    engine = RolloutEngine(sampler, template, factory, config.rollout, max_turns=config.env.max_turns)
     return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
-                engine=engine, learner=Learner(policy, optimizer, _learn_settings(config), dist), scorer=scorer,
+                engine=engine, learner=Learner(policy, optimizer, config, dist), scorer=scorer,
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
 
 
@@ -314,17 +311,6 @@ def make_sampler(config: TrainConfig, policy: Policy, template: TurnTemplate, ru
     return KVCacheSampler(policy.model, temperature=config.rollout.temperature,
                           end_of_turn_ids=template.end_of_turn_ids, pad_id=int(pad if pad is not None else 0),
                           choice_score=config.rollout.choice_score)
-
-
-def _learn_settings(config: TrainConfig) -> LearnSettings:
-    return LearnSettings(epochs=config.optim.epochs, mini_batches=config.optim.mini_batches,
-                         clip_eps=config.loss.clip_eps, dual_clip=config.loss.dual_clip,
-                         aggregation=config.loss.aggregation,
-                         kl_beta=config.loss.kl_beta, max_grad_norm=config.optim.max_grad_norm,
-                         temperature=config.rollout.temperature, row_tokens=config.rollout.max_context_tokens,
-                         micro_batch_tokens=config.optim.micro_batch_tokens, level=config.loss_level,
-                         choice_score=config.rollout.choice_score, entropy_coef=config.loss.entropy_coef,
-                         target_kl=config.loss.target_kl)
 
 
 def _lr_factor(config: TrainConfig) -> Callable[[int], float]:

@@ -1,6 +1,6 @@
 """Multi-turn rollouts at the token level: groups of episodes against the one environment protocol, decoded together.
 
-    engine = RolloutEngine(sampler, TurnTemplate(tokenizer), make_env, settings)
+    engine = RolloutEngine(sampler, TurnTemplate(tokenizer), make_env, RolloutSection(), max_turns=8)
     episodes = engine.run([GroupTask(group=0, seed=17), GroupTask(group=1, seed=42)], group_size=16,
                           seed=run_seed, iteration=3)
 
@@ -37,6 +37,7 @@ import torch
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
 from tracec.trace_rl.policy.choice_policy import ChoiceTurn
 from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
 
 
@@ -52,21 +53,6 @@ class TurnSampler(Protocol):
 
     def sync(self, policy: Any) -> None:
         """The policy's weights changed (after an update): a sampler with its own copy of them reloads it."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RolloutSettings:
-    max_turns: int = 8
-    max_new_tokens: int = 128
-    max_context_tokens: int = 2048
-    loss_tokens: str = "action"  # action | turn
-    action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses a command
-
-    def __post_init__(self) -> None:
-        if self.loss_tokens not in ("action", "turn"):
-            raise ValueError(f"RolloutSettings: loss_tokens={self.loss_tokens!r} must be 'action' or 'turn'")
-        if self.action_mode not in ("generate", "admissible"):
-            raise ValueError(f"RolloutSettings: action_mode={self.action_mode!r} must be 'generate' or 'admissible'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,8 +114,9 @@ def episode_generator(seed: int, iteration: int, group: int, member: int) -> tor
 
 class RolloutEngine:
     def __init__(self, sampler: TurnSampler, template: TurnTemplate, make_env: EnvironmentFactory,
-                 settings: RolloutSettings) -> None:
+                 settings: RolloutSection, *, max_turns: int) -> None:
         self.sampler, self.template, self.make_env, self.settings = sampler, template, make_env, settings
+        self.max_turns = max_turns  # an episode's turn limit is the environment's setting (`env.max_turns`)
 
     def run(self, tasks: Sequence[GroupTask], *, group_size: int, seed: int, iteration: int) -> list[EpisodeRollout]:
         """K = `group_size` episodes of each task, in task order then member order."""
@@ -214,7 +201,7 @@ class RolloutEngine:
         episode.turns += 1
         text = self.template.turn_text(turn.ids) if turn.choice is None else choice_text(episode.choices[turn.choice])
         result = episode.env.step(text)
-        if result.done or episode.turns >= self.settings.max_turns:
+        if result.done or episode.turns >= self.max_turns:
             return True
         self._offer_choices(episode)
         observation = self.template.observation_ids(result.observation, closed=turn.closed)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK, UserError
-from tracec.cli.paths import input_file, kernel_cache, output_file
-from tracec.cli.rubric_file import BACKENDS, add_rubric_arguments, load
+from tracec.cli.paths import input_file, kernel_cache, output_file, read_source
+from tracec.cli.rubric_file import BACKENDS, add_rubric_arguments
 from tracec.compiler.c_backend import BuildError
 
 USER_ERRORS = (BuildError,)  # no C compiler, or one that rejects the kernel (the message names the command)
@@ -35,12 +35,11 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None:
         output_file(args.output, OUTPUT_SUFFIXES)
     input_file(args.trajectories)
-    compiled = load(args)
-    from tracec.compiler.backends import compile_kernel
+    text = read_source(args.file)  # a path that cannot be read is said before numba is imported
+    cache = kernel_cache() if args.backend != "interp" else None
     from tracec.runtime.evaluate import RubricScorer, evaluate_file
 
-    cache = kernel_cache() if args.backend != "interp" else None
-    scorer = RubricScorer(compiled, compile_kernel(compiled.program, args.backend, cache))
+    scorer = RubricScorer.from_source(text, str(args.file), args.rubric, args.backend, cache)
     try:
         summary = evaluate_file(scorer, args.trajectories, args.output)
     except OSError as error:

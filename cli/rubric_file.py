@@ -1,4 +1,5 @@
-"""What `compile`, `explain` and `eval` share: the rubric file argument, and loading the rubric it names."""
+"""What `compile`, `explain` and `eval` share: the rubric file argument and the backends; `load` compiles the
+rubric it names for the commands that need no scorer (`eval` makes one: `RubricScorer.from_source`)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ The passes, in order:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tracec.compiler.cse import eliminate_common_subexpressions
@@ -68,12 +69,23 @@ class CompiledCapability:
     plan: FactPlan
 
 
+# The rewrites after lifting (3 and 4 above), in order; each returns roots that compute what its input did.
+PASSES: tuple[Callable[[tuple[Node, ...]], tuple[Node, ...]], ...] = (fold_constants, eliminate_common_subexpressions)
+
+
+def run_passes(lowered: tuple[Node, ...]) -> tuple[tuple[Node, ...], tuple[LiftSource, ...]]:
+    """Every pass after lowering, for rubrics and capabilities alike: the text predicates lifted, then PASSES."""
+    roots, lifts = lift_text(lowered)
+    for rewrite in PASSES:
+        roots = rewrite(roots)
+    return roots, lifts
+
+
 def compile_rubric(checked: CheckedRubric) -> CompiledRubric:
     lowerer = Lowerer(checked.schema, checked.typing, checked.bind_types)
     operators = tuple(lowerer.expr(op.expr) for op in checked.operators)
     context = tuple(lowerer.expr(expr) for expr in checked.context)
-    roots, lifts = lift_text(operators + context)
-    roots = eliminate_common_subexpressions(fold_constants(roots))
+    roots, lifts = run_passes(operators + context)
     binds = {b.name: lowerer.bind_expr(b.value) for b in checked.binds}
     program, plan = _program_and_plan(roots[: len(operators)], roots[len(operators) :], lifts, checked, binds,
                                       checked.schema)
@@ -101,8 +113,7 @@ def compile_capability(checked: CheckedCapability) -> CompiledCapability:
         return Node(node.op, tuple(collect(a) for a in node.args), node.type, node.value, loc=node.loc)
 
     needed, present = collect(needed), collect(present)
-    roots, lifts = lift_text(tuple(bodies))
-    roots = eliminate_common_subexpressions(fold_constants(roots))
+    roots, lifts = run_passes(tuple(bodies))
     program, plan = _program_and_plan(roots, (), lifts, None, {}, checked.schema)
     return CompiledCapability(checked.decl.name, checked.decl.description, needed, present, program, plan)
 

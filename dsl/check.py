@@ -16,15 +16,13 @@ from typing import Any, TypeGuard
 from tracec.dsl import ast
 from tracec.dsl import types as T
 from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
+from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA
 from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
 from tracec.dsl.parse import parse
 from tracec.dsl.reporter import Reporter
 from tracec.dsl.types import Type
 
 BIND_TYPES = ("entity", "int", "float", "bool", "enum")
-DEFAULT_BUDGET = 1.0
-DEFAULT_LAMBDA = 0.8
-DEFAULT_GAMMA = 0.95
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -91,17 +91,21 @@ class RubricScorer:
     @classmethod
     def from_source(
         cls, text: str, path: str = "<string>", rubric: str | None = None, backend: Backend = "numba",
-        cache: KernelCache | None = None,
+        cache: KernelCache | None = None, *, lam: float | None = None, gamma: float | None = None,
     ) -> RubricScorer:
+        """The rubric `rubric` (or the file's only one) compiled for `backend`; `lam` and `gamma`, where given,
+        replace the rubric's own (a trainer's settings override the file)."""
         compiled = load_rubric(text, path, rubric)
+        compiled = replace(compiled, lam=compiled.lam if lam is None else lam,
+                           gamma=compiled.gamma if gamma is None else gamma)
         return cls(compiled, compile_kernel(compiled.program, backend, cache or default_cache()))
 
     @classmethod
     def from_file(
         cls, path: str | os.PathLike[str], rubric: str | None = None, backend: Backend = "numba",
-        cache: KernelCache | None = None,
+        cache: KernelCache | None = None, *, lam: float | None = None, gamma: float | None = None,
     ) -> RubricScorer:
-        return cls.from_source(read_source(str(path)), str(path), rubric, backend, cache)
+        return cls.from_source(read_source(str(path)), str(path), rubric, backend, cache, lam=lam, gamma=gamma)
 
     @property
     def operator_names(self) -> tuple[str, ...]:

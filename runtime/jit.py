@@ -98,14 +98,14 @@ def warm() -> float:
     # Exact step groups compile once per (scalar, set) tuple arity, rounded up to a power of two (context_groups).
     contexts = [hashes, None] + [ContextKeys(hash=hashes, components=(word,) * words + (a_set,) * sets)
                                  for words in (1, 2, 4) for sets in (0, 2)]
+    config = RewardConfig()
     for n_ops in (3, 70):  # up to 64 operators in one pass, more in several
         O = (np.arange(3 * n_ops).reshape(3, n_ops) % 3 == 0).astype(np.uint8)
         weights = np.linspace(-1.0, 1.0, n_ops)
         for context in contexts:
-            evaluate_rewards(O, offsets, env_reward, groups, context, weights, np.abs(weights), RewardConfig(),
-                             threads=1)
-        r_trca = trca_rewards(O, offsets, weights, np.abs(weights), 0.8)[2]
-    discounted_returns(r_trca, env_reward, offsets, 0.95)
+            evaluate_rewards(O, offsets, env_reward, groups, context, weights, np.abs(weights), config, threads=1)
+        r_trca = trca_rewards(O, offsets, weights, np.abs(weights), config.lam)[2]
+    discounted_returns(r_trca, env_reward, offsets, config.gamma)
     return time.perf_counter() - started
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
+from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
 from tracec.runtime.context_groups import exact_context_keys
@@ -32,11 +33,11 @@ CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 class RewardConfig:
     """A rubric's budgets r_c, the TRCA mix lambda, the discount gamma and the advantage epsilon."""
 
-    budget_evidence: float = 1.0
-    budget_execution: float = 1.0
-    budget_invalidity: float = 1.0
-    lam: float = 0.8
-    gamma: float = 0.95
+    budget_evidence: float = DEFAULT_BUDGET
+    budget_execution: float = DEFAULT_BUDGET
+    budget_invalidity: float = DEFAULT_BUDGET
+    lam: float = DEFAULT_LAMBDA
+    gamma: float = DEFAULT_GAMMA
     eps: float = 1e-6
 
     def __post_init__(self) -> None:

@@ -12,11 +12,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy_env import capability_env
+from tracec.runtime.evaluate import RubricScorer
 from tracec.trace_rl.grpo.credit import (
     constant_groups,
     episode_token_advantages,
     grpo_advantages,
-    load_scorer,
     trca_step_advantages,
 )
 from tracec.trace_rl.policy.lora import LoraSection
@@ -57,7 +57,7 @@ def episodes() -> Iterator[list[EpisodeRollout]]:
 
 
 def test_trca_gives_each_step_its_own_advantage_on_its_action_tokens(episodes: list[EpisodeRollout]) -> None:
-    scorer = load_scorer(REPO / "examples" / "toolenv.rubric")
+    scorer = RubricScorer.from_file(REPO / "examples" / "toolenv.rubric")
     steps = trca_step_advantages(scorer, episodes)
     tokens = episode_token_advantages(episodes, kind="trca", scorer=scorer)
     for episode, per_step, per_token in zip(episodes, steps, tokens):
@@ -73,7 +73,7 @@ def test_trca_gives_each_step_its_own_advantage_on_its_action_tokens(episodes: l
 
 def test_lambda_and_gamma_overrides_change_the_returns(episodes: list[EpisodeRollout]) -> None:
     path = REPO / "examples" / "toolenv.rubric"
-    plain, overridden = load_scorer(path), load_scorer(path, lam=0.0, gamma=0.5)
+    plain, overridden = RubricScorer.from_file(path), RubricScorer.from_file(path, lam=0.0, gamma=0.5)
     assert (overridden.config.lam, overridden.config.gamma) == (0.0, 0.5)
     assert plain.config.lam == 0.8
     a = trca_step_advantages(plain, episodes)

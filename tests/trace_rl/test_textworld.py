@@ -1,7 +1,7 @@
 """TextWorld target environment: game making and its cache, canonical facts, agents, trajectory JSONL.
 
-Tests that play a real game share one `tw-simple` game made once per session (about 10 s with tw-make) and are
-marked slow; the parsing, fact-derivation and error-path tests run without a game.
+Tests that play a real game share one `tw-simple` game made once per session (a few seconds) and are marked slow;
+the parsing, fact-derivation and error-path tests run without a game (the generator's calls stood in for).
 """
 
 from __future__ import annotations
@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import re
 import string
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import re2
+import textworld.challenges
+import textworld.generator
 from hypothesis import given
 from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
@@ -28,6 +31,7 @@ from tracec.trace_rl.envs.textworld.env import (
     GameMakeError,
     SimpleGame,
     TextWorldEnvironment,
+    game_path,
     make_game,
 )
 from tracec.trace_rl.envs.textworld.facts import (
@@ -53,10 +57,15 @@ def env(game: Path):
         yield opened
 
 
-def _fake_tw_make(tmp_path: Path, body: str) -> Path:
-    script = tmp_path / "fake-tw-make.py"
-    script.write_text(f"import sys\n{body}\n")
-    return script
+def _fake_compile(game: object, options: textworld.GameOptions) -> str:
+    """Stands in for Inform 7: writes the two files of a game, holding the options it was asked for."""
+    Path(options.path).write_text(json.dumps({"seeds": options.seeds, "rooms": options.nb_rooms}))
+    Path(options.path).with_suffix(".json").write_text("{}")
+    return str(options.path)
+
+
+def _refuse(*args: object, **kwargs: object) -> None:
+    raise textworld.generator.QuestGenerationError("no quest fits")
 
 
 def _carried(inventory: str) -> set[str]:
@@ -203,44 +212,61 @@ def test_game_specs_validate() -> None:
     assert CookingGame(skills=("cut", "open")).tw_make_args()[-4:] == ["--cut", "--open", "--seed", "0"]
 
 
-def test_make_game_reports_tw_make_failure(tmp_path: Path) -> None:
-    script = _fake_tw_make(
-        tmp_path, "sys.stderr.write('QuestGenerationError: no quest fits\\n'); sys.exit(3)"
-    )
-    with pytest.raises(GameMakeError, match=r"status 3(.|\n)*no quest fits"):
-        make_game(CustomGame(seed=5), tmp_path / "cache", tw_make=script)
+def test_make_game_reports_a_generator_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(textworld.generator, "make_game", _refuse)
+    with pytest.raises(GameMakeError, match=r"CustomGame\(seed=5.*no quest fits"):
+        make_game(CustomGame(seed=5), tmp_path / "cache")
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # no half-made game left behind
 
 
-def test_make_game_reports_missing_output(tmp_path: Path) -> None:
-    script = _fake_tw_make(tmp_path, "print('made nothing')")
-    with pytest.raises(GameMakeError, match="wrote no game"):
-        make_game(CustomGame(seed=5), tmp_path / "cache", tw_make=script)
+def test_make_game_keys_the_cache_by_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(textworld.generator, "make_game", lambda options: options)
+    monkeypatch.setattr(textworld.generator, "compile_game", _fake_compile)
+    first = make_game(CustomGame(seed=1, world_size=4), tmp_path / "cache")
+    other = make_game(CustomGame(seed=2, world_size=4), tmp_path / "cache")
+    asked = [json.loads(path.read_text()) for path in (first, other)]
+    assert first != other and asked[0]["seeds"] != asked[1]["seeds"] and asked[0]["rooms"] == 4
+    assert first == game_path(CustomGame(seed=1, world_size=4), tmp_path / "cache")
+    monkeypatch.setattr(textworld.generator, "make_game", _refuse)  # a second request never makes it again
+    assert make_game(CustomGame(seed=1, world_size=4), tmp_path / "cache") == first
 
 
-def test_make_game_keys_the_cache_by_options(tmp_path: Path) -> None:
-    # A fake tw-make that writes the files it is asked for, plus its arguments, so no Inform 7 is needed.
-    script = _fake_tw_make(
-        tmp_path,
-        "out = sys.argv[sys.argv.index('--output') + 1]\n"
-        "open(out, 'w').write(' '.join(sys.argv[1:]))\n"
-        "open(out[:-3] + '.json', 'w').write('{}')",
-    )
-    first = make_game(CustomGame(seed=1), tmp_path / "cache", tw_make=script)
-    other = make_game(CustomGame(seed=2), tmp_path / "cache", tw_make=script)
-    assert first != other and "--seed 1" in first.read_text()
-    broken = _fake_tw_make(tmp_path, "sys.exit(1)")  # a second request never runs tw-make again
-    assert make_game(CustomGame(seed=1), tmp_path / "cache", tw_make=broken) == first
+def test_a_challenge_gets_its_settings_as_tw_make_parses_them(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+    description, _, add_arguments = textworld.challenges.CHALLENGES["tw-cooking"]
+    monkeypatch.setitem(textworld.challenges.CHALLENGES, "tw-cooking",
+                        (description, lambda settings, options: asked.append(settings), add_arguments))
+    monkeypatch.setattr(textworld.generator, "compile_game", _fake_compile)
+    make_game(CookingGame(seed=7, recipe=2, take=1, skills=("cut",)), tmp_path / "cache")
+    assert asked == [{"recipe": 2, "take": 1, "go": 1, "open": False, "cook": False, "cut": True, "drop": False,
+                      "recipe_seed": 0, "split": None, "seed": 7}]
+
+
+@pytest.mark.slow
+def test_a_made_game_is_the_one_tw_make_makes(tmp_path: Path) -> None:
+    spec = CustomGame(seed=1)
+    made = make_game(spec, tmp_path / "cache")
+    command = [sys.executable, str(Path(sys.executable).with_name("tw-make")), *spec.tw_make_args(),
+               "--output", str(tmp_path / "tw-make" / "game.z8"), "-f", "--silent"]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+
+    def game(path: Path) -> tuple[object, ...]:  # what a player meets; some lists are sets, in hash order
+        record = json.loads(path.with_suffix(".json").read_text())
+        return (sorted(json.dumps(fact, sort_keys=True) for fact in record["world"]), record["infos"],
+                record["objective"], record["metadata"]["walkthrough"])
+
+    assert game(made) == game(tmp_path / "tw-make" / "game.z8")
 
 
 # ---------------------------------------------------------------- playing a real game
 
 
 @pytest.mark.slow
-def test_tw_make_game_is_cached(game: Path) -> None:
+def test_a_made_game_is_cached(game: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert game.suffix == ".z8" and game.with_suffix(".json").is_file()
-    broken = Path(sys.executable).with_name("no-such-tw-make")
-    assert make_game(SPEC, game.parent.parent, tw_make=broken) == game
+    monkeypatch.setitem(textworld.challenges.CHALLENGES, SPEC.challenge, (None, _refuse, None))
+    assert make_game(SPEC, game.parent.parent) == game
 
 
 @pytest.mark.slow

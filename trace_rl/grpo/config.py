@@ -235,10 +235,10 @@ class TrainConfig:
     the whole config."""
 
     model: ModelSection = ModelSection()
-    lora: LoraSection = LoraSection()
+    lora: LoraSection = field(default_factory=LoraSection)
     env: EnvSection = field(default_factory=lambda: EnvSection(capability=CapabilityEnvSection(
         path="examples/envs/tool_calling_precision.rubric")))
-    rollout: RolloutSection = RolloutSection()
+    rollout: RolloutSection = field(default_factory=RolloutSection)
     advantage: AdvantageSection = AdvantageSection()
     optim: OptimSection = OptimSection()
     loss: LossSection = LossSection()
@@ -308,10 +308,18 @@ MODEL_KEY = "model.name"
 PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric")
 
 
+def _expanded(path: str) -> Path:
+    """`~` and `~user` expanded; a `~name` that names no user stays as written (a name, or a relative folder)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        return Path(path)
+
+
 def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConfig:
     data = config_to_dict(config)
     # model.name is a model's name or a checkpoint folder: a folder beside the config is the config's, like any path
-    folder, beside = Path(data["model"]["name"]).expanduser(), bases.get(MODEL_KEY, Path.cwd())
+    folder, beside = _expanded(data["model"]["name"]), bases.get(MODEL_KEY, Path.cwd())
     if not folder.is_absolute() and (beside / folder / "config.json").is_file():
         data["model"]["name"] = str((beside / folder).resolve())
     for key, base in bases.items():
@@ -322,6 +330,6 @@ def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConf
         for section in sections:
             table = table[section]
         value = table.get(name)
-        if value and not Path(value).expanduser().is_absolute():
+        if value and not _expanded(value).is_absolute():
             table[name] = str((base / value).resolve())
     return config_from_dict(data)

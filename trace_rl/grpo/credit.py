@@ -19,13 +19,10 @@ Left out: batch-level reward scaling, reward clipping, per-token (rather than pe
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
-from tracec.compiler.backends import compile_kernel
-from tracec.runtime.evaluate import RubricScorer, default_cache, load_rubric
+from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.trajectories.jsonl import Episode
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
@@ -41,16 +38,6 @@ def grpo_advantages(rewards: np.ndarray, groups: np.ndarray, *, scale: str) -> n
         centred = rewards[members] - rewards[members].mean()
         advantages[members] = centred / (rewards[members].std() + EPS) if scale == "std" else centred
     return advantages
-
-
-def load_scorer(path: str | Path, *, rubric: str | None = None, lam: float | None = None,
-                gamma: float | None = None) -> RubricScorer:
-    """The rubric compiled (Numba, cached on disk), with lambda and gamma overridden where given."""
-    compiled = load_rubric(Path(path).read_text(encoding="utf-8"), str(path), rubric or None)
-    overrides = {k: v for k, v in (("lam", lam), ("gamma", gamma)) if v is not None}
-    if overrides:
-        compiled = dataclasses.replace(compiled, **overrides)
-    return RubricScorer(compiled, compile_kernel(compiled.program, "numba", default_cache()))
 
 
 def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric: str) -> None:

@@ -55,7 +55,6 @@ from tracec.trace_rl.grpo.credit import (
     check_rubric_fits,
     constant_groups,
     episode_token_advantages,
-    load_scorer,
 )
 from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shutdown
 from tracec.trace_rl.grpo.environments import TaskStream, environment_factory
@@ -186,8 +185,10 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
         scheduler.load_state_dict(state.scheduler)
         restore_rng(state.rng)
         start, stream.position = state.iteration, state.data_position
-    scorer = load_scorer(config.advantage.rubric, rubric=config.advantage.rubric_name, lam=config.advantage.lam,
-                         gamma=config.advantage.gamma) if config.advantage.kind == "trca" else None
+    # An empty rubric_name (the config's unset one) is the file's only rubric.
+    scorer = RubricScorer.from_file(config.advantage.rubric, config.advantage.rubric_name or None, "numba",
+                                    lam=config.advantage.lam, gamma=config.advantage.gamma) \
+        if config.advantage.kind == "trca" else None
     factory = make_env or environment_factory(config.env)
     if scorer is not None:
         _check_rubric_fits(scorer, factory, config, stream.peek(1)[0])

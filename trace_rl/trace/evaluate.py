@@ -37,6 +37,7 @@ from tracec.trace_rl.trace.eval_table import ROUTED, EvalTable, TaskResult, summ
 from tracec.trace_rl.trace.routing import AdapterAgent, RoutedAgent, Router
 
 from tracec.atomic import write_atomic
+from tracec.json_key import json_key
 
 RESULTS, META, TRAJECTORIES = "results.jsonl", "evaluation.json", "trajectories"
 
@@ -117,7 +118,7 @@ def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[
         for name in (META, RESULTS, "table.md", "table.json"):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / TRAJECTORIES, ignore_errors=True)
-    stored = _fingerprint(fingerprint)
+    stored = json_key(fingerprint)
     if meta.exists():
         previous = json.loads(meta.read_text(encoding="utf-8"))
         if previous.get("fingerprint") != stored:
@@ -187,12 +188,6 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def _fingerprint(settings: dict[str, Any]) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def seeds_for(first: int, count: int, available: int | None = None) -> tuple[int, ...]:

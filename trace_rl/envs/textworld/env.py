@@ -1,9 +1,11 @@
-"""TextWorld as a target environment: make games with `tw-make`, play them, emit canonical facts per step.
+"""TextWorld as a target environment: make games, play them, emit canonical facts per step.
 
-Games are made by the `tw-make` script of the installed `textworld` (its wheel bundles Inform 7, so this works
-offline) in a subprocess, into a cache folder keyed by a hash of the `tw-make` arguments and the textworld
-version: a second request for the same game reuses the `.z8` and `.json`. A finished game is published with one
-atomic rename, so concurrent makers of the same game never see half a folder.
+A game spec names the game `tw-make ARGS` makes, and `make_game` makes it in this process by the generator calls
+`tw-make` runs, compiled by the Inform 7 the `textworld` wheel bundles (offline): the same game, up to the order of
+a few sets, which differs between two runs of `tw-make` too, without the seconds of `tw-make`'s start-up. Games go
+into a cache folder keyed by the textworld version and the `tw-make` arguments: a second request for the same game
+reuses the `.z8` and `.json`. A finished game is published with one atomic rename, so concurrent makers of the same
+game never see half a folder.
 
 `TextWorldEnvironment` is the one environment protocol over a game, or over a family of games (a spec whose seed
 is the episode's seed): it plays through `textworld.start` with the infos the facts need and records, per step,
@@ -13,13 +15,10 @@ game types other than `custom`, `tw-simple` and `tw-cooking`.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ from tracec.trace_rl.envs.textworld.facts import (
     with_history,
 )
 
+from tracec.json_key import json_key
+
 SYSTEM_PROMPT = (
     "You are playing a text adventure game. Read the objective and what the game says, then reply with "
     "exactly one game command inside <action></action>, for example <action>take red apple</action>."
@@ -46,7 +47,7 @@ REQUESTED_INFOS = (
 
 
 class GameMakeError(RuntimeError):
-    """`tw-make` could not make a game; the message holds the command and the end of its output."""
+    """TextWorld could not make a game; the message names the spec and says why."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,51 +134,65 @@ def _check_choice(spec: object, name: str, choices: tuple[object, ...]) -> None:
         raise ValueError(f"{type(spec).__name__}: {name}={value!r}; expected one of {list(choices)}")
 
 
-def tw_make_path() -> Path:
-    """The `tw-make` script of the running interpreter's environment, else the one on PATH."""
-    beside = Path(sys.executable).with_name("tw-make")
-    found = str(beside) if beside.is_file() else shutil.which("tw-make")
-    if found is None:
-        raise GameMakeError("tw-make not found next to the interpreter nor on PATH; install `textworld`")
-    return Path(found)
+def game_path(spec: GameSpec, cache_dir: Path) -> Path:
+    """Where the `.z8` game of `spec` lives in `cache_dir`, made or not."""
+    import textworld  # the package is heavy: load it when a game is asked for, not when this module is imported
+
+    return Path(cache_dir) / f"{spec.challenge}-{json_key([textworld.__version__, spec.tw_make_args()])}" / "game.z8"
 
 
-def make_game(
-    spec: GameSpec, cache_dir: Path, *, tw_make: Path | None = None, timeout_s: float = 600
-) -> Path:
-    """Path of the `.z8` game for `spec` in `cache_dir`, made by `tw-make` unless it is already there."""
-    import textworld  # the package is heavy: load it when a game is made, not when this module is imported
+def is_made(game: Path) -> bool:
+    """Whether both files of a game are there (a game's folder is published whole)."""
+    return game.is_file() and game.with_suffix(".json").is_file()
 
-    args = spec.tw_make_args()
-    key = hashlib.sha256(json.dumps([textworld.__version__, args]).encode()).hexdigest()[:16]
-    folder = Path(cache_dir) / f"{spec.challenge}-{key}"
-    game = folder / "game.z8"
-    if game.is_file() and game.with_suffix(".json").is_file():
+
+def make_game(spec: GameSpec, cache_dir: Path) -> Path:
+    """Path of the `.z8` game of `spec` in `cache_dir`, made here unless it is already there."""
+    game = game_path(spec, cache_dir)
+    if is_made(game):
         return game
+    folder = game.parent
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        script = tw_make or tw_make_path()
-        command = [sys.executable, str(script), *args, "--output", str(staging / "game.z8"), "-f", "--silent"]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise GameMakeError(f"tw-make took over {timeout_s:.0f} s: {' '.join(command)}") from None
-        made = (staging / "game.z8").is_file() and (staging / "game.json").is_file()
-        if done.returncode != 0 or not made:
-            tail = "\n".join((done.stderr.strip() or done.stdout.strip()).splitlines()[-15:])
-            problem = (
-                f"exited with status {done.returncode}" if done.returncode else "wrote no game.z8/game.json"
-            )
-            raise GameMakeError(f"tw-make {problem}: {' '.join(command)}\n{tail}")
+        _generate(spec, staging / game.name)
         try:
             os.replace(staging, folder)
         except OSError:
-            if not game.is_file():  # not a concurrent maker that published first
+            if not is_made(game):  # not a concurrent maker that published first
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return game
+
+
+def _generate(spec: GameSpec, target: Path) -> None:
+    """Write the game `tw-make` makes from the spec's arguments to `target` (and its `.json` beside it)."""
+    import textworld
+    from textworld.challenges import CHALLENGES
+    from textworld.generator import QuestGenerationError, compile_game
+    from textworld.generator import make_game as generate_custom
+    from textworld.generator.inform7 import CouldNotCompileGameError
+
+    options = textworld.GameOptions()
+    options.seeds, options.path, options.force_recompile = spec.seed, str(target), True
+    try:
+        if isinstance(spec, CustomGame):  # what `tw-make custom` sets: its defaults, and the spec's sizes
+            options.nb_rooms, options.nb_objects, options.nb_parallel_quests = spec.world_size, spec.nb_objects, 1
+            chaining = options.chaining
+            chaining.min_breadth, chaining.max_breadth, chaining.min_depth = 1, 5, 1
+            chaining.min_length = chaining.max_length = chaining.max_depth = spec.quest_length
+            options.grammar.theme = "house"
+            game = generate_custom(options)
+        else:  # a challenge reads its settings as `tw-make` parses them, defaults included
+            _, generate_challenge, add_arguments = CHALLENGES[spec.challenge]
+            parser = argparse.ArgumentParser(prog=f"tw-make {spec.challenge}")
+            add_arguments(parser)
+            parser.add_argument("--seed", type=int)  # in `tw-make`'s settings too; the generator reads options.seeds
+            game = generate_challenge(settings=vars(parser.parse_args(spec.tw_make_args()[1:])), options=options)
+        compile_game(game, options)
+    except (QuestGenerationError, CouldNotCompileGameError) as error:
+        raise GameMakeError(f"TextWorld could not make {spec}: {error}") from error
 
 
 class TextWorldEnvironment:
@@ -194,14 +209,14 @@ class TextWorldEnvironment:
     """
 
     def __init__(self, game: Path | str | GameSpec, *, cache_dir: Path | None = None, max_steps: int | None = None,
-                 show_admissible: bool = True, tw_make: Path | None = None, room_descriptions: bool = True) -> None:
+                 show_admissible: bool = True, room_descriptions: bool = True) -> None:
         if isinstance(game, GameSpec) and cache_dir is None:
             raise ValueError("TextWorldEnvironment: a game spec needs a cache_dir to make its games in")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"TextWorldEnvironment: max_steps={max_steps} must be at least 1 (or None)")
         self.game: Path | GameSpec = game if isinstance(game, GameSpec) else Path(game)
         self.cache_dir, self.max_steps = cache_dir, max_steps
-        self.show_admissible, self.tw_make = show_admissible, tw_make
+        self.show_admissible = show_admissible
         self.room_descriptions = room_descriptions
         self._env: Any = None
         self._loaded: Path | None = None
@@ -239,7 +254,7 @@ class TextWorldEnvironment:
         if isinstance(self.game, Path):
             return self.game
         assert self.cache_dir is not None  # checked in __init__
-        return make_game(dataclasses.replace(self.game, seed=seed), self.cache_dir, tw_make=self.tw_make)
+        return make_game(dataclasses.replace(self.game, seed=seed), self.cache_dir)
 
     def reset(self, seed: int) -> Observation:
         path = self.game_file(seed)

@@ -4,14 +4,13 @@
     games = family.prepare(family.train_seeds + family.eval_seeds, cache)  # made once (in parallel), then cached
     env = FamilyEnvironment(family, cache)                # seed N plays game N, on the one environment protocol
 
-Seed N is the `custom` game TextWorld makes with seed N (the same options as `tw-make custom --world-size R
---nb-objects O --quest-length L --seed N`), whose quest length L cycles through `quest_lengths` with the seed, so
-each split holds every length alike. The training seeds and the evaluation seeds are two disjoint ranges fixed by
-the family (`__post_init__` refuses an overlap), never chosen after looking at results.
+Seed N is the game `tw-make custom --world-size R --nb-objects O --quest-length L --seed N` (a `CustomGame`), whose
+quest length L cycles through `quest_lengths` with the seed, so each split holds every length alike. The training
+seeds and the evaluation seeds are two disjoint ranges fixed by the family (`__post_init__` refuses an overlap),
+never chosen after looking at results.
 
-Games are made in-process by TextWorld's generator and compiled by its bundled Inform 7 (offline), a few at a time
-in worker processes (`tw-make` per game costs ~4 s, mostly its start-up; here ~1.4 s a game once a worker runs),
-into a cache folder keyed by the textworld version and the game's options, each published by one rename.
+Games are made by `make_game`, into the cache every `CustomGame` shares, a few at a time in worker processes when
+several are missing (~1.4 s a game once a worker runs; each worker pays TextWorld's start-up once).
 
 `FamilyEnvironment` plays a game through `TextWorldEnvironment` (the canonical facts the rubric reads come from
 there) with two differences that make it a learning task: the reward is sparse, 1 for a win and 0 otherwise (not
@@ -27,21 +26,25 @@ quests, and games whose quest cannot be generated (the family's options always a
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.envs.protocol import Observation, StepResult
-from tracec.trace_rl.envs.textworld.env import SYSTEM_PROMPT, GameMakeError, TextWorldEnvironment
+from tracec.trace_rl.envs.textworld.env import (
+    SYSTEM_PROMPT,
+    CustomGame,
+    GameMakeError,
+    TextWorldEnvironment,
+    game_path,
+    is_made,
+    make_game,
+)
 from tracec.trace_rl.envs.textworld.facts import clean_feedback, extract_command
 
 _TITLE = re.compile(r"^-= (.+?) =-$")
@@ -73,28 +76,27 @@ class TaskFamily:
     def quest_length(self, seed: int) -> int:
         return self.quest_lengths[seed % len(self.quest_lengths)]
 
-    def options(self, seed: int) -> dict[str, int]:
-        """The generator's settings of game `seed` (what its cache key hashes)."""
-        return {"seed": seed, "rooms": self.rooms, "objects": self.objects, "quest_length": self.quest_length(seed)}
+    def game(self, seed: int) -> CustomGame:
+        """The spec of game `seed`: what it is made from and keyed by."""
+        return CustomGame(seed=seed, world_size=self.rooms, nb_objects=self.objects,
+                          quest_length=self.quest_length(seed))
 
     def game_file(self, seed: int, cache_dir: Path) -> Path:
         """Where game `seed` lives in `cache_dir` (made or not)."""
-        import textworld  # heavy: only when a game's place is asked for
-
-        key = hashlib.sha256(json.dumps([textworld.__version__, self.options(seed)]).encode()).hexdigest()[:16]
-        return Path(cache_dir) / f"family-custom-{key}" / "game.z8"
+        return game_path(self.game(seed), cache_dir)
 
     def prepare(self, seeds: Iterable[int], cache_dir: Path, *, workers: int = 2) -> dict[int, Path]:
         """Game file of every seed, making the missing ones (in up to `workers` processes)."""
         files = {seed: self.game_file(seed, cache_dir) for seed in seeds}
-        missing = [seed for seed, path in files.items() if not _made(path)]
+        missing = [seed for seed, path in files.items() if not is_made(path)]
         if len(missing) == 1 or workers <= 1:
             for seed in missing:
-                _make(self.options(seed), str(files[seed]))
+                make_game(self.game(seed), cache_dir)
         elif missing:  # worker processes of this module's main: no fork of the caller (torch's thread pools)
-            jobs = [[(self.options(seed), str(files[seed])) for seed in missing[w::workers]] for w in range(workers)]
-            running = [subprocess.Popen([sys.executable, "-m", __name__, json.dumps(job)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True) for job in jobs if job]
+            jobs = [[asdict(self.game(seed)) for seed in missing[w::workers]] for w in range(workers)]
+            running = [subprocess.Popen([sys.executable, "-m", __name__, str(cache_dir), json.dumps(job)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       for job in jobs if job]
             failures = []
             for process in running:
                 _, errors = process.communicate()
@@ -103,42 +105,6 @@ class TaskFamily:
             if failures:
                 raise GameMakeError(f"making games of the family failed:\n{failures[0]}")
         return files
-
-
-def _made(game: Path) -> bool:
-    return game.is_file() and game.with_suffix(".json").is_file()
-
-
-def _make(options: dict[str, int], target: str) -> None:
-    """Make one game as `tw-make custom` would and publish its folder atomically (run in a worker process)."""
-    import textworld
-    from textworld.generator import compile_game, make_game
-
-    game_file = Path(target)
-    if _made(game_file):
-        return
-    game_file.parent.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=game_file.parent.parent, prefix=f".{game_file.parent.name}."))
-    try:
-        settings = textworld.GameOptions()
-        settings.seeds = options["seed"]
-        settings.nb_rooms, settings.nb_objects = options["rooms"], options["objects"]
-        settings.nb_parallel_quests = 1
-        settings.chaining.min_breadth, settings.chaining.max_breadth = 1, 5  # tw-make's defaults
-        settings.chaining.min_depth = 1
-        length = options["quest_length"]
-        settings.chaining.min_length = settings.chaining.max_length = settings.chaining.max_depth = length
-        settings.grammar.theme = "house"
-        settings.path = str(staging / "game.z8")
-        settings.force_recompile = True
-        compile_game(make_game(settings), settings)
-        try:
-            os.replace(staging, game_file.parent)
-        except OSError:
-            if not _made(game_file):  # not a concurrent maker that published first
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 class FamilyEnvironment:
@@ -254,6 +220,6 @@ def family_texts(family: TaskFamily, games: Sequence[Path]) -> list[str]:
     return texts
 
 
-if __name__ == "__main__":  # a worker of `TaskFamily.prepare`: makes the games of a JSON list of (options, path)
-    for job_options, job_target in json.loads(sys.argv[1]):
-        _make(job_options, job_target)
+if __name__ == "__main__":  # a worker of `TaskFamily.prepare`: makes, into a cache folder, a JSON list of games
+    for fields in json.loads(sys.argv[2]):
+        make_game(CustomGame(**fields), Path(sys.argv[1]))

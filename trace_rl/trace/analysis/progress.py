@@ -10,15 +10,17 @@ outputs are written.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from tracec.json_key import json_key
+
 
 def fingerprint(*parts: Any) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """The header's key of everything a command's results depend on."""
+    return json_key(parts)
 
 
 class Progress:

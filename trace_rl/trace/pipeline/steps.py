@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.atomic import write_atomic
+from tracec.json_key import json_key
 
 STEPS, PARTIAL = "steps", ".partial"
 
@@ -40,11 +41,6 @@ class StepOutcome:
     digest: str  # of those outputs: what downstream steps hash
     skipped: bool
     seconds: float
-
-
-def content_key(value: Any) -> str:
-    """The SHA-256 of a JSON-able value (keys sorted): a step's key from its inputs."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def file_digest(path: str | Path) -> str:
@@ -81,7 +77,7 @@ class StepStore:
             total: int = 0, digest_of: tuple[str, ...] = ()) -> StepOutcome:
         """Run step `name` unless it is up to date; `produce(folder)` returns a one-line summary. `digest_of`
         names the files the next steps read, when not all of them (a table for people is not an input)."""
-        key = content_key({"step": name, **inputs})
+        key = json_key({"step": name, **inputs}, length=64)  # whole: run folders made before keep their keys
         final = self.root / name
         where = f"[{number}/{total}] " if total else ""
         previous = self.record(name)

@@ -2,10 +2,12 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# The layers ruff and mypy keep clean (trace_rl/, tests/ and bench/ are not held to it yet).
-LINTED := dsl compiler runtime tracec cli
-# mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml).
+# ruff holds every folder of Python clean, the tests and the benchmarks included.
+LINTED   := dsl compiler runtime tracec cli trace_rl bench tests
+# mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml)
+# and checks all of them; bench/ (imported as `bench`, found from the repository root) with them.
 TYPECHECK := build/typecheck/tracec
+PACKAGES  := dsl compiler runtime cli trace_rl grammars examples
 BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 
 .PHONY: venv demo test test-fast lint typecheck bench clean
@@ -39,9 +41,9 @@ lint: venv
 typecheck: venv
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)
 	for module in tracec/*.py; do ln -s ../../../$$module $(TYPECHECK)/; done
-	for package in dsl compiler runtime cli trace_rl grammars examples; do ln -s ../../../$$package $(TYPECHECK)/$$package; done
-	$(VENV)/bin/mypy $(foreach package,$(filter-out tracec,$(LINTED)),-p tracec.$(package)) \
-		-m tracec $(patsubst tracec/%.py,-m tracec.%,$(BOTTOM))
+	for package in $(PACKAGES); do ln -s ../../../$$package $(TYPECHECK)/$$package; done
+	$(VENV)/bin/mypy $(foreach package,$(PACKAGES),-p tracec.$(package)) \
+		-m tracec $(patsubst tracec/%.py,-m tracec.%,$(BOTTOM)) -p bench
 
 bench: venv
 	$(PY) -m pytest bench --benchmark-only -p no:xdist

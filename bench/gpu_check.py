@@ -69,7 +69,7 @@ def kernel_section(device: str, dry_run: bool) -> dict[str, Any]:
                 _synchronize(device)
                 best = min(best, time.perf_counter() - start)
             peak = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else float("nan")
-            assert h.grad is not None
+            assert isinstance(logprobs, torch.Tensor) and h.grad is not None
             results[backend] = (logprobs.detach(), h.grad.detach().clone(), best, peak)
         (lp_t, g_t, time_t, peak_t), (lp_x, g_x, time_x, peak_x) = results["torch"], results["triton"]
         value_gap, grad_gap = float((lp_t - lp_x).abs().max()), float((g_t - g_x).abs().max())
@@ -182,13 +182,13 @@ def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
         return {"table": "(dry run: vLLM needs a GPU)"}
     folder = Path(tempfile.mkdtemp(prefix="gpu-check-routing-"))
     adapters = {}
-    for seed, name in ((1, "alpha"), (2, "beta")):
+    for seed, adapter in ((1, "alpha"), (2, "beta")):
         policy = Policy.load("smollm2-135m-instruct", LoraSection(rank=8, alpha=16), device=device, seed=seed)
         with torch.no_grad():
             for key, parameter in policy.model.named_parameters():
                 if "lora_B" in key and f".{TRAINED}." in key:
                     parameter.normal_(0, 0.05)
-        adapters[name] = policy.save_adapter(folder / name)
+        adapters[adapter] = policy.save_adapter(folder / adapter)
         del policy
     options = route_options([("alpha", "books rooms with exact arguments", ""),
                              ("beta", "checks an order before changing it", "")], ["A", "B", "C"])
@@ -210,7 +210,7 @@ def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
         for name in (None, "alpha", "beta"):
             with model.active(name):
                 replies[(label, name)] = model.generate(messages)
-    rows = [["vLLM start with 2 LoRA adapters (eager)", f"{startup:.1f} s"],
+    rows: list[list[object]] = [["vLLM start with 2 LoRA adapters (eager)", f"{startup:.1f} s"],
             ["route: vLLM / peft choice", f"{scores['vllm'][0]} / {scores['peft'][0]}"],
             ["route: max |difference| of label scores relative to base", f"{gap:.2e}"]]
     for name in (None, "alpha", "beta"):
@@ -259,7 +259,7 @@ def main() -> int:
         print(f"gpu_check {name}: {status}", file=sys.stderr)
         parts.append(f"### {name}: {status}\n\n{result['table']}")
     machine = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (dry run)"
-    versions = {"torch": torch.__version__}
+    versions: dict[str, str] = {"torch": torch.__version__}
     for package in ("vllm", "triton", "transformers", "peft"):
         try:
             versions[package] = __import__(package).__version__

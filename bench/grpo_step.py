@@ -100,7 +100,8 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
     per_iteration = STEPS
     tokens: list[int] = []
 
-    def share_reward(completions: list[Any], completion_ids: list[list[int]], **_: Any) -> list[float]:
+    # TRL's reward functions return list[float | None] (None: no reward for that completion).
+    def share_reward(completions: list[Any], completion_ids: list[list[int]], **_: Any) -> list[float | None]:
         tokens.append(sum(len(ids) for ids in completion_ids))
         return [reward(c[0]["content"] if isinstance(c, list) else c) for c in completions]
 

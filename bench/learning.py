@@ -123,8 +123,8 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
     # interrupted experiment holds as many seeds of each
     order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan) for seed in range(seeds)),
                    key=lambda item: item[:3])
-    order = [(seed, *run) for _, seed, _, run in order]
-    return {f"{key}-s{seed}": (label, RunSpec(**common, **extra, seed=seed)) for seed, key, label, extra in order}
+    return {f"{key}-s{seed}": (label, RunSpec(**common, **extra, seed=seed))
+            for _, seed, _, (key, label, extra) in order}
 
 
 def _cached(path: Path, key: dict[str, Any], compute: Any) -> dict[str, Any]:
@@ -277,7 +277,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         points = len(rollouts) - 1
         for label in [k for k in grouped if k != "sparse GRPO"]:
             other = _wins(grouped[label])
-            entry = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
+            entry: dict[str, object] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
                      for k in sorted({max(1, points // 4), max(1, points // 2), points})}
             entry["area"] = str(paired_auc(rollouts, grpo, other))
             for share in (0.5, 1.0):

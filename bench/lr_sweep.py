@@ -14,6 +14,7 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,9 +39,11 @@ def main() -> None:
             "rollout.max_new_tokens=24",
             "rollout.max_context_tokens=512", "rollout.loss_tokens=turn", f"optim.lr={lr!r}", "loss.kl_beta=1e-3",
             f"iterations={args.iterations}", "checkpoint_every=1000", f"model.threads={args.threads}"])
+        def progress(m: dict[str, Any], lr: float = lr) -> None:
+            print(lr, m["iteration"], m["reward_mean"], file=sys.stderr)
+
         with tempfile.TemporaryDirectory() as out:
-            metrics = train(config, out=out, on_iteration=lambda m, lr=lr: print(lr, m["iteration"], m["reward_mean"],
-                                                                                  file=sys.stderr)).metrics
+            metrics = train(config, out=out, on_iteration=progress).metrics
         first = sum(m["reward_mean"] for m in metrics[:2]) / 2
         last = sum(m["reward_mean"] for m in metrics[-2:]) / 2
         rows.append([f"{lr:g}", f"{first:.3f}", f"{last:.3f}", f"{last - first:+.3f}", f"{metrics[-1]['kl']:.4f}",

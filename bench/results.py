@@ -9,6 +9,7 @@ import os
 import platform
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -21,7 +22,7 @@ def record(section: str, body: str, command: str) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
     text = RESULTS.read_text() if RESULTS.exists() else HEADER
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
     text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
     with os.fdopen(fd, "w") as handle:
@@ -29,7 +30,7 @@ def record(section: str, body: str, command: str) -> None:
     os.replace(tmp, RESULTS)
 
 
-def markdown_table(header: list[str], rows: list[list[object]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)

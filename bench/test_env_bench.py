@@ -102,7 +102,8 @@ class HandTrips:
         self.gold_digest, self.refund = _digest(gold), target["price"]
         self.task = (f"Hi, I'm {me['name']}. Please cancel my trip from {target['origin']} to {target['dest']} on "
                      f"{target['day']}, and tell me the refund.")
-        self.steps, self.done, self.last_message, self.errors = 0, False, None, 0
+        self.steps, self.done, self.errors = 0, False, 0
+        self.last_message: str | None = None
         self.revealed: set[str] = set()
         self.revealed_list: list[str] = []
         self.states: list[dict[str, Any]] = [{"revealed": [], "checked": False, "user_msg": self.task,
@@ -129,6 +130,7 @@ class HandTrips:
             return self._result(reply, "user")
         action: dict[str, Any] = {"kind": "invalid", "accepted": False, "args": [], "confirmed": confirmed, "text": text}
         state: dict[str, Any] = {"checked": False, "db_changed": False}
+        error: str | None
         if isinstance(call, ToolCallError):
             error = call.message
         else:

@@ -17,6 +17,7 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numba
@@ -114,7 +115,12 @@ def household(context: bool = True) -> KernelProgram:
 class Col:
     values: np.ndarray
     known: np.ndarray
-    offsets: np.ndarray | None = None
+    offsets: np.ndarray | None = None  # a set column's: transition t holds values[offsets[t]:offsets[t + 1]]
+
+    @property
+    def set_offsets(self) -> np.ndarray:
+        assert self.offsets is not None, "a scalar column has no offsets"
+        return self.offsets
 
 
 def make_facts(n: int, seed: int = 0) -> dict[str, Col]:
@@ -123,6 +129,7 @@ def make_facts(n: int, seed: int = 0) -> dict[str, Col]:
     known = lambda: (rng.random(n) > 0.1).astype(np.uint8)
     facts = {}
     for name, type_ in SCALARS.items():
+        values: np.ndarray
         if type_ == BOOL:
             values = rng.integers(0, 2, n).astype(np.uint8)
         elif type_ == VERB:
@@ -217,7 +224,7 @@ def python_scores(steps: list[dict]) -> tuple[list[list[int]], list[tuple]]:
 
 
 def numpy_scores(f: dict[str, Col], n: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = {name: np.repeat(np.arange(n), np.diff(f[name].offsets)) for name in SETS}
+    rows = {name: np.repeat(np.arange(n), np.diff(f[name].set_offsets)) for name in SETS}
     scalar = {name: (f[name].values, f[name].known.astype(bool)) for name in SCALARS}
 
     def has(entity: str, set_name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -246,18 +253,18 @@ def numpy_scores(f: dict[str, Col], n: int) -> tuple[np.ndarray, np.ndarray]:
 
     def same_set(a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
         ca, cb = f[a], f[b]
-        la, lb = np.diff(ca.offsets), np.diff(cb.offsets)
+        la, lb = np.diff(ca.set_offsets), np.diff(cb.set_offsets)
         ra = rows[a]
         inside = np.flatnonzero((la == lb)[ra])
-        position = inside - ca.offsets[ra[inside]]
-        differs = ca.values[inside] != cb.values[cb.offsets[ra[inside]] + position]
+        position = inside - ca.set_offsets[ra[inside]]
+        differs = ca.values[inside] != cb.values[cb.set_offsets[ra[inside]] + position]
         same = la == lb
         same[ra[inside][differs]] = False
         return same, ca.known.astype(bool) & cb.known.astype(bool)
 
     moved = (scalar["next.location"][0] != scalar["prev.location"][0],
              scalar["next.location"][1] & scalar["prev.location"][1])
-    opened = np.diff(f["next.opened"].offsets) > np.diff(f["prev.opened"].offsets)
+    opened = np.diff(f["next.opened"].set_offsets) > np.diff(f["prev.opened"].set_offsets)
     ops = [
         and_(has("bind.target", "next.visible"), not_(has("bind.target", "prev.visible"))),
         and_(moved, has("bind.dest", "next.visible")),
@@ -285,7 +292,7 @@ def numpy_context_keys(f: dict[str, Col], n: int) -> np.ndarray:
     location = f["prev.location"]
     h = np.where(location.known != 0, (h ^ location.values.view(np.uint64)) * prime, (h ^ missing) * prime)
     holding = f["prev.holding"]
-    starts, sizes = holding.offsets[:-1], np.diff(holding.offsets)
+    starts, sizes = holding.set_offsets[:-1], np.diff(holding.set_offsets)
     mixed = (h ^ sizes.astype(np.uint64)) * prime
     for j in range(int(sizes.max(initial=0))):
         longer = sizes > j
@@ -365,8 +372,8 @@ class ShortCircuit:
                     f"        if {va}[lo{a} + j] != {vb}[lo{b} + j]:", f"            m{t} = False", "            break"]
             return [*same, f"y{t} = {'' if op == 'eq' else 'not '}m{t}", f"n{t} = not y{t}"]
         symbol = {"eq": "==", "ne": "!=", "gt": ">", "lt": "<", "ge": ">=", "le": "<="}[op]
-        a, b = ((f"y{x}" if arg.type == BOOL else f"v{x}") for x, arg in zip(args, node.args))
-        return [f"y{t} = {a} {symbol} {b}", f"n{t} = not y{t}"]
+        left, right = ((f"y{x}" if arg.type == BOOL else f"v{x}") for x, arg in zip(args, node.args))
+        return [f"y{t} = {left} {symbol} {right}", f"n{t} = not y{t}"]
 
 
 # --- measurements ------------------------------------------------------------------------------------------------
@@ -436,7 +443,7 @@ def _fresh_process(script: str, *args: object) -> dict:
 
 
 @pytest.fixture(scope="module")
-def found() -> dict:
+def found() -> Iterator[dict]:
     results: dict = {}
     yield results
     record("kernels", _report(results), COMMAND)
@@ -476,12 +483,16 @@ def test_kernels(benchmark, found, kernels, facts, size) -> None:
     for got in (numpy_scores(f, size), *(kernels[k].run(f, size) for k in KERNELS)):
         np.testing.assert_array_equal(got[0], reference[0])
         np.testing.assert_array_equal(got[1], reference[1])
+    def kernel_side(k: str) -> Callable[[], object]:
+        return lambda: kernels[k].run(f, size)
+
     fast = max(5, min(100, 10**6 // size))
-    sides = {"python": (lambda: python_scores(steps), 1), "numpy": (lambda: numpy_scores(f, size), fast)}
+    sides: dict[str, tuple[Callable[[], object], int]] = {
+        "python": (lambda: python_scores(steps), 1), "numpy": (lambda: numpy_scores(f, size), fast)}
     if size <= 10**4:
         np.testing.assert_array_equal(interp.run(program, f, size)[0], reference[0])
         sides["interp"] = (lambda: interp.run(program, f, size), 1)
-    sides.update({k: (lambda k=k: kernels[k].run(f, size), fast) for k in KERNELS})
+    sides.update({k: (kernel_side(k), fast) for k in KERNELS})
     sides["copy"] = (copy, fast)
     benchmark.group = f"kernels {size:.0e} transitions"
     best = best_times(benchmark, sides, rounds=2 if size >= 10**6 else 3)
@@ -563,9 +574,11 @@ def _report(found: dict) -> str:
         header = ["transitions", *(f"{names[i]} ms" for i in IMPLS), "Numba vs Python", "Numba vs numpy",
                   "Numba at copy bandwidth"]
         parts.append(markdown_table(header, rows))
+        # numba.config sets its NUMBA_* values at run time, out of mypy's sight.
+        threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
         parts.append(f"Sides interleaved: each round (3, 2 at 10^6) runs plain Python and the interpreter once and "
                      "the others 5 to 100 times; best time of each side. Numba runs "
-                     f"{numba.config.NUMBA_NUM_THREADS} threads (its default, NUMBA_NUM_THREADS = cores), C runs "
+                     f"{threads} threads (its default, NUMBA_NUM_THREADS = cores), C runs "
                      "OpenMP's default; numpy, plain Python and the copy run one thread. The copy moves "
                      f"{found.get(('bytes', SIZES[-1]), 0) / 1e6:.0f} MB at 10^6 (inputs read and written, O and "
                      "keys written); 'at copy bandwidth' = copy time / Numba time. Targets at 10^6: Numba >= 300x "

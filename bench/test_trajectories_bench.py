@@ -22,7 +22,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -134,13 +134,18 @@ def test_reading_jsonl(benchmark, found, plan, files) -> None:
             episodes = read_trajectories(files["jsonl"])
             del episodes
 
-    sides = {"json.loads, collector paused": (parse_paused, 1), "json.loads, collector running": (parse_collecting, 1),
-             "read_trajectories (line reader)": (line_reader, 1),
-             "Arrow JSON reader, plan's fields": (lambda: json_table(str(files["jsonl"]), plan), 1)}
+    def parsing_with(loads: Callable[[bytes], object]) -> Callable[[], None]:
+        return lambda: _parse_with(loads, lines)
+
+    sides: dict[str, tuple[Callable[[], object], int]] = {
+        "json.loads, collector paused": (parse_paused, 1),
+        "json.loads, collector running": (parse_collecting, 1),
+        "read_trajectories (line reader)": (line_reader, 1),
+        "Arrow JSON reader, plan's fields": (lambda: json_table(str(files["jsonl"]), plan), 1)}
     for module in ("orjson", "msgspec"):
         if importlib.util.find_spec(module) is not None:
             loads = __import__(module).loads if module == "orjson" else __import__("msgspec").json.decode
-            sides[f"{module}, collector paused"] = (lambda loads=loads: _parse_with(loads, lines), 1)
+            sides[f"{module}, collector paused"] = (parsing_with(loads), 1)
     benchmark.group = "reading 1e5 steps of JSONL"
     best = best_times(benchmark, sides, rounds=3)
     found.update({("read", side): seconds for side, seconds in best.items()})
@@ -189,10 +194,13 @@ def test_end_to_end(benchmark, found, files, monkeypatch) -> None:
             pq.write_table(table, out)
             del parsed
 
-    sides = {"floor: json.loads every line + write the table": (floor, 1)}
+    def evaluating(kind: str) -> Callable[[], str]:
+        return lambda: evaluate_file(RubricScorer.from_file(RUBRIC), files[kind], out)
+
+    sides: dict[str, tuple[Callable[[], object], int]] = {
+        "floor: json.loads every line + write the table": (floor, 1)}
     for kind in ("jsonl", "parquet", "arrow"):
-        sides[f"eval {kind} -> parquet"] = (
-            lambda kind=kind: evaluate_file(RubricScorer.from_file(RUBRIC), files[kind], out), 1)
+        sides[f"eval {kind} -> parquet"] = (evaluating(kind), 1)
     benchmark.group = "tracec eval, 1e5 steps, in-process"
     best = best_times(benchmark, sides, rounds=3)
     found.update({("e2e", side): seconds for side, seconds in best.items()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from pathlib import Path
@@ -151,7 +152,7 @@ def test_a_discovery_pays_once_so_shuttling_earns_nothing(played):
         steps = _episode(result, name)
         states = states_of[name]
         rooms = {s["location"] for s in states if "location" in s}
-        revisits += sum(1 for a, b in zip(states, states[1:]) if b.get("location") in a["visited"]
+        revisits += sum(1 for a, b in itertools.pairwise(states) if b.get("location") in a["visited"]
                         and b.get("location") != a.get("location"))
         fired = result.fired[steps]
         assert fired[:, column["new_room"]].sum() <= len(rooms) - 1

@@ -90,12 +90,13 @@ def reach_ratio(rollouts: Sequence[int], grpo: np.ndarray, trca: np.ndarray, *, 
         found = [reach(rollouts, curve, target) for curve in curves]
         return np.array([budget if r is None else r for r in found])
 
-    everything = np.arange(grpo.shape[2])
+    n_games = int(grpo.shape[2])  # an int, not the shape's Any: then `integers` is typed an array
+    everything = np.arange(n_games)
     target = share * grpo[:, -1].mean()
     estimate = reaches(trca, everything, target).mean() / reaches(grpo, everything, target).mean()
     samples = np.empty(rounds)
     for r in range(rounds):
-        games = rng.integers(0, grpo.shape[2], grpo.shape[2])
+        games = rng.integers(0, n_games, n_games)
         seeds_g, seeds_t = rng.integers(0, grpo.shape[0], grpo.shape[0]), rng.integers(0, trca.shape[0], trca.shape[0])
         goal = share * grpo[seeds_g][:, -1][:, games].mean()
         with np.errstate(invalid="ignore", divide="ignore"):  # a goal at the start: 0 / 0, left out as not finite

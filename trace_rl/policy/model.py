@@ -40,8 +40,10 @@ class Policy:
         base, tokenizer = _load_base(name_or_path, dtype)
         for parameter in base.parameters():
             parameter.requires_grad_(False)
-        config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                            target_modules=list(lora.targets), bias="none", task_type="CAUSAL_LM")
+        # peft annotates lora_alpha as int, but it only scales the adapter (alpha / r): a float is as good.
+        config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha,  # type: ignore[arg-type]
+                            lora_dropout=lora.dropout, target_modules=list(lora.targets), bias="none",
+                            task_type="CAUSAL_LM")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             try:
@@ -107,8 +109,10 @@ class Policy:
             for module in self.model.modules():
                 if isinstance(module, LoraLayer) and TRAINED in module.lora_A:
                     weight = module.get_base_layer().weight
+                    assert isinstance(weight, torch.Tensor)  # Module.__getattr__ says Tensor | Module
                     saved.append((weight, weight.detach().clone()))
-                    weight += module.get_delta_weight(TRAINED).to(weight.dtype)
+                    # peft's concrete LoRA layers (Linear, Embedding, Conv) define it; their base does not.
+                    weight += module.get_delta_weight(TRAINED).to(weight.dtype)  # type: ignore[attr-defined]
         try:
             with self.model.disable_adapter():
                 yield

@@ -13,7 +13,7 @@ Left out: seat release on cancellation and seat moves on flight changes (the ben
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from tracec.trace_rl.envs.tau2.calculator import calculate
 from tracec.trace_rl.envs.tau2.db import Db
@@ -325,7 +325,8 @@ TRIP = (
 
 
 def airline_toolkit() -> Toolkit:
-    q, m = "query", "mutate"
+    q: Literal["query"] = "query"
+    m: Literal["mutate"] = "mutate"
     return Toolkit("airline", (
         tool("book_reservation", m, book_reservation, "Book a reservation; payments add up to the price.",
              param("user_id"), param("origin"), param("destination"),

@@ -16,7 +16,7 @@ it.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Literal
 
 from tracec.trace_rl.envs.tau2.calculator import calculate
 from tracec.trace_rl.envs.tau2.db import Db
@@ -271,7 +271,8 @@ def _catalogue(db: Db, a: dict[str, Any]) -> dict[str, str]:
 
 
 def retail_toolkit() -> Toolkit:
-    q, m = "query", "mutate"
+    q: Literal["query"] = "query"
+    m: Literal["mutate"] = "mutate"
     return Toolkit("retail", (
         tool("calculate", q, lambda db, a: calculate(a["expression"]),
              "Evaluate arithmetic with + - * / and parentheses.", param("expression")),

@@ -1,6 +1,6 @@
 """Scripted agents for TextWorld games, in the one agent protocol (`tracec.trace_rl.envs.agent`).
 
-Both hold the `TextWorldEnvironment` they play in and read what the game knows, which the agent's observation
+Both hold the game they play in (a `TextWorldEnvironment`, or a task family's, through `Game`) and read what it knows, which the agent's observation
 does not carry: the walkthrough agent plays the first command of TextWorld's current winning plan
 (`policy_commands`), the random agent a seeded draw of the admissible commands (the same seed, the same episode;
 its draws restart with each conversation). An LLM agent is `trace_rl.envs.agent.ChatAgent` over any chat backend.
@@ -11,15 +11,25 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Protocol
 
 from tracec.trace_rl.envs.agent import Message, turns_taken
-from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
+
+
+class Game(Protocol):
+    """What a scripted agent reads of the game it plays: the commands it admits, and its winning plan from here."""
+
+    @property
+    def admissible_commands(self) -> tuple[str, ...]: ...
+
+    @property
+    def policy_commands(self) -> tuple[str, ...]: ...
 
 
 class WalkthroughAgent:
     """Plays the first command of TextWorld's winning plan from the current state."""
 
-    def __init__(self, env: TextWorldEnvironment) -> None:
+    def __init__(self, env: Game) -> None:
         self.env = env
 
     def act(self, messages: Sequence[Message]) -> str:
@@ -30,7 +40,7 @@ class WalkthroughAgent:
 class RandomAgent:
     """Plays a uniformly drawn admissible command."""
 
-    def __init__(self, env: TextWorldEnvironment, *, seed: int) -> None:
+    def __init__(self, env: Game, *, seed: int) -> None:
         self.env, self.seed = env, seed
         self._rng = random.Random(seed)
 

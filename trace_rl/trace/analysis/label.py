@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
@@ -27,6 +27,9 @@ from tracec.trace_rl.trace.analysis.dictionary import Capability
 from tracec.trace_rl.trace.analysis.discover import run_seed
 from tracec.trace_rl.trace.analysis.progress import Progress
 from tracec.trace_rl.trace.analysis.runs import write_run
+
+if TYPE_CHECKING:
+    from tracec.compiler.backends import Backend
 
 LABELS = ("NA", "PRESENT", "LACKING")
 SAMPLING = Sampling(temperature=0.7, max_tokens=512)
@@ -127,7 +130,7 @@ def write_labels(path: Path, run: int, cases: Sequence[Case], labels: dict[str, 
 
 
 def label_with_rubric(rubric: str | os.PathLike[str], cases: Sequence[Case], names: Sequence[str], *,
-                      backend: str = "numba") -> tuple[list[Capability], dict[str, Labels]]:
+                      backend: Backend = "numba") -> tuple[list[Capability], dict[str, Labels]]:
     """The capabilities of a `.rubric` file (all, or those named) and each case's labels through the kernels."""
     from tracec.compiler.backends import compile_kernel
     from tracec.compiler.pipeline import compile_capability

@@ -12,7 +12,7 @@ instructions that are not valid Unicode strings, raise DataError at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -20,11 +20,9 @@ from typing import Any
 import numpy as np
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import DataError, Diagnostic
-from tracec.dsl.types import TEXT, Type
+from tracec.dsl.types import Type
 from tracec.runtime.columns import (
     BadValue,
-    Column,
-    Entities,
     Interned,
     Piece,
     encode_piece,
@@ -32,13 +30,13 @@ from tracec.runtime.columns import (
     join_pieces,
     native_pieces,
 )
-from tracec.runtime.row_source import Layout, plan_fields, test_texts
+from tracec.runtime.row_source import EncodedFields, Layout, plan_fields
 from tracec.runtime.trajectories.jsonl import Episode, check_shape, shown
 
 _CHUNK = 1024  # states (or actions) read per pass: their dicts stay in cache while every field is taken
 
 
-class EpisodeRows:
+class EpisodeRows(EncodedFields):
     """A RowSource over in-memory episodes. The states (then the actions) are read in one native pass, every field
     of a dict at once; the fields it declines are read a chunk at a time, each taken from the chunk's dicts and
     encoded while they are in cache: a pass per field over all of them would fetch every dict from memory once per
@@ -64,10 +62,8 @@ class EpisodeRows:
         self.layout = Layout.of(actions)
         self.env_reward = np.array([episode.env_reward for episode in episodes], dtype=np.float64)
         self.success = np.array([-1 if e.success is None else int(e.success) for e in episodes], dtype=np.int8)
-        self.entities = Entities()
+        super().__init__()
         self.diagnostics: list[Diagnostic] = []
-        self._texts: dict[tuple[str, str], Interned] = {}
-        self._columns: dict[tuple[str, str], tuple[Type, Column | None]] = {}
         for source, fields in plan_fields(plan).items():
             if fields:
                 self._read(source, fields)
@@ -110,24 +106,6 @@ class EpisodeRows:
         if type_.kind == "text":
             return self._texts.setdefault((source, field), Interned())
         return self.entities if type_.kind in ("entity", "set") else None
-
-    def encoded(self, source: str, field: str, type_: Type) -> Column | None:
-        read_as, column = self._columns[(source, field)]
-        assert read_as == type_, f"{source} field `{field}` read as {read_as} and as {type_}"
-        return column
-
-    def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
-        column = self.encoded(source, field, TEXT)
-        return None if column is None else test_texts(column, self._texts[(source, field)], test)
-
-    def texts(self, source: str, field: str) -> list[str | None] | None:
-        type_, column = self._columns[(source, field)]
-        if column is None:
-            return None
-        if type_.kind == "text":
-            return self._texts[(source, field)].decode(column)
-        names = self.entities.names()
-        return [names[v] if k else None for v, k in zip(column.values.tolist(), column.known.tolist())]
 
     def _not_an_object(self, source: str, rows: list[Any], lo: int) -> DataError:
         row = next(i for i in range(lo, len(rows)) if not isinstance(rows[i], dict))

@@ -2,7 +2,9 @@
 transitions and states, and what every row source shares (`plan_fields`: the fields a plan reads; `test_texts`).
 
 `tracec.runtime.facts.assemble` builds a `FactBatch` from any `RowSource`; there are two, over in-memory episodes
-(`tracec.runtime.episode_rows`) and over Arrow tables (`tracec.runtime.trajectories.table`). A row source gives each
+(`tracec.runtime.episode_rows`) and over Arrow tables (`tracec.runtime.trajectories.table`), both keeping what
+they encoded in an `EncodedFields` (one rule for reading a field back, testing a text field, and its raw strings).
+A row source gives each
 field encoded over all states (or all actions) of the batch, episodes end to end; `Layout` says where each
 episode's rows lie and which state row each transition reads (`SIDES`: `prev` and `next` read states, `act` the
 action).
@@ -71,6 +73,33 @@ class RowSource(Protocol):
 
     def texts(self, source: str, field: str) -> list[str | None] | None:
         """The raw strings of a text or entity field per row; None if the field is bad."""
+
+
+class EncodedFields:
+    """The fields a row source encoded, by (source, field), and what `RowSource` reads of them."""
+
+    def __init__(self) -> None:
+        self.entities = Entities()
+        self._texts: dict[tuple[str, str], Interned] = {}  # a text field's strings, by code
+        self._columns: dict[tuple[str, str], tuple[Type, Column | None]] = {}
+
+    def encoded(self, source: str, field: str, type_: Type) -> Column | None:
+        read_as, column = self._columns[(source, field)]
+        assert read_as == type_, f"{source} field `{field}` read as {read_as} and as {type_}"
+        return column
+
+    def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
+        column = self.encoded(source, field, TEXT)
+        return None if column is None else test_texts(column, self._texts[(source, field)], test)
+
+    def texts(self, source: str, field: str) -> list[str | None] | None:
+        type_, column = self._columns[(source, field)]
+        if column is None:
+            return None
+        if type_.kind == "text":
+            return self._texts[(source, field)].decode(column)
+        names = self.entities.names()
+        return [names[v] if k else None for v, k in zip(column.values.tolist(), column.known.tolist())]
 
 
 def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:

@@ -18,7 +18,7 @@ nested objects inside facts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -31,13 +31,12 @@ from tracec.runtime.arrow_numpy import to_numpy
 from tracec.runtime.columns import (
     MISSING_CODE,
     Column,
-    Entities,
     Interned,
     Piece,
     join_pieces,
     member_indices,
 )
-from tracec.runtime.row_source import Layout, plan_fields, test_texts
+from tracec.runtime.row_source import EncodedFields, Layout, plan_fields
 from tracec.runtime.trajectories.jsonl import Where, shown
 
 SOURCES = {"state": "states", "action": "actions"}
@@ -59,7 +58,7 @@ def _is_string(type_: pa.DataType) -> bool:
             or (pa.types.is_dictionary(type_) and _is_string(type_.value_type)))
 
 
-class TableRows:
+class TableRows(EncodedFields):
     """A RowSource over an Arrow table of episodes (see the module docstring); raises DataError on a bad layout."""
 
     def __init__(self, table: pa.Table, path: str, plan: FactPlan):
@@ -80,10 +79,8 @@ class TableRows:
                                   f"and {actions[row]} actions")
         self.layout = Layout.of(actions)
         self._rows = {source: self._structs(source) for source in SOURCES}
-        self.entities = Entities()
+        super().__init__()
         self.diagnostics: list[Diagnostic] = []
-        self._texts: dict[tuple[str, str], Interned] = {}
-        self._columns: dict[tuple[str, str], tuple[Type, Column | None]] = {}
         for source, fields in plan_fields(plan).items():
             for field, type_ in fields.items():
                 self._columns[(source, field)] = (type_, self._encode(source, field, type_))
@@ -172,24 +169,6 @@ class TableRows:
         return rows
 
     # --- facts ---------------------------------------------------------------------------------------------------
-
-    def encoded(self, source: str, field: str, type_: Type) -> Column | None:
-        read_as, column = self._columns[(source, field)]
-        assert read_as == type_, f"{source} field `{field}` read as {read_as} and as {type_}"
-        return column
-
-    def text_test(self, source: str, field: str, test: Callable[[str], bool]) -> Column | None:
-        column = self.encoded(source, field, Type("text"))
-        return None if column is None else test_texts(column, self._texts[(source, field)], test)
-
-    def texts(self, source: str, field: str) -> list[str | None] | None:
-        type_, column = self._columns[(source, field)]
-        if column is None:
-            return None
-        if type_.kind == "text":
-            return self._texts[(source, field)].decode(column)
-        names = self.entities.names()
-        return [names[v] if k else None for v, k in zip(column.values.tolist(), column.known.tolist())]
 
     def _encode(self, source: str, field: str, type_: Type) -> Column | None:
         rows = self._rows[source]

@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
-from tracec.trace_rl.llm.options import BackendChoiceError, add_llm_arguments
+from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.trace.analysis.commands import USER_ERRORS, UsageProblem
 
 from tracec.arguments import integer, number
@@ -79,4 +80,16 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.output)
     if args.step == "select" and args.chart is not None:
         output_file(args.chart)
-    return int({"discover": commands.discover, "label": commands.label, "select": commands.select}[args.step](args))
+    if args.step == "discover":
+        return commands.discover(args.trajectories, args.output, runs=args.runs, max_candidates=args.max_candidates,
+                                 cases_per_run=args.cases_per_run, case_chars=args.case_chars, tries=args.tries,
+                                 max_tokens=args.max_tokens, temperature=args.temperature,
+                                 llm=backend_settings(args))
+    if args.step == "label":
+        return commands.label(args.trajectories, args.output, dictionary=args.capabilities, rubric=args.rubric,
+                              only=args.capability, kernel=args.kernel, runs=args.runs, first_run=args.first_run,
+                              case_chars=args.case_chars, skip_failed=args.skip_failed, force=args.force,
+                              tries=args.tries, max_tokens=args.max_tokens, temperature=args.temperature,
+                              llm=backend_settings(args))
+    return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
+                           candidates=args.candidates, chart=args.chart)

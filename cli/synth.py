@@ -16,18 +16,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracec.cli.analyze import USAGE_ERRORS
 from tracec.cli.env import MAX_STEPS
+from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
-from tracec.trace_rl.llm.options import add_llm_arguments
-from tracec.trace_rl.trace.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
-from tracec.trace_rl.trace.synth.commands import SynthFailed
+from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.options import BackendChoiceError
+from tracec.trace_rl.llm.repair import RepairFailed
+from tracec.trace_rl.policy.catalog import ModelError
+from tracec.trace_rl.trace.analysis.cases import CaseError
+from tracec.trace_rl.trace.synth.commands import SynthFailed, UsageProblem
 from tracec.trace_rl.trace.synth.reference import MissingReference
 
 from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
-USER_ERRORS = (*ANALYSIS_ERRORS, SynthFailed, MissingReference)
+USAGE_ERRORS = (BackendChoiceError, UsageProblem)
+USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, SynthFailed, MissingReference)
 
 
 def add_arguments(synth: argparse.ArgumentParser) -> None:
@@ -90,4 +94,17 @@ def run(args: argparse.Namespace) -> int:
         work_folder(args.output)
     else:
         output_file(args.output)
-    return int({"env": commands.env, "rubric": commands.rubric}[args.step](args))
+    if args.step == "env":
+        return commands.env(
+            args.output, capability=args.capability, description=args.description, selected=args.selected,
+            trajectories=args.trajectories, excerpts=args.excerpts, library=args.library,
+            use_library=not args.no_library, validate_seeds=args.validate_seeds, calibrate=not args.no_calibrate,
+            policy=args.policy, calibration_seeds=args.calibration_seeds, group_size=args.group_size,
+            max_steps=args.max_steps, policy_temperature=args.policy_temperature,
+            policy_max_tokens=args.policy_max_tokens, mean_band=tuple(args.mean_band),
+            success_band=tuple(args.success_band), max_constant_groups=args.max_constant_groups, tries=args.tries,
+            llm=backend_settings(args))
+    return commands.rubric(args.output, schema=args.schema, schema_name=args.schema_name,
+                           description=args.description, trajectories=args.trajectories,
+                           random_trajectories=args.random_trajectories, environment=args.env, seeds=args.seeds,
+                           tries=args.tries, llm=backend_settings(args))

@@ -1,10 +1,9 @@
 """The local backends behind `SamplingBackend`: the transformers model's per-call sampling (stop strings, n samples,
-seeds, max tokens) on the tiny model; choosing a backend from flags and environment; vLLM's install hint; and the
+seeds, max tokens) on the tiny model; choosing a backend from settings and environment; vLLM's install hint; and the
 real SmolLM2-135M-Instruct answering a labeling prompt with parseable JSON or a clear failure (slow)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from tracec.trace_rl.llm.calls import CallLog, LLMError
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.http import OpenAIChatBackend
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-from tracec.trace_rl.llm.options import BackendChoiceError, add_llm_arguments, open_backend
+from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings, open_backend
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.policy.tiny import build_tiny_model
 
@@ -66,38 +65,28 @@ def test_seeded_calls_leave_the_call_sequence_alone() -> None:
     assert [mixed.generate(MESSAGES), mixed.generate(MESSAGES)] == expected
 
 
-def flags(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_llm_arguments(parser)
-    return parser.parse_args(list(argv))
-
-
 def test_a_base_url_in_the_environment_means_http_with_its_model_and_key() -> None:
     environ = {"TRACEC_LLM_BASE_URL": "http://127.0.0.1:9/v1", "TRACEC_LLM_MODEL": "m", "TRACEC_LLM_API_KEY": "k"}
-    chosen = open_backend(flags("--timeout", "5"), environ)
+    chosen = open_backend(BackendSettings(timeout=5.0), environ)
     assert isinstance(chosen, OpenAIChatBackend)
     assert (chosen.config.model, chosen.config.api_key, chosen.config.timeout_s) == ("m", "k", 5.0)
     with pytest.raises(BackendChoiceError, match="--llm http needs --model"):
-        open_backend(flags("--llm", "http", "--base-url", "http://127.0.0.1:9/v1"), {})
+        open_backend(BackendSettings(backend="http", base_url="http://127.0.0.1:9/v1"), {})
     with pytest.raises(BackendChoiceError, match="must start with http"):
-        open_backend(flags("--base-url", "localhost:8000", "--model", "m"), {})
-    with pytest.raises(SystemExit):  # the flag's type refuses it while the arguments parse
-        flags("--tries", "0")
-    with pytest.raises(BackendChoiceError, match="--tries must be at least 1"):  # flags a caller builds itself
-        open_backend(argparse.Namespace(**{**vars(flags()), "tries": 0}), {})
+        open_backend(BackendSettings(base_url="localhost:8000", model="m"), {})
 
 
 def test_local_models_by_name() -> None:
-    tiny = open_backend(flags("--model", "tiny"), {})
+    tiny = open_backend(BackendSettings(model="tiny"), {})
     assert isinstance(tiny, TransformersBackend) and tiny.name == "tiny"
     with pytest.raises(ModelError, match="no model 'nope'"):
-        open_backend(flags("--model", "nope"), {"TRACEC_MODELS_DIR": "/nonexistent"})
+        open_backend(BackendSettings(model="nope"), {"TRACEC_MODELS_DIR": "/nonexistent"})
 
 
 def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed (the trainer asks the same helper)
     with pytest.raises(LLMError, match=r"vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec\[gpu\]'"):
-        open_backend(flags("--llm", "vllm", "--model", "tiny"), {})
+        open_backend(BackendSettings(backend="vllm", model="tiny"), {})
 
 
 @pytest.mark.slow

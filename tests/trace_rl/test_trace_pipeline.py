@@ -216,6 +216,22 @@ def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
         load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"tgi\""])
 
 
+def test_the_analyst_is_the_llm_section_opened_once(tmp_path: Path) -> None:
+    from tracec.trace_rl.llm.local import TransformersBackend
+    from tracec.trace_rl.trace.pipeline.run import Context
+    from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+
+    context = Context(config=load_pipeline_config(write_config(tmp_path)), report=print, detail=print)
+    opened = context.analyst()
+    assert isinstance(opened, TransformersBackend) and opened.name == "tiny"
+    assert context.analyst() is opened  # opened on first use, once
+    rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
+    none = load_pipeline_config(write_config(tmp_path), ["llm.backend=\"none\"", "analysis.labeler=\"rubric\"",
+                                                         f"analysis.rubric=\"{rubric}\""])
+    with pytest.raises(PipelineFailed, match=r"set \[llm\] backend"):
+        Context(config=none, report=print, detail=print).analyst()
+
+
 @pytest.mark.slow
 def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
     """`tracec pipeline` in a subprocess, SIGKILLed once training has its first checkpoint; run again, it skips

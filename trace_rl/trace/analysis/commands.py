@@ -1,20 +1,20 @@
-"""What `tracec analyze discover | label | select` do, given parsed arguments: read, run, write, report.
+"""What `tracec analyze discover | label | select` do, given their typed inputs: read, run, write, report.
 
 Outputs are written atomically; progress to stderr, the selection table to stdout. `USER_ERRORS` are the
-exceptions that mean "the input or the model is at fault" (exit 1, message only); `UsageProblem` means flags that
-do not make sense (exit 2).
+exceptions that mean "the input or the model is at fault" (exit 1, message only); `UsageProblem` means inputs that
+do not make sense (exit 2). Messages name the command line's flags (`tracec.cli.analyze`), the one caller.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tracec.trace_rl.llm.calls import CallLog, LLMError, log_path_beside
+from tracec.trace_rl.llm.options import BackendSettings
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.analysis.cases import CaseError, read_cases
@@ -25,9 +25,12 @@ from tracec.trace_rl.trace.analysis.runs import RunFileError, read_run, run_file
 
 from tracec.atomic import atomic_open
 
+if TYPE_CHECKING:
+    from tracec.compiler.backends import Backend
+
 
 class UsageProblem(Exception):
-    """Flags that parse but do not make sense."""
+    """Inputs that parse but do not make sense (together)."""
 
 
 USER_ERRORS = (CaseError, DictionaryError, RunFileError, LLMError, RepairFailed, LabelingFailed, ModelError)
@@ -45,39 +48,46 @@ def report(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def sampling_from(args: argparse.Namespace, default: Any) -> Any:
+def sampling_from(default: Any, *, max_tokens: int | None, temperature: float | None) -> Any:
+    """`default` with the values given (None: the default's)."""
     from dataclasses import replace
 
-    overrides = {k: v for k, v in (("max_tokens", args.max_tokens), ("temperature", args.temperature))
-                 if v is not None}
+    overrides = {k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None}
     return settings(lambda **changes: replace(default, **changes), **overrides) if overrides else default
 
 
-def discover(args: argparse.Namespace) -> int:
+def discover(trajectories: Sequence[Path], output: Path, *, runs: int, max_candidates: int, cases_per_run: int,
+             case_chars: int, tries: int, max_tokens: int | None, temperature: float | None,
+             llm: BackendSettings) -> int:
+    """The capability dictionary of `trajectories` in `output`; `llm.seed` seeds the runs as it does the backend."""
     from tracec.trace_rl.llm.options import open_backend
     from tracec.trace_rl.trace.analysis.discover import SAMPLING, DiscoverSettings
     from tracec.trace_rl.trace.analysis.discover import discover as run_discovery
 
-    chosen = settings(DiscoverSettings, runs=args.runs, max_candidates=args.max_candidates,
-                      cases_per_run=args.cases_per_run, case_chars=args.case_chars, tries=args.tries,
-                      seed=args.seed, sampling=sampling_from(args, SAMPLING))
-    cases = read_cases(args.trajectories)
-    backend = open_backend(args)
-    log = CallLog(log_path_beside(args.output), command="analyze discover")
-    progress = Progress(args.output.with_name(args.output.stem + ".progress.jsonl"),
+    chosen = settings(DiscoverSettings, runs=runs, max_candidates=max_candidates, cases_per_run=cases_per_run,
+                      case_chars=case_chars, tries=tries, seed=llm.seed,
+                      sampling=sampling_from(SAMPLING, max_tokens=max_tokens, temperature=temperature))
+    cases = read_cases(trajectories)
+    backend = open_backend(llm)
+    log = CallLog(log_path_beside(output), command="analyze discover")
+    progress = Progress(output.with_name(output.stem + ".progress.jsonl"),
                         fingerprint([c.id for c in cases], [c.transcript for c in cases], chosen, backend.name))
     report(f"discover: {len(cases)} trajectories, {chosen.runs} runs with {backend.name}")
     dictionary = run_discovery(backend, cases, chosen, log=log, progress=progress)
-    with atomic_open(args.output) as handle:
+    with atomic_open(output) as handle:
         json.dump(dictionary, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
     progress.finish()
     names = ", ".join(f"{c['name']} ({c['proposed_in']}/{chosen.runs})" for c in dictionary["candidates"])
-    report(f"{args.output}: {len(dictionary['candidates'])} capabilities: {names}; calls in {log.path}")
+    report(f"{output}: {len(dictionary['candidates'])} capabilities: {names}; calls in {log.path}")
     return 0
 
 
-def label(args: argparse.Namespace) -> int:
+def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, rubric: Path | None,
+          only: Sequence[str], kernel: Backend, runs: int, first_run: int, case_chars: int, skip_failed: bool,
+          force: bool, tries: int, max_tokens: int | None, temperature: float | None, llm: BackendSettings) -> int:
+    """`run_NN.json` files in `out`: by the capability blocks of `rubric` (all, or those named `only`) through
+    `kernel`, or by the LLM against `dictionary`, `runs` runs from `first_run` (existing ones kept unless `force`)."""
     from tracec.trace_rl.trace.analysis.label import (
         LabelSettings,
         label_with_llm,
@@ -85,37 +95,38 @@ def label(args: argparse.Namespace) -> int:
         write_labels,
     )
 
-    cases = read_cases(args.trajectories)
-    out: Path = args.output
-    if args.capability and args.rubric is None:
+    cases = read_cases(trajectories)
+    if only and rubric is None:
         raise UsageProblem("--capability selects capability blocks of a --rubric file")
-    if args.rubric is not None:
-        capabilities, labels = label_with_rubric(args.rubric, cases, args.capability, backend=args.kernel)
-        path = out / f"run_{args.first_run:02d}.json"
-        write_labels(path, args.first_run, cases, labels, capabilities)
-        report(f"{path}: {len(cases)} trajectories x {len(capabilities)} capabilities, labeled by {args.rubric}")
+    if rubric is not None:
+        capabilities, labels = label_with_rubric(rubric, cases, only, backend=kernel)
+        path = out / f"run_{first_run:02d}.json"
+        write_labels(path, first_run, cases, labels, capabilities)
+        report(f"{path}: {len(cases)} trajectories x {len(capabilities)} capabilities, labeled by {rubric}")
         return 0
     from tracec.trace_rl.llm.options import open_backend
     from tracec.trace_rl.trace.analysis.label import SAMPLING
 
-    capabilities = read_dictionary(args.capabilities)
-    first = args.first_run
-    runs = [r for r in range(first, first + args.runs) if args.force or not _kept(out / f"run_{r:02d}.json", capabilities)]
-    for done in sorted(set(range(first, first + args.runs)) - set(runs)):
+    assert dictionary is not None  # labels come from a rubric or a dictionary
+    capabilities = read_dictionary(dictionary)
+    todo = [r for r in range(first_run, first_run + runs)
+            if force or not _kept(out / f"run_{r:02d}.json", capabilities)]
+    for done in sorted(set(range(first_run, first_run + runs)) - set(todo)):
         report(f"{out / f'run_{done:02d}.json'}: exists, kept (--force relabels it)")
-    if not runs:
+    if not todo:
         return 0
-    backend = open_backend(args)
+    backend = open_backend(llm)
     out.mkdir(parents=True, exist_ok=True)
     log = CallLog(log_path_beside(out), command="analyze label")
     progress = Progress(out / "labels.progress.jsonl",
-                        fingerprint([c.transcript for c in cases], capabilities, backend.name, args.seed,
-                                    args.case_chars, args.temperature, args.max_tokens))
-    report(f"label: {len(cases)} trajectories x {len(capabilities)} capabilities, runs {runs[0]}..{runs[-1]}, "
+                        fingerprint([c.transcript for c in cases], capabilities, backend.name, llm.seed,
+                                    case_chars, temperature, max_tokens))
+    report(f"label: {len(cases)} trajectories x {len(capabilities)} capabilities, runs {todo[0]}..{todo[-1]}, "
            f"with {backend.name}")
-    for run in runs:
-        chosen = settings(LabelSettings, runs=1, first_run=run, case_chars=args.case_chars, tries=args.tries,
-                          seed=args.seed, skip_failed=args.skip_failed, sampling=sampling_from(args, SAMPLING))
+    for run in todo:
+        chosen = settings(LabelSettings, runs=1, first_run=run, case_chars=case_chars, tries=tries, seed=llm.seed,
+                          skip_failed=skip_failed,
+                          sampling=sampling_from(SAMPLING, max_tokens=max_tokens, temperature=temperature))
         label_with_llm(backend, cases, capabilities, chosen, out_dir=out, log=log, progress=progress, report=report)
     progress.finish()
     return 0
@@ -134,12 +145,15 @@ def _kept(path: Path, capabilities: Sequence[Capability]) -> bool:
     return run.total_failed + run.total_passed > 0
 
 
-def select(args: argparse.Namespace) -> int:
+def select(given: Sequence[Path], output: Path, *, rho: float, delta: float, k: int, candidates: Path | None,
+           chart: Path | None) -> int:
+    """The capabilities the run files (or folders of them) `given` select, in `output`, with their chart (by
+    default beside it) and the table on stdout; descriptions from `candidates` or a folder's dictionary."""
     from tracec.trace_rl.trace.analysis.chart import write_chart
     from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
 
-    thresholds = settings(Thresholds, rho=args.rho, delta=args.delta, k=args.k)
-    paths = run_files(args.runs)
+    thresholds = settings(Thresholds, rho=rho, delta=delta, k=k)
+    paths = run_files(given)
     runs = [read_run(p) for p in paths]
     mixed = [r.path for r in runs if set(r.labels) != set(runs[0].labels)]
     if mixed:
@@ -147,16 +161,16 @@ def select(args: argparse.Namespace) -> int:
                            f"({', '.join(sorted(runs[0].labels))}); select compares runs of one dictionary")
     if thresholds.k > len(runs):
         report(f"select: note: --k {thresholds.k} is more than the {len(runs)} runs given; nothing can be kept")
-    candidates = args.candidates or next((p / "candidate_capabilities.json" for p in args.runs
-                                          if (p / "candidate_capabilities.json").is_file()), None)
+    candidates = candidates or next((p / "candidate_capabilities.json" for p in given
+                                     if (p / "candidate_capabilities.json").is_file()), None)
     descriptions = {c.name: c.description for c in read_dictionary(candidates)} if candidates else {}
     summaries = summarize(runs, thresholds, descriptions)
     kept = selected(summaries)
-    with atomic_open(args.output) as handle:
+    with atomic_open(output) as handle:
         json.dump([s.record() for s in kept], handle, indent=2, ensure_ascii=False)
         handle.write("\n")
-    chart = args.chart or args.output.with_suffix(".png")
+    chart = chart or output.with_suffix(".png")
     write_chart(chart, summaries, thresholds, len(runs))
     sys.stdout.write(render_table(summaries, thresholds, runs))
-    report(f"{args.output}: {len(kept)} of {len(summaries)} capabilities from {len(runs)} runs; chart {chart}")
+    report(f"{output}: {len(kept)} of {len(summaries)} capabilities from {len(runs)} runs; chart {chart}")
     return 0

@@ -12,7 +12,6 @@ with each step's outcome, run or skipped. Left out: running independent steps (t
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,16 +48,15 @@ class Context:
         if self.llm is not None:
             return self.llm
         if not self._opened:
-            from tracec.trace_rl.llm.options import open_backend
+            from tracec.trace_rl.llm.options import BackendSettings, open_backend
 
             section = self.config.llm
             if section.backend == "none":
                 raise PipelineFailed("this step needs an analyst LLM: set [llm] backend")
-            args = argparse.Namespace(llm=section.backend, model=section.model or None,
-                                      base_url=section.base_url or None, timeout=section.timeout,
-                                      retries=section.retries, device=section.device, tries=section.tries,
-                                      seed=self.config.run.seed)
-            self._opened.append(open_backend(args))
+            settings = BackendSettings(backend=section.backend, model=section.model or None,
+                                       base_url=section.base_url or None, timeout=section.timeout,
+                                       retries=section.retries, device=section.device, seed=self.config.run.seed)
+            self._opened.append(open_backend(settings))
         return self._opened[0]
 
     def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:

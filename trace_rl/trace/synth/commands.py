@@ -1,22 +1,35 @@
-"""What `tracec synth env | rubric` do, given parsed arguments: gather the inputs, run the loop, write the results.
+"""What `tracec synth env | rubric` do, given their typed inputs: gather the inputs, run the loop, write the results.
 
 Outputs are written atomically; progress goes to stderr. A failure raises `SynthFailed` (exit 1) after writing
-what there is: every attempt under the output, the call log, and the last calibration or report.
+what there is: every attempt under the output, the call log, and the last calibration or report. `UsageProblem`
+means inputs that do not make sense (exit 2); messages name the command line's flags (`tracec.cli.synth`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
-from tracec.trace_rl.trace.analysis.commands import UsageProblem, report, settings
+from tracec.trace_rl.llm.options import BackendSettings
 
 from tracec.atomic import atomic_open, write_atomic
+
+
+class UsageProblem(Exception):
+    """Inputs that parse but do not make sense (together)."""
+
+
+class SynthFailed(Exception):
+    """No candidate passed the checks."""
+
+
+def report(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def text_argument(value: str | None, flag: str) -> str | None:
@@ -29,8 +42,16 @@ def text_argument(value: str | None, flag: str) -> str | None:
         raise UsageProblem(f"{flag} {value}: {error.strerror}") from None
 
 
-def env(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.llm.options import local_backend, open_backend
+def env(out: Path, *, capability: str | None, description: str | None, selected: Path | None,
+        trajectories: Sequence[Path], excerpts: int, library: Path | None, use_library: bool, validate_seeds: int,
+        calibrate: bool, policy: str, calibration_seeds: int, group_size: int, max_steps: int | None,
+        policy_temperature: float, policy_max_tokens: int, mean_band: tuple[float, float],
+        success_band: tuple[float, float], max_constant_groups: float, tries: int, llm: BackendSettings) -> int:
+    """An environment for one capability in the folder `out`: named by `capability` and `description` (or
+    `@FILE`), or the entry of `selected` (named, else the top PENDING one; marked DONE on success). The calibration
+    policy plays on `llm.device` with `llm.seed`: the command line has one `--device` and one `--seed`."""
+    from tracec.trace_rl.llm.chat import Sampling
+    from tracec.trace_rl.llm.options import local_backend
     from tracec.trace_rl.policy.catalog import require_device
     from tracec.trace_rl.trace.analysis.cases import read_cases
     from tracec.trace_rl.trace.synth.calibration import Bands
@@ -44,33 +65,35 @@ def env(args: argparse.Namespace) -> int:
     from tracec.trace_rl.trace.synth.library import load_library
     from tracec.trace_rl.trace.synth.reference import LIBRARY
 
-    entry, selected = _selected_entry(args)
-    name = entry["skill"] if entry else args.capability
-    description = entry["description"] if entry else text_argument(args.description, "--description")
+    entry = _selected_entry(selected, capability) if selected is not None else None
+    name = entry["skill"] if entry else capability
+    description = entry["description"] if entry else text_argument(description, "--description")
     if not name or not description:
         raise UsageProblem("name the capability: --capability NAME --description TEXT, or --selected FILE")
-    cases = read_cases(args.trajectories) if args.trajectories else []
+    cases = read_cases(trajectories) if trajectories else []
     wanted = set(entry.get("example_failed_cases", [])) if entry else set()
     failed = [c for c in cases if not c.success and (not wanted or c.id in wanted)]
-    excerpts = tuple(c.transcript for c in failed[: args.excerpts])
-    calibration = None if args.no_calibrate else settings(
-        CalibrationSettings, seeds=args.calibration_seeds, group_size=args.group_size, max_steps=args.max_steps,
-        sampling=_policy_sampling(args),
-        bands=settings(Bands, mean_reward=tuple(args.mean_band), success_rate=tuple(args.success_band),
-                       max_constant_groups=args.max_constant_groups))
-    chosen = settings(EnvSettings, tries=args.tries, validate_seeds=args.validate_seeds, calibration=calibration)
-    library = load_library(args.library or LIBRARY)
-    out: Path = args.output
-    out.mkdir(parents=True, exist_ok=True)
-    if not args.no_calibrate:
-        require_device(args.device, "--device")  # before the policy loads
-    policy = None if args.no_calibrate else local_backend(args.policy, device=args.device, seed=args.seed,
-                                                         max_new_tokens=args.policy_max_tokens)
-    target = Target(name=name, description=description, excerpts=excerpts)
-    backend, log = _writer(args, target, library, open_backend)
+    shown = tuple(c.transcript for c in failed[:excerpts])
     try:
-        result = synthesize(backend, target, chosen, library=library, use_library=not args.no_library,
-                            policy=policy, out_dir=out, log=log, report=report)
+        calibration = CalibrationSettings(
+            seeds=calibration_seeds, group_size=group_size, max_steps=max_steps,
+            sampling=Sampling(temperature=policy_temperature, max_tokens=policy_max_tokens),
+            bands=Bands(mean_reward=mean_band, success_rate=success_band, max_constant_groups=max_constant_groups),
+        ) if calibrate else None
+        chosen = EnvSettings(tries=tries, validate_seeds=validate_seeds, calibration=calibration)
+    except ValueError as error:
+        raise UsageProblem(str(error)) from None
+    environments = load_library(library or LIBRARY)
+    out.mkdir(parents=True, exist_ok=True)
+    player = None
+    if calibrate:
+        require_device(llm.device, "--device")  # before the policy loads
+        player = local_backend(policy, device=llm.device, seed=llm.seed, max_new_tokens=policy_max_tokens)
+    target = Target(name=name, description=description, excerpts=shown)
+    backend, log = _writer(target, environments, use_library=use_library, llm=llm, out=out)
+    try:
+        result = synthesize(backend, target, chosen, library=environments, use_library=use_library,
+                            policy=player, out_dir=out, log=log, report=report)
     except EnvFailed as error:
         if error.calibration is not None:  # the table of the last calibration, passed or not
             _write_calibration(out, error.calibration)
@@ -90,51 +113,42 @@ def env(args: argparse.Namespace) -> int:
     return 0
 
 
-class SynthFailed(Exception):
-    """No candidate passed the checks."""
-
-
 def _write_calibration(out: Path, calibration: Any) -> None:
     write_atomic(out / "calibration.txt", [calibration.render()])
     write_atomic(out / "calibration.json", [json.dumps(calibration.to_json(), indent=2) + "\n"])
     sys.stdout.write(calibration.render())
 
 
-def _writer(args: argparse.Namespace, target: Any, library: Any, open_backend: Any) -> tuple[Any, CallLog | None]:
+def _writer(target: Any, library: Any, *, use_library: bool, llm: BackendSettings,
+            out: Path) -> tuple[Any, CallLog | None]:
     """The writing LLM and its log, opened only when the library cannot serve the capability by name."""
+    from tracec.trace_rl.llm.options import open_backend
     from tracec.trace_rl.trace.synth.library import match_by_name
 
-    if not args.no_library and match_by_name(target.name, library) is not None:
+    if use_library and match_by_name(target.name, library) is not None:
         return None, None
-    return open_backend(args), CallLog(log_path_beside(args.output), command="synth env")
+    return open_backend(llm), CallLog(log_path_beside(out), command="synth env")
 
 
-def _policy_sampling(args: argparse.Namespace) -> Any:
-    from tracec.trace_rl.llm.chat import Sampling
-
-    return settings(Sampling, temperature=args.policy_temperature, max_tokens=args.policy_max_tokens)
-
-
-def _selected_entry(args: argparse.Namespace) -> tuple[dict[str, Any] | None, Path | None]:
-    if args.selected is None:
-        return None, None
+def _selected_entry(selected: Path, capability: str | None) -> dict[str, Any]:
+    """The entry of `selected` named `capability`, else the PENDING one of the largest gap."""
     try:
-        entries = json.loads(args.selected.read_text(encoding="utf-8"))
+        entries = json.loads(selected.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise SynthFailed(f"{args.selected}:{error.lineno}:{error.colno}: error: not JSON: {error.msg}") from None
+        raise SynthFailed(f"{selected}:{error.lineno}:{error.colno}: error: not JSON: {error.msg}") from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) and "skill" in e for e in entries):
-        raise SynthFailed(f"{args.selected}: error: expected selected_capabilities.json (a list of {{skill, ...}})")
-    if args.capability:
-        entry = next((e for e in entries if e["skill"] == args.capability), None)
+        raise SynthFailed(f"{selected}: error: expected selected_capabilities.json (a list of {{skill, ...}})")
+    if capability:
+        entry = next((e for e in entries if e["skill"] == capability), None)
         if entry is None:
-            raise SynthFailed(f"{args.selected}: error: no capability {args.capability!r}; it has "
+            raise SynthFailed(f"{selected}: error: no capability {capability!r}; it has "
                               f"{', '.join(e['skill'] for e in entries)}")
-        return entry, args.selected
+        return entry
     pending = sorted((e for e in entries if e.get("status", "PENDING") == "PENDING"),
                      key=lambda e: -float(e.get("mean_delta", 0.0)))
     if not pending:
-        raise SynthFailed(f"{args.selected}: every capability is DONE")
-    return pending[0], args.selected
+        raise SynthFailed(f"{selected}: every capability is DONE")
+    return pending[0]
 
 
 def _mark_done(selected: Path, name: str, environment: Path, calibration: Any) -> None:
@@ -156,34 +170,38 @@ def _mark_done(selected: Path, name: str, environment: Path, calibration: Any) -
         handle.write("\n")
 
 
-def rubric(args: argparse.Namespace) -> int:
+def rubric(out: Path, *, schema: str, schema_name: str | None, description: str | None,
+           trajectories: Path | None, random_trajectories: Path | None, environment: Path | None, seeds: int,
+           tries: int, llm: BackendSettings) -> int:
+    """An operator library in the file `out` for `schema` (a `.rubric` file, or `toolenv`; `schema_name` picks one
+    of the file's), validated on recorded episodes, or on `seeds` episodes of `environment` recorded here."""
     from tracec.trace_rl.llm.options import open_backend
     from tracec.trace_rl.llm.repair import RepairFailed
     from tracec.trace_rl.trace.analysis.cases import read_cases
     from tracec.trace_rl.trace.synth.reference import EXAMPLES
     from tracec.trace_rl.trace.synth.rubric import render_report, synthesize_rubric
 
-    schema_name, schema_text, append_schema = _schema(args)
-    description = text_argument(args.description, "--description")
-    out: Path = args.output
-    episodes, recorded = _episodes(args, schema_name, out)
-    if description is None and args.env is not None:
+    name, schema_text, append_schema = _schema(schema, schema_name)
+    description = text_argument(description, "--description")
+    episodes, recorded = _episodes(name, out, environment=environment, seeds=seeds,
+                                   trajectories=trajectories, random_trajectories=random_trajectories)
+    if description is None and environment is not None:
         from tracec.trace_rl.envs.capability import load_environment
 
-        description = f"a tool-use task: {load_environment(str(args.env)).description}"
+        description = f"a tool-use task: {load_environment(str(environment)).description}"
     if not description:
         raise UsageProblem("describe the benchmark's interaction: --description TEXT (or @FILE)")
     cases = read_cases([recorded]) if recorded is not None else []
     excerpts = [c.excerpt(1500) for c in ([next((c for c in cases if c.success), None),
                                            next((c for c in cases if not c.success), None)]) if c is not None]
-    backend = open_backend(args)
+    backend = open_backend(llm)
     log = CallLog(log_path_beside(out), command="synth rubric")
     attempts = out.with_name(out.stem + ".attempts")
-    example = EXAMPLES / ("tau2.rubric" if schema_name == "toolenv" else "toolenv.rubric")  # another schema's
+    example = EXAMPLES / ("tau2.rubric" if name == "toolenv" else "toolenv.rubric")  # another schema's
     try:
-        result = synthesize_rubric(backend, schema_name=schema_name, schema_text=schema_text, description=description,
+        result = synthesize_rubric(backend, schema_name=name, schema_text=schema_text, description=description,
                                    append_schema=append_schema, episodes=episodes, excerpts=excerpts,
-                                   example=example, tries=args.tries, out_dir=attempts, log=log, report=report)
+                                   example=example, tries=tries, out_dir=attempts, log=log, report=report)
     except RepairFailed as error:
         raise SynthFailed(str(error)) from None
     table = render_report(result.operators, result.skipped)
@@ -197,53 +215,54 @@ def rubric(args: argparse.Namespace) -> int:
     return 0
 
 
-def _schema(args: argparse.Namespace) -> tuple[str, str, bool]:
+def _schema(schema: str, name: str | None) -> tuple[str, str, bool]:
     """(schema name, its source text, whether the checked source must append it: a built-in one is known)."""
     from importlib import resources
 
     from tracec.dsl import ast
     from tracec.dsl.parse import parse
 
-    if args.schema == "toolenv":
+    if schema == "toolenv":
         text = resources.files("tracec.grammars").joinpath("toolenv.rubric").read_text(encoding="utf-8")
         return "toolenv", text, False
-    path = Path(args.schema)
+    path = Path(schema)
     source = path.read_text(encoding="utf-8")
     module = parse(source, str(path))
     schemas = [d for d in module.decls if isinstance(d, ast.Schema)]
-    chosen = [s for s in schemas if args.schema_name in (None, s.name)]
+    chosen = [s for s in schemas if name in (None, s.name)]
     if len(chosen) != 1:
         names = ", ".join(s.name for s in schemas) or "none"
         raise UsageProblem(f"{path}: name the schema with --schema-name (schemas here: {names})"
-                           if args.schema_name is None else f"{path}: no schema {args.schema_name!r} ({names})")
-    schema = chosen[0]
-    following = [d.loc.line for d in module.decls if d.loc.line > schema.loc.line]
-    lines = source.splitlines()[schema.loc.line - 1 : (min(following) - 1) if following else None]
-    return schema.name, "\n".join(lines).strip() + "\n", True
+                           if name is None else f"{path}: no schema {name!r} ({names})")
+    found = chosen[0]
+    following = [d.loc.line for d in module.decls if d.loc.line > found.loc.line]
+    lines = source.splitlines()[found.loc.line - 1 : (min(following) - 1) if following else None]
+    return found.name, "\n".join(lines).strip() + "\n", True
 
 
-def _episodes(args: argparse.Namespace, schema_name: str, out: Path) -> tuple[Any, Path | None]:
+def _episodes(schema_name: str, out: Path, *, environment: Path | None, seeds: int, trajectories: Path | None,
+              random_trajectories: Path | None) -> tuple[Any, Path | None]:
     """The validation episodes, and the recorded-trajectory file excerpts come from."""
     from tracec.runtime.output import write_records
     from tracec.runtime.trajectories.jsonl import read_trajectories
     from tracec.trace_rl.trace.analysis.cases import succeeded
     from tracec.trace_rl.trace.synth.rubric import Episodes
 
-    if args.env is not None:
-        if schema_name != "toolenv" or args.trajectories or args.random_trajectories:
+    if environment is not None:
+        if schema_name != "toolenv" or trajectories or random_trajectories:
             raise UsageProblem("--env records toolenv episodes: use it with --schema toolenv and without "
                                "--trajectories / --random-trajectories")
         from tracec.trace_rl.envs.capability import load_environment
         from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
 
-        played = scripted_episodes(load_environment(str(args.env)), range(args.seeds))
+        played = scripted_episodes(load_environment(str(environment)), range(seeds))
         recorded = out.with_name(out.stem + ".episodes.jsonl")
         write_records([r for kind in ("gold", "null", "random") for r in played[kind]], recorded)
         episodes = read_trajectories(recorded)
         return Episodes(succeeded=tuple(e for e in episodes if e.episode.startswith("gold-")),
                         failed=tuple(e for e in episodes if e.episode.startswith("null-")),
                         random=tuple(e for e in episodes if e.episode.startswith("random-"))), recorded
-    given = read_trajectories(args.trajectories) if args.trajectories else []
-    random = read_trajectories(args.random_trajectories) if args.random_trajectories else []
+    given = read_trajectories(trajectories) if trajectories else []
+    random = read_trajectories(random_trajectories) if random_trajectories else []
     return Episodes(succeeded=tuple(e for e in given if succeeded(e)),
-                    failed=tuple(e for e in given if not succeeded(e)), random=tuple(random)), args.trajectories
+                    failed=tuple(e for e in given if not succeeded(e)), random=tuple(random)), trajectories

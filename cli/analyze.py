@@ -19,7 +19,8 @@ from pathlib import Path
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
 from tracec.trace_rl.llm.options import BackendChoiceError
-from tracec.trace_rl.trace.analysis.commands import USER_ERRORS, UsageProblem
+from tracec.trace_rl.trace.analysis.commands import USER_ERRORS
+from tracec.trace_rl.trace.usage import UsageProblem
 
 from tracec.arguments import integer, number
 

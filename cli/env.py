@@ -15,13 +15,13 @@ from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK, EXIT_USER, UsageError
 from tracec.cli.paths import read_source
+from tracec.dsl.env_model import MAX_STEPS
 
 from tracec.arguments import integer
 
 USAGE = """
   tracec env FILE [--seed N] [--play] [--max-steps N] [--name ENV]
   tracec env validate FILE [--seeds N] [--first-seed N] [--name ENV]"""
-MAX_STEPS = 1000  # the most an episode may take (`trace_rl.envs.capability.episode.Environment`)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

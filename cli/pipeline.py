@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
 from tracec.cli.paths import input_file, work_folder
+from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.trace_rl.trace.evaluate import EvalError
@@ -25,7 +26,7 @@ from tracec.config_io import ConfigError
 
 # Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
 # TemplateError is named, not imported: its module imports torch (see `tracec.cli`).
-USER_ERRORS = (ConfigError, PipelineFailed, AdapterError, RouteError, EvalError, MissingReference,
+USER_ERRORS = (ConfigError, PipelineFailed, AdapterError, RouteError, EvalError, MissingReference, BackendChoiceError,
                "tracec.trace_rl.rollouts.turns:TemplateError", ImportError, *ANALYSIS_ERRORS)
 
 

@@ -16,16 +16,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracec.cli.env import MAX_STEPS
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
+from tracec.dsl.env_model import MAX_STEPS
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.analysis.cases import CaseError
-from tracec.trace_rl.trace.synth.commands import SynthFailed, UsageProblem
+from tracec.trace_rl.trace.synth.commands import SynthFailed
 from tracec.trace_rl.trace.synth.reference import MissingReference
+from tracec.trace_rl.trace.usage import UsageProblem
 
 from tracec.arguments import integer, number
 

@@ -10,6 +10,8 @@ from tracec.dsl import ast
 from tracec.dsl.errors import Loc, Source
 from tracec.dsl.types import Type
 
+MAX_STEPS = 1000  # the most steps an episode may be given, whatever an environment's own `max_steps` says
+
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:

@@ -2,8 +2,8 @@
 
 A value out of range is then a usage error (exit 2) that names the flag, `argument --runs: must be at least 1, got
 0`, said before a library is imported, a model loaded or an LLM called. The library's settings check the same values
-again for their other callers (configs, tests), in their own words. It lives in the bottom package because both the
-command line (`tracec.cli`) and the library's shared flags (`trace_rl.llm.options`) declare flags with it.
+again for their other callers (configs, tests), in their own words. It lives in the bottom package because the
+library checks a device with the same pattern (`DEVICE`) as the command line's flags.
 Left out: whether a device exists (that needs torch, `trace_rl.policy.catalog.require_device`).
 """
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tracec.dsl.env_model import MAX_STEPS
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
 from tracec.trace_rl.envs.protocol import Observation, StepResult
@@ -41,8 +42,8 @@ class Environment:
 
     def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None):
         limit = program.limits.max_steps if max_steps is None else max_steps
-        if not 1 <= limit <= 1000:
-            raise ValueError(f"max_steps must be between 1 and 1000, got {limit}")
+        if not 1 <= limit <= MAX_STEPS:
+            raise ValueError(f"max_steps must be between 1 and {MAX_STEPS}, got {limit}")
         self.program, self.max_steps = program, limit
         self.user: User = user if user is not None else ScriptedUser()
         self.scenario: Scenario | None = None

@@ -22,15 +22,12 @@ from tracec.trace_rl.trace.analysis.dictionary import Capability, DictionaryErro
 from tracec.trace_rl.trace.analysis.label import LabelingFailed
 from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
 from tracec.trace_rl.trace.analysis.runs import RunFileError, read_run, run_files
+from tracec.trace_rl.trace.usage import UsageProblem, report
 
 from tracec.atomic import atomic_open
 
 if TYPE_CHECKING:
     from tracec.compiler.backends import Backend
-
-
-class UsageProblem(Exception):
-    """Inputs that parse but do not make sense (together)."""
 
 
 USER_ERRORS = (CaseError, DictionaryError, RunFileError, LLMError, RepairFailed, LabelingFailed, ModelError)
@@ -42,10 +39,6 @@ def settings(make: Callable[..., S], **values: Any) -> S:
         return make(**values)
     except ValueError as error:
         raise UsageProblem(str(error)) from None
-
-
-def report(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def sampling_from(default: Any, *, max_tokens: int | None, temperature: float | None) -> Any:

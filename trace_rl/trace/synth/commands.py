@@ -16,20 +16,13 @@ from typing import Any
 
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
 from tracec.trace_rl.llm.options import BackendSettings
+from tracec.trace_rl.trace.usage import UsageProblem, report
 
 from tracec.atomic import atomic_open, write_atomic
 
 
-class UsageProblem(Exception):
-    """Inputs that parse but do not make sense (together)."""
-
-
 class SynthFailed(Exception):
     """No candidate passed the checks."""
-
-
-def report(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def text_argument(value: str | None, flag: str) -> str | None:

@@ -15,8 +15,10 @@ import tempfile
 from pathlib import Path
 
 from tracec.cli.errors import UsageError, UserError
-from tracec.compiler.cache import KernelCache, default_cache_path
+from tracec.compiler.cache import KernelCache
 from tracec.dsl.source_file import decode_source
+
+from tracec.cache_dir import cache_root
 
 CACHE_SETTING = "TRACEC_CACHE_DIR"
 
@@ -67,7 +69,7 @@ def work_folder(path: Path) -> Path:
 
 def kernel_cache() -> KernelCache:
     """The kernel cache ($TRACEC_CACHE_DIR, else ~/.cache/tracec), made and proven writable."""
-    folder = default_cache_path(os.environ)
+    folder = cache_root(os.environ)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):

@@ -13,17 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracec.atomic import write_atomic
-from tracec.cache_dir import cache_root
-
-
-def default_cache_path(environ: Mapping[str, str]) -> Path:
-    """`$TRACEC_CACHE_DIR`, else `~/.cache/tracec`: for callers (the CLI) that build a KernelCache."""
-    return cache_root(environ)
 
 
 def content_key(*parts: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 from tracec.compiler.backends import Backend, Kernel, compile_kernel
-from tracec.compiler.cache import KernelCache, default_cache_path
+from tracec.compiler.cache import KernelCache
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
 from tracec.dsl.check import check
@@ -34,6 +34,8 @@ from tracec.dsl.source_file import read_source
 from tracec.runtime.facts import FactBatch, build_fact_batch
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
 from tracec.runtime.trajectories.jsonl import Episode, gc_paused
+
+from tracec.cache_dir import cache_root
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def load_rubric(text: str, path: str, rubric: str | None = None) -> CompiledRubr
 
 def default_cache() -> KernelCache:
     """The kernel cache folder: $TRACEC_CACHE_DIR, else ~/.cache/tracec."""
-    return KernelCache(default_cache_path(os.environ))
+    return KernelCache(cache_root(os.environ))
 
 
 def trl_reward_func(

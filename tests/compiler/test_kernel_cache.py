@@ -19,9 +19,11 @@ import numpy as np
 import pytest
 from tracec.compiler import c_backend, interp, numba_backend
 from tracec.compiler.backends import compile_kernel
-from tracec.compiler.cache import KernelCache, content_key, default_cache_path
+from tracec.compiler.cache import KernelCache, content_key
 from tracec.compiler.ir import ColumnSpec, KernelProgram, Node, entity_id
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, Type
+
+from tracec.cache_dir import cache_root
 
 MUG = entity_id("mug")
 
@@ -189,6 +191,6 @@ def test_content_key_separates_its_parts() -> None:
     assert content_key("ab", "c") == content_key("ab", "c")
 
 
-def test_default_cache_path() -> None:
-    assert default_cache_path({"TRACEC_CACHE_DIR": "/srv/k"}) == Path("/srv/k")
-    assert default_cache_path({}) == Path.home() / ".cache" / "tracec"
+def test_cache_root() -> None:
+    assert cache_root({"TRACEC_CACHE_DIR": "/srv/k"}) == Path("/srv/k")
+    assert cache_root({}) == Path.home() / ".cache" / "tracec"

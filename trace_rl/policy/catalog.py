@@ -27,6 +27,7 @@ from typing import Any
 
 from tracec.arguments import DEVICE
 from tracec.atomic import write_atomic
+from tracec.cache_dir import home_cache
 
 MODELS_DIR_VARIABLE = "TRACEC_MODELS_DIR"
 SMOLLM2 = "smollm2-135m-instruct"
@@ -48,7 +49,7 @@ class ModelInfo:
 
 def models_dir(environ: Mapping[str, str] = os.environ) -> Path:
     configured = environ.get(MODELS_DIR_VARIABLE)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tracec" / "models"
+    return Path(configured).expanduser() if configured else home_cache() / "models"
 
 
 def resolve_model(name_or_path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Path:

@@ -11,7 +11,8 @@ from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import TRAINED, Policy
-from tracec.trace_rl.trace.adapters import BASE, AdapterError, PeftAdapters
+from tracec.trace_rl.trace.adapters import AdapterError, PeftAdapters
+from tracec.trace_rl.trace.eval_table import BASE
 from tracec.trace_rl.trace.routing import (
     AdapterAgent,
     RoutedAgent,

@@ -232,6 +232,20 @@ def test_the_analyst_is_the_llm_section_opened_once(tmp_path: Path) -> None:
         Context(config=none, report=print, detail=print).analyst()
 
 
+def test_a_typo_in_the_conditions_is_refused_before_any_step_runs(tmp_path: Path) -> None:
+    """`evaluate.conditions` is read at step 8; a near miss of a keyword is said at once, by the command line."""
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "tracec.cli", "pipeline", str(config), "--set",
+                           "evaluate.conditions=[\"base\", \"rooted\"]"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert 'did you mean "routed" for "rooted"' in done.stderr and not (tmp_path / "run").exists()
+    names = load_pipeline_config(config, ["evaluate.conditions=[\"base\", \"precondition_verification\"]"])
+    assert names.evaluate.conditions == ("base", "precondition_verification")  # an adapter's name stays allowed
+
+
 @pytest.mark.slow
 def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
     """`tracec pipeline` in a subprocess, SIGKILLed once training has its first checkpoint; run again, it skips

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tracec.trace_rl.llm import conversation
+from tracec.trace_rl.trace.eval_table import BASE  # the name of "no adapter", as a condition or a route
 
-BASE = "base"  # the name of "no adapter" wherever a condition or a route is named
 ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM (GPU)
 
 

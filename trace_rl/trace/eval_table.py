@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-ROUTED, ORACLE = "routed", "oracle"
+# The conditions named by a keyword rather than by an adapter: no adapter, each adapter, the router's choice.
+BASE, ADAPTERS, ROUTED = "base", "adapters", "routed"
+CONDITION_KEYWORDS = (BASE, ADAPTERS, ROUTED)
+ORACLE = "oracle"  # the union ceiling's row
 
 
 @dataclass(frozen=True, kw_only=True)

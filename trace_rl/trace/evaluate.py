@@ -32,8 +32,8 @@ from typing import Any
 
 from tracec.trace_rl.envs.agent import Agent, run_episode
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
-from tracec.trace_rl.trace.adapters import BASE, AdapterModel
-from tracec.trace_rl.trace.eval_table import ROUTED, EvalTable, TaskResult, summarize
+from tracec.trace_rl.trace.adapters import AdapterModel
+from tracec.trace_rl.trace.eval_table import ADAPTERS, BASE, ROUTED, EvalTable, TaskResult, summarize
 from tracec.trace_rl.trace.routing import AdapterAgent, RoutedAgent, Router
 
 from tracec.atomic import write_atomic
@@ -200,7 +200,7 @@ def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]
     """The condition list a user asks for: `base`, `adapters` (each adapter), `routed`, or adapter names."""
     out: list[str] = []
     for name in names:
-        for each in (adapters if name == "adapters" else [name]):
+        for each in (adapters if name == ADAPTERS else [name]):
             if each not in out:
                 out.append(each)
     return out

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.envs.agent import Message, turns_taken
-from tracec.trace_rl.trace.adapters import BASE, AdapterModel
+from tracec.trace_rl.trace.adapters import AdapterModel
+from tracec.trace_rl.trace.eval_table import BASE
 
 BASE_DESCRIPTION = "none of the above: the general model, for a task that needs no particular capability"
 

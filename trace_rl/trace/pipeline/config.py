@@ -14,6 +14,7 @@ the trainer's). Left out: several targets in one run (run the pipeline per targe
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig
+from tracec.trace_rl.trace.eval_table import CONDITION_KEYWORDS
 
 from tracec.config_io import (
     ConfigError,
@@ -31,6 +33,7 @@ from tracec.config_io import (
     located,
     read_toml,
     require,
+    shown,
     to_dict,
 )
 
@@ -174,6 +177,12 @@ class EvaluateSection:
     def __post_init__(self) -> None:
         choice("engine", self.engine, ("transformers", "vllm"))
         require(len(self.conditions) > 0, "conditions", self.conditions, "e.g. [\"base\", \"adapters\", \"routed\"]")
+        # An adapter's name is known only once analysis has run; a near miss of a keyword is a typo now.
+        for name in self.conditions:
+            near = difflib.get_close_matches(name, CONDITION_KEYWORDS, n=1)
+            require(name in CONDITION_KEYWORDS or not near, "conditions", self.conditions,
+                    f"did you mean {shown(near[0]) if near else ''} for {shown(name)}? Use "
+                    "base, adapters, routed or a capability's name")
         require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
         require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
 

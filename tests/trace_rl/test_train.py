@@ -182,6 +182,13 @@ def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
     err = capsys.readouterr().err
     assert "its schema 'alfworld' reads the state fields" in err and "Traceback" not in err
     assert not (tmp_path / "other" / "metrics.jsonl").exists()
+    short = ["--set", "rollout.group_size=4", "--set", "model.name=tiny", "--set", "env.kind=capability", "--set",
+             f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "--set",
+             "rollout.max_context_tokens=256", "--out", str(tmp_path / "short")]
+    assert cli_main(["train", str(bad), *short]) == 1  # the tools' prompt cannot fit: said before any rollout
+    err = capsys.readouterr().err
+    assert "leaves no room for a turn" in err and "raise rollout.max_context_tokens" in err and "Traceback" not in err
+    assert not (tmp_path / "short" / "metrics.jsonl").exists()
 
 
 @pytest.mark.slow

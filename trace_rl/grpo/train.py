@@ -190,29 +190,21 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
                                     lam=config.advantage.lam, gamma=config.advantage.gamma) \
         if config.advantage.kind == "trca" else None
     factory = make_env or environment_factory(config.env)
-    if scorer is not None:
-        _check_rubric_fits(scorer, factory, config, stream.peek(1)[0])
     template = TurnTemplate(policy.tokenizer)
     sampler = make_sampler(config, policy, template, run_dir)
     engine = RolloutEngine(sampler, template, factory, config.rollout, max_turns=config.env.max_turns)
+    # Before any rollout: the next task's first prompt fits the context, and the rubric reads its facts.
+    opening = engine.opening_state(stream.peek(1)[0])
+    if scorer is not None:
+        _check_rubric_fits(scorer, opening, config)
     return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
                 engine=engine, learner=Learner(policy, optimizer, config, dist), scorer=scorer,
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
 
 
-def _check_rubric_fits(scorer: RubricScorer, factory: EnvironmentFactory, config: TrainConfig, seed: int) -> None:
-    """The rubric against the opening state of the run's next task (one the first rollout plays anyway), before any
-    rollout."""
-    env = factory()
+def _check_rubric_fits(scorer: RubricScorer, opening: dict[str, Any], config: TrainConfig) -> None:
     try:
-        env.reset(seed)
-        states = env.trajectory("probe").get("states") or [{}]
-    finally:
-        close = getattr(env, "close", None)
-        if callable(close):
-            close()
-    try:
-        check_rubric_fits(scorer, dict(states[0]), rubric=config.advantage.rubric)
+        check_rubric_fits(scorer, opening, rubric=config.advantage.rubric)
     except ValueError as error:
         raise ConfigError(str(error)) from None
 

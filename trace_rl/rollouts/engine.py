@@ -40,6 +40,8 @@ from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
 
+from tracec.config_io import ConfigError
+
 
 class TurnSampler(Protocol):
     def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
@@ -131,6 +133,16 @@ class RolloutEngine:
             self.sampler.reset()
         return [finished[key] for key in sorted(finished)]
 
+    def opening_state(self, seed: int) -> dict[str, Any]:
+        """The opening state of task `seed`, whose first prompt must leave room for a turn (else a ConfigError): what
+        a trainer checks before its first rollout."""
+        episode = self._start(0, GroupTask(group=0, seed=seed), 0, 0, 0)
+        try:
+            states = episode.env.trajectory("probe").get("states") or [{}]
+        finally:
+            _close(episode.env)
+        return dict(states[0])
+
     def _start(self, key: int, task: GroupTask, member: int, seed: int, iteration: int) -> _Live:
         env = self.make_env()
         first = env.reset(task.seed)
@@ -141,7 +153,8 @@ class RolloutEngine:
                         sampled=[False] * len(prompt))
         self._offer_choices(episode)
         if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
-            raise ValueError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no room "
+            _close(env)
+            raise ConfigError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no room "
                              f"for a turn of {self._room(episode)} in rollout.max_context_tokens = "
                              f"{self.settings.max_context_tokens}; raise rollout.max_context_tokens")
         return episode
@@ -218,9 +231,7 @@ class RolloutEngine:
     def _finish(self, episode: _Live) -> EpisodeRollout:
         name = f"g{episode.group.group}.{episode.member}"
         record = episode.env.trajectory(name)
-        close = getattr(episode.env, "close", None)
-        if callable(close):  # a game engine, a subprocess: let it go now, not at garbage collection
-            close()
+        _close(episode.env)
         return EpisodeRollout(
             group=episode.group.group, member=episode.member, seed=episode.group.seed, episode=name,
             token_ids=np.asarray(episode.ids, dtype=np.int64),
@@ -229,3 +240,10 @@ class RolloutEngine:
             trajectory=record, reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
             truncated=episode.truncated, turns=episode.turns, choice_turns=tuple(episode.choice_turns),
         )
+
+
+def _close(env: Any) -> None:
+    """Let a game engine or a subprocess go now, not at garbage collection."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()

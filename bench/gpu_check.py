@@ -174,7 +174,7 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
 def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.policy.lora import LoraSection
     from tracec.trace_rl.policy.model import TRAINED, Policy
-    from tracec.trace_rl.trace.adapters import PeftAdapters
+    from tracec.trace_rl.trace.peft_adapters import PeftAdapters
     from tracec.trace_rl.trace.routing import Router, route_options
     from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
 

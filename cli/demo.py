@@ -15,7 +15,7 @@ from tracec.arguments import integer, number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from tracec.trace_rl.experiments.demo import EVAL_SEED_BASE, DemoBudget
+    from tracec.trace_rl.experiments.demo_settings import EVAL_SEED_BASE, DemoBudget
 
     default = DemoBudget()
     parser.add_argument("--workdir", type=Path, default=Path("out/demo"), metavar="DIR",
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.experiments.demo import DemoBudget, demo_family, run_demo
+    from tracec.trace_rl.experiments.demo_settings import DemoBudget
 
     if args.iterations % args.eval_every:
         raise UsageError(f"--iterations ({args.iterations}) must be a multiple of --eval-every ({args.eval_every})")
@@ -56,5 +56,8 @@ def run(args: argparse.Namespace) -> int:
                         smol_iterations=args.smol_iterations, smol_eval_seeds=args.smol_eval_seeds,
                         parallel=not args.sequential)
     kernel_cache()  # TRCA compiles the rubric's kernels: an unwritable cache is said before any work
-    return run_demo(work_folder(args.workdir), budget, family=demo_family(args.train_games, args.eval_games),
+    workdir = work_folder(args.workdir)
+    from tracec.trace_rl.experiments.demo import demo_family, run_demo  # the trainer: torch, textworld
+
+    return run_demo(workdir, budget, family=demo_family(args.train_games, args.eval_games),
                     verbose=args.library_output)  # `tracec --library-output demo`

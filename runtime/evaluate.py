@@ -32,7 +32,9 @@ from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
 from tracec.dsl.source_file import read_source
 from tracec.runtime.facts import FactBatch, build_fact_batch
+from tracec.runtime.output import write_evaluation, write_evaluation_lines
 from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
+from tracec.runtime.trajectories.files import read_facts
 from tracec.runtime.trajectories.jsonl import Episode, gc_paused
 
 from tracec.cache_dir import cache_root
@@ -122,8 +124,6 @@ class RubricScorer:
         Parquet / Arrow IPC by suffix). `out`, an earlier result the caller is done with, lends its memory: its
         arrays are overwritten (when they are big enough) instead of fresh ones being allocated."""
         if isinstance(data, (str, os.PathLike)):
-            from tracec.runtime.trajectories.files import read_facts
-
             with gc_paused():  # the parsed objects are freed by reference counting when read_facts returns
                 data = read_facts(data, self.compiled.plan)
         batch = data if isinstance(data, FactBatch) else self.fact_batch(data)
@@ -142,8 +142,6 @@ def evaluate_file(scorer: RubricScorer, trajectories: str | os.PathLike[str],
                   output: str | os.PathLike[str] | None) -> str:
     """`tracec eval`: score a trajectory file and write every step to `output` (by suffix) or, if None, as JSONL
     to stdout; returns a one-line summary. The collector is paused throughout: nothing here makes cycles."""
-    from tracec.runtime.output import write_evaluation, write_evaluation_lines
-
     with gc_paused():
         result = scorer.evaluate(trajectories)
         if output is None:

@@ -27,6 +27,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple, TypeVar
 
+import numpy as np
+from tracec.compiler.context import Component, ContextKeys
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXTENSION = "tracec.runtime._fixed"
@@ -59,6 +62,7 @@ def fixed_kernels() -> FixedKernels:
 
 def numba_kernels() -> FixedKernels:
     """The Numba definitions (imported, and compiled or loaded from Numba's cache, on first use)."""
+    # Lazy: the kernel modules import Numba (which a process with the C extension never loads) and this module.
     from tracec.runtime import advantage_kernels, context_group_kernels, reward_kernels
 
     return FixedKernels(reward_kernels.chunk_table, reward_kernels.trca_kernel, reward_kernels.returns_kernel,
@@ -68,7 +72,7 @@ def numba_kernels() -> FixedKernels:
 
 def fixed_kernel(**options: Any) -> Callable[[F], F]:
     """`numba.njit(cache=True, **options)`, or without the cache (and a warning) where none can be written."""
-    from numba import njit
+    from numba import njit  # only the Numba kernel modules call this, when they are imported
 
     def decorate(function: F) -> F:
         try:
@@ -84,8 +88,7 @@ def fixed_kernel(**options: Any) -> Callable[[F], F]:
 
 def warm() -> float:
     """Compile (or load) every fixed kernel in use for the types the package calls it with; returns the seconds."""
-    import numpy as np
-    from tracec.compiler.context import Component, ContextKeys
+    # Lazy: a cycle (rewards imports this module for `fixed_kernels`).
     from tracec.runtime.rewards import RewardConfig, discounted_returns, evaluate_rewards, trca_rewards
 
     started = time.perf_counter()

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
+from tracec.runtime.arrow_numpy import from_numpy, strings
 
 from tracec.atomic import atomic_open, atomic_path
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from tracec.runtime.evaluate import Evaluation
 
 REWARDS = ("r_F", "r_B", "r_TRCA", "R", "A_E", "A_S", "A")
@@ -35,8 +37,6 @@ def write_evaluation(result: Evaluation, path: str | os.PathLike[str]) -> None:
     """Every step of `result` to `path` (JSONL or Parquet by its suffix); DataError for a non-finite reward."""
     _check_finite(result, os.fspath(path))
     if Path(path).suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         table = evaluation_table(result)
         with atomic_path(path) as tmp:  # dictionary pages only where values repeat: trying it on floats is waste
             pq.write_table(table, tmp, use_dictionary=["episode", "task"])
@@ -54,9 +54,6 @@ def write_evaluation_lines(result: Evaluation, handle: IO[str]) -> None:
 
 def evaluation_table(result: Evaluation) -> pa.Table:
     """The per-step table of `result`, built from its arrays."""
-    import pyarrow as pa
-    from tracec.runtime.arrow_numpy import from_numpy, strings
-
     batch, n = result.batch, result.batch.n_transitions
     step_episode = _episode_of_step(batch.episode_offsets)
     episode_of = from_numpy(step_episode)
@@ -78,9 +75,6 @@ def evaluation_table(result: Evaluation) -> pa.Table:
 def write_records(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> None:
     """Records (plain JSON values) one a line, or as a Parquet table (columns inferred by pyarrow)."""
     if Path(path).suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         table = pa.Table.from_pylist(list(records))
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)

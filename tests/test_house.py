@@ -1,4 +1,5 @@
-"""The house's rules (docs/architecture.md): no module imports from a layer above its own, and none is over 400 lines.
+"""The house's rules (docs/architecture.md): no module imports from a layer above its own, and none is over 400 lines;
+a library module imports tracec's own modules at its top, and the optional heavy packages each in one place.
 
 Every import counts, those inside functions and under `TYPE_CHECKING` included: a lazy import hides an edge of the
 graph, it does not remove it. Layers are listed bottom first; a module belongs to the longest prefix that names it.
@@ -86,3 +87,122 @@ def test_no_module_is_over_the_line_limit() -> None:
     long = sorted(f"{path.relative_to(ROOT)}: {n}" for path in modules().values()
                   if (n := len(path.read_text().splitlines())) > MAX_LINES)
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+# The library: its modules import tracec's own at their top. The command line (cli/) imports a verb's library inside
+# its `run`, on purpose, so that `--help` and a usage error never pay for it.
+LIBRARY = ("tracec.dsl", "tracec.compiler", "tracec.runtime", "tracec.trace_rl")
+_NUMBA = "the Numba kernels import Numba, which a process with the C extension never loads, and this module (a cycle)"
+_SETTINGS = "torch and transformers: the command line reads this module's settings and errors for `--help`"
+_PIPELINE = "torch, transformers, textworld: cli/pipeline.py imports run_pipeline before it reads the config"
+# The imports of tracec modules that stay inside a function: by module, the module imported and why.
+LAZY = {
+    "tracec.compiler.backends": {"tracec.compiler.numba_backend": "Numba takes a quarter second to import: only "
+                                                                  "where a kernel is compiled with it"},
+    "tracec.runtime.jit": {**dict.fromkeys(("tracec.runtime.advantage_kernels", "tracec.runtime.context_group_kernels",
+                                            "tracec.runtime.reward_kernels"), _NUMBA),
+                           "tracec.runtime.rewards": "a cycle: rewards imports this module's fixed_kernels"},
+    "tracec.trace_rl.policy.logprobs": {"tracec.trace_rl.policy.logprobs_triton": "Triton's kernels (Triton is an "
+                                        "optional extra, see ONE_PLACE); a cycle too: they use this module's TileOps"},
+    "tracec.trace_rl.llm.options": dict.fromkeys(("tracec.trace_rl.llm.local", "tracec.trace_rl.policy.tiny"),
+                                                 _SETTINGS),
+    "tracec.trace_rl.trace.pipeline.run": dict.fromkeys(
+        ("tracec.trace_rl.trace.pipeline.adapter_steps", "tracec.trace_rl.trace.pipeline.analysis_steps",
+         "tracec.trace_rl.trace.pipeline.env_steps", "tracec.trace_rl.trace.peft_adapters"), _PIPELINE),
+}
+# Modules whose imports inside functions (all of light modules) have not moved to the top yet, and why.
+PENDING = dict.fromkeys(("tracec.trace_rl.trace.analysis.commands", "tracec.trace_rl.trace.synth.commands"),
+                        "another change was editing the module when the others moved (issue #19 item 5)")
+# The optional heavy packages, each imported in one place (module, function; None: the module's top level), which
+# says why. Triton's is the kernel module itself (its kernels are decorated when it loads), imported only by
+# `logprobs` when the Triton backend is asked for (LAZY).
+ONE_PLACE = {"vllm": ("tracec.trace_rl.llm.vllm_backend", "import_vllm"),
+             "peft": ("tracec.trace_rl.policy.model", "import_peft"),
+             "triton": ("tracec.trace_rl.policy.logprobs_triton", None)}
+# Where a module is imported by a name known only at run time, and what name.
+DYNAMIC = {"tracec.cli": "the module of the verb that runs", "tracec.runtime.jit": "the optional C extension",
+           "tracec.trace_rl.llm.vllm_backend": "vLLM's modules, in import_vllm",
+           "tracec.trace_rl.grpo.environments": "a config's env.python.factory"}
+
+
+def imports_with_function(path: Path) -> list[tuple[ast.Import | ast.ImportFrom, str | None]]:
+    """Every import statement of a module with the function it is in (None: the module's top level, `if` and `try`
+    blocks included)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, str | None]] = []
+
+    def walk(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, function))
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            walk(child, ".".join(filter(None, (function, inner))) or None)
+
+    walk(ast.parse(path.read_text(), str(path)), None)
+    return found
+
+
+def lazy_imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The tracec modules `module` imports inside a function, relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node, function in imports_with_function(path):
+        if function is None:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        else:
+            base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+            target = ".".join(filter(None, (base, node.module)))
+            submodules = {f"{target}.{alias.name}" for alias in node.names} & set(known)  # `from pkg import module`
+            names.update(submodules or {target})
+    return {name for name in names if name == "tracec" or name.startswith("tracec.")}
+
+
+def in_library(module: str) -> bool:
+    return any(module == folder or module.startswith(folder + ".") for folder in LIBRARY)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if in_library(m)))
+def test_a_library_module_imports_tracec_at_its_top(module: str) -> None:
+    known = modules()
+    if module in PENDING:
+        return
+    allowed = LAZY.get(module, {})
+    lazy = lazy_imported(module, known[module], known)
+    assert lazy <= set(allowed), (f"{module} imports {sorted(lazy - set(allowed))} inside a function: move it to the "
+                                  "top, or add it to LAZY with the reason it cannot be there")
+
+
+def test_every_kept_lazy_import_is_still_there() -> None:
+    known = modules()
+    stale = sorted(f"{module}: {name}" for module, allowed in LAZY.items()
+                   for name in set(allowed) - lazy_imported(module, known[module], known))
+    stale += sorted(module for module in PENDING if module not in known or not lazy_imported(module, known[module],
+                                                                                             known))
+    assert not stale, f"LAZY or PENDING names imports that are no longer inside a function: {stale}"
+
+
+def test_the_optional_heavy_packages_are_imported_in_one_place_each() -> None:
+    found: dict[str, set[tuple[str, str | None]]] = {name: set() for name in ONE_PLACE}
+    for module, path in modules().items():
+        for node, function in imports_with_function(path):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if not node.level else []
+            for name in names:
+                if name.split(".")[0] in found:
+                    found[name.split(".")[0]].add((module, function))
+    wrong = {name: sorted(places ^ {ONE_PLACE[name]}, key=str) for name, places in found.items()
+             if places != {ONE_PLACE[name]}}
+    assert not wrong, f"imported elsewhere than in its one place, or not there (module, function): {wrong}"
+
+
+def test_modules_are_imported_by_a_computed_name_only_where_that_is_the_point() -> None:
+    calling = set()
+    for module, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = called.attr if isinstance(called, ast.Attribute) else called.id if isinstance(called, ast.Name) \
+                else None
+            if name in ("import_module", "__import__"):
+                calling.add(module)
+    assert calling == set(DYNAMIC), f"import_module or __import__ in {sorted(calling ^ set(DYNAMIC))}"

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.json as pj
+import pyarrow.parquet as pq
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
 from tracec.runtime.row_source import plan_fields
@@ -26,8 +28,6 @@ TABLE_SUFFIXES = (".parquet", ".arrow")
 def read_table(path: str | os.PathLike[str], plan: FactPlan | None = None) -> pa.Table:
     """A Parquet file or an Arrow IPC file (or stream), by suffix; DataError if it cannot be read. With a plan, a
     Parquet file is read only as far as the plan needs (the episode columns and the facts it reads)."""
-    import pyarrow.parquet as pq
-
     name = os.fspath(path)
     try:
         if name.endswith(".parquet"):
@@ -83,8 +83,6 @@ def json_table(path: str, plan: FactPlan) -> pa.Table | None:
     key given twice, a line that is not one object); the caller then reads it line by line for the located error.
     What this accepts, the line reader accepts with the same values, except for JSON that Python's parser cannot
     read at all (nesting over ~1,000 deep, an integer of over 4,300 digits) inside a field no rubric reads."""
-    import pyarrow.json as pj
-
     try:
         with open(path, "rb") as handle:
             raw = handle.read()

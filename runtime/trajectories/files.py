@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
 from tracec.runtime.facts import FactBatch, assemble, build_fact_batch
@@ -108,8 +110,6 @@ def _episode_fields(episodes: list[Episode]) -> dict[str, set[str]]:
 
 
 def _table_fields(schema: object) -> dict[str, set[str]]:
-    import pyarrow as pa
-
     assert isinstance(schema, pa.Schema)
     found = {}
     for source, column in (("state", "states"), ("action", "actions")):
@@ -127,9 +127,6 @@ def convert_trajectories(source: str | os.PathLike[str], target: str | os.PathLi
 
 
 def _convert(name: str, target: str | os.PathLike[str], reading: str, writing: str) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     if reading == ".jsonl":
         episodes = read_trajectories(name)
         table = episodes_table(episodes, name)

@@ -15,7 +15,7 @@ import pytest
 from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.trace_rl.experiments.demo import shipped_examples
+from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 OPENABLE = {"cabinet", "drawer", "fridge", "microwave"}
 VERBS = ("go", "take", "put", "open", "close", "toggle", "clean", "heat", "cool", "use", "examine", "look", "inventory")

@@ -16,7 +16,7 @@ import pytest
 from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.output import write_records
-from tracec.trace_rl.experiments.demo import shipped_examples
+from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 KINDS = ("hair extension", "wig", "shampoo", "hair dryer")
 ADJECTIVES = ("long", "clip-in", "curly", "straight", "silky")

@@ -14,9 +14,10 @@ from tracec.trace_rl.experiments.small_policy import build_word_tokenizer
 from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.local import TransformersBackend
 from tracec.trace_rl.policy.catalog import resolve_model
-from tracec.trace_rl.policy.tiny import ROLE_TOKENS, build_tiny_model, build_tokenizer
+from tracec.trace_rl.policy.tiny import build_tiny_model, build_tokenizer
+from tracec.trace_rl.policy.tiny_vocab import ROLE_TOKENS
 from tracec.trace_rl.rollouts.turns import TurnTemplate
-from tracec.trace_rl.trace.adapters import PeftAdapters
+from tracec.trace_rl.trace.peft_adapters import PeftAdapters
 from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
 from transformers import AutoTokenizer
 

@@ -96,7 +96,7 @@ def test_the_small_policy_tokenizer_is_exact_on_the_games_and_covers_held_out_on
 
 
 def test_no_context_grouping_makes_each_task_group_one_step_group(tmp_path: Path) -> None:
-    from tracec.trace_rl.experiments.demo import shipped_examples
+    from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
     rubric = shipped_examples() / "textworld.rubric"
     assert rubric_variant(rubric, tmp_path, context_grouping=True) == rubric

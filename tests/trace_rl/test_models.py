@@ -10,7 +10,8 @@ import torch
 from tracec.cli import main
 from tracec.trace_rl.llm.local import TransformersBackend
 from tracec.trace_rl.policy.catalog import SMOLLM2, ModelError, list_models, resolve_model
-from tracec.trace_rl.policy.tiny import build_tiny_model, parameter_count
+from tracec.trace_rl.policy.tiny import build_tiny_model
+from tracec.trace_rl.policy.tiny_vocab import parameter_count
 
 
 def _save_tiny(folder: Path, seed: int) -> int:

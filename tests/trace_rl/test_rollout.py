@@ -18,7 +18,8 @@ from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import LLMUser
 from tracec.trace_rl.llm.conversation import render_fallback
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-from tracec.trace_rl.policy.tiny import CHARACTERS, build_tiny_model, build_tokenizer
+from tracec.trace_rl.policy.tiny import build_tiny_model, build_tokenizer
+from tracec.trace_rl.policy.tiny_vocab import CHARACTERS
 
 REPO = Path(__file__).resolve().parents[2]
 MESSAGES = [

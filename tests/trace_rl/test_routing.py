@@ -11,8 +11,9 @@ from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import TRAINED, Policy
-from tracec.trace_rl.trace.adapters import AdapterError, PeftAdapters
+from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.eval_table import BASE
+from tracec.trace_rl.trace.peft_adapters import PeftAdapters
 from tracec.trace_rl.trace.routing import (
     AdapterAgent,
     RoutedAgent,
@@ -173,7 +174,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
 
 
 def test_the_vllm_engine_is_refused_on_a_cpu_with_a_clear_error() -> None:
-    from tracec.trace_rl.trace.adapters import load_adapter_model
+    from tracec.trace_rl.trace.peft_adapters import load_adapter_model
 
     with pytest.raises(AdapterError, match="runs on GPUs"):
         load_adapter_model("tiny", {}, engine="vllm", device="cpu")

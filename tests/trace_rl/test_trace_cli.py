@@ -11,8 +11,8 @@ import pytest
 from pipeline_fixtures import write_config
 from test_routing import TASK, _random_adapter
 from tracec.cli import main
-from tracec.trace_rl.trace.adapters import PeftAdapters
 from tracec.trace_rl.trace.eval_table import BASE
+from tracec.trace_rl.trace.peft_adapters import PeftAdapters
 from tracec.trace_rl.trace.routing import Router, route_options
 
 REPO = Path(__file__).resolve().parents[2]

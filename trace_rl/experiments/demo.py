@@ -16,8 +16,9 @@ The policy acts by choosing among the admissible commands (`rollout.action_mode 
 on that policy, log pi(c|s) over the commands (`choice_policy`): a policy that starts from random weights cannot
 write a command, and that mode is what the experiment measures (docs/learning.md). Third-party warnings and
 progress bars are silenced unless `tracec --library-output demo`.
-The shipped rubric is package data (`tracec.examples`), found through `importlib.resources`, so the demo runs from
-any working folder. Every budget is an option (`DemoBudget`); the defaults finish in about 10 minutes on 2 cores.
+The shipped rubric is package data (`tracec.examples`), found through `importlib.resources` (`demo_settings`), so
+the demo runs from any working folder. Every budget is an option (`DemoBudget`, in `demo_settings` with the held-out
+seeds: what the command line reads without torch); the defaults finish in about 10 minutes on 2 cores.
 Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
 """
 
@@ -25,17 +26,20 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import resource
+import shutil
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, replace
-from importlib import resources
+from dataclasses import asdict, replace
 from pathlib import Path
 from queue import Empty
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 from tracec.trace_rl.envs.textworld.family import TaskFamily
+from tracec.trace_rl.experiments.demo_settings import EVAL_SEED_BASE, DemoBudget
 from tracec.trace_rl.experiments.learning_curve import (
     Curve,
     CurvePoint,
@@ -46,12 +50,11 @@ from tracec.trace_rl.experiments.learning_curve import (
     prepare_setup,
 )
 from tracec.trace_rl.experiments.learning_stats import paired_auc, paired_difference, success_interval
+from tracec.trace_rl.policy.catalog import ModelError, resolve_model
 from tracec.trace_rl.policy.lora import LoraSection
 
+from tracec.atomic import write_atomic
 from tracec.quiet import quiet_libraries
-
-# Fixed before any tuning and never trained on: training games are seeds 0, 1, ..., held-out ones 100000, 100001, ...
-EVAL_SEED_BASE = 100_000
 
 
 def demo_family(train_games: int = 32, eval_games: int = 24) -> TaskFamily:
@@ -66,33 +69,6 @@ def demo_family(train_games: int = 32, eval_games: int = 24) -> TaskFamily:
 DEMO_FAMILY = demo_family()
 METHODS = (("grpo", "sparse GRPO"), ("trca", "GRPO + TRCA"))
 SMOLLM2 = "smollm2-135m-instruct"
-
-
-@dataclass(frozen=True, kw_only=True)
-class DemoBudget:
-    iterations: int = 12  # a method; each iteration samples groups x group_size episodes
-    eval_every: int = 4
-    groups: int = 8
-    group_size: int = 8
-    lr: float = 5e-3  # with clip_eps 0.28 and target_kl 0.05: bench/RESULTS.md "learning" measured the ratios
-    clip_eps: float = 0.28
-    target_kl: float = 0.05
-    hidden: int = 128  # the small policy's width (64 does not pass the learnability gate: docs/learning.md)
-    eval_episodes: int = 4  # a held-out seed
-    smol_iterations: int = 1  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
-    smol_groups: int = 1
-    smol_group_size: int = 4
-    smol_eval_seeds: int = 4
-    smol_lr: float = 1e-4
-    parallel: bool = True  # the two methods in two processes at once
-
-
-def shipped_examples() -> Path:
-    """The folder of the examples installed with the package (`examples/` of the checkout, in an editable install)."""
-    root = resources.files("tracec.examples")
-    if not isinstance(root, Path):
-        raise TypeError(f"the examples are not files on disk ({root!r}); install tracec unzipped")
-    return root
 
 
 def method_spec(method: str, setup: Setup, budget: DemoBudget, *, seed: int = 0) -> RunSpec:
@@ -140,16 +116,12 @@ def _section(title: str) -> None:
 
 
 def _parameters(folder: Path) -> str:
-    import json as json_module
-
-    config = json_module.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     return f"Llama, hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, vocabulary {config['vocab_size']}"
 
 
 def _train_methods(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Curve]:
     """Both methods' curves; in two spawned processes (one torch thread each) or one after the other."""
-    from tqdm import tqdm
-
     per_method = budget.iterations + budget.iterations // budget.eval_every + 1
     bar = tqdm(total=per_method * len(METHODS), desc="train + eval", unit="step", file=sys.stderr,
                dynamic_ncols=True)
@@ -191,8 +163,6 @@ def _train_methods(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str,
 def _run_dir(workdir: Path, method: str) -> Path:
     path = workdir / "runs" / method
     if path.exists():  # a fresh run each time: the demo's numbers are its own
-        import shutil
-
         shutil.rmtree(path)
     return path
 
@@ -210,8 +180,6 @@ def _worker(method: str, setup: Setup, budget: DemoBudget, out: Path, queue: Any
 
 def _cpu_seconds() -> float:
     """CPU time of this process and of every child it waited for (the game makers, the method workers)."""
-    import resource
-
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
@@ -264,8 +232,6 @@ def trust_region_summary(metrics: list[dict[str, Any]]) -> str:
 
 
 def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] | None:
-    from tracec.trace_rl.policy.catalog import ModelError, resolve_model
-
     try:
         resolve_model(SMOLLM2)
     except ModelError as error:
@@ -291,8 +257,6 @@ def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] 
 
 def _write_summary(path: Path, budget: DemoBudget, curves: dict[str, Curve], smol: dict[str, Any] | None,
                    wall: float, cpu: float) -> None:
-    from tracec.atomic import write_atomic
-
     summary = {"budget": asdict(budget), "wall_s": wall, "cpu_s": cpu, "smollm2": smol,
                "curves": {m: {"points": [asdict(p) for p in c.points], "constant_fraction": c.constant_fraction()}
                           for m, c in curves.items()}}

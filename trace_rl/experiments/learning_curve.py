@@ -23,15 +23,28 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from safetensors.torch import load_file
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
+from tracec.trace_rl.experiments.demo_settings import shipped_examples
+from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
 from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
+from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.model import Policy
+from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.section import RolloutSection
+from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 EVAL_STREAM = 20_250_601  # the evaluation episodes' random stream, fixed with the held-out seeds
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -120,9 +133,6 @@ def prepare_setup(workdir: Path, family: TaskFamily | None = None, *, rubric: Pa
                   hidden: int = 64, layers: int = 2) -> Setup:
     """The family's games made (cached in `workdir/games`) and the small policy built from the training games'
     vocabulary (cached in `workdir/small-policy-H-L`)."""
-    from tracec.trace_rl.experiments.demo import shipped_examples
-    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
-
     family = family or TaskFamily()
     games = workdir / "games"
     files = family.prepare(list(family.train_seeds) + list(family.eval_seeds), games)
@@ -179,12 +189,6 @@ def learning_curve(setup: Setup, spec: RunSpec, out: Path, *,
                    on_iteration: Callable[[dict[str, Any]], None] | None = None,
                    on_evaluation: Callable[[CurvePoint], None] | None = None) -> Curve:
     """Train `spec` into `out` (a fresh run), then evaluate the untrained policy and every checkpoint."""
-    import time
-
-    import torch
-    from tracec.trace_rl.grpo.train import train
-    from tracec.trace_rl.policy.model import Policy
-
     started = time.perf_counter()
     if spec.threads:  # 0: torch's default
         torch.set_num_threads(spec.threads)
@@ -213,8 +217,6 @@ def _environment(setup: Setup, spec: RunSpec) -> FamilyEnvironment:
 
 
 def _adapter_state(folder: Path) -> dict[str, Any]:
-    from safetensors.torch import load_file
-
     return load_file(str(folder / "adapter_model.safetensors"))
 
 
@@ -229,12 +231,6 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
              greedy: bool = False) -> Evaluation:
     """Held-out success of `policy`: `spec.eval_episodes` episodes a game sampled from the fixed eval stream, or
     (`greedy`) one episode a game taking the most likely command."""
-    import torch
-    from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
-    from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
-    from tracec.trace_rl.rollouts.section import RolloutSection
-    from tracec.trace_rl.rollouts.turns import TurnTemplate
-
     seeds = setup.family.eval_seeds if seeds is None else seeds
     template = TurnTemplate(policy.tokenizer)
     pad = policy.tokenizer.pad_token_id
@@ -262,13 +258,11 @@ def rollouts_to_reach(curve: Curve, target: float) -> int | None:
 
 
 def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -> Path:
-    """Held-out success vs rollouts, one line per method (the mean over its seeds, the min-max band shaded)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7, 4.2))
+    """Held-out success vs rollouts, one line per method (the mean over its seeds, the min-max band shaded); drawn
+    on a bare `Figure` with the Agg canvas, never through `pyplot`."""
+    figure = Figure(figsize=(7, 4.2))
+    FigureCanvasAgg(figure)
+    axis = figure.subplots()
     for label, runs in curves.items():
         x = [p.rollouts for p in runs[0].points]
         y = np.array([[p.success for p in run.points] for run in runs])
@@ -284,5 +278,4 @@ def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
-    plt.close(figure)
     return path

@@ -25,7 +25,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.policy.tiny import ROLE_TOKENS
+import torch
+from textworld.generator import data
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tracec.trace_rl.envs.textworld.family import family_texts
+from tracec.trace_rl.policy.tiny_vocab import ROLE_TOKENS
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 PAD, EOS, UNK = "<|pad|>", "<|eos|>", "<|unk|>"
 WORD_TOKENS = ("<action>", "</action>", "\n")  # whole tokens, decoded as they are
@@ -33,8 +38,6 @@ SPACE = "\u2581"  # ▁
 
 
 def _pipeline(vocab: dict[str, int] | None) -> Any:
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-
     tokenizer = Tokenizer(models.WordLevel(vocab or {UNK: 0}, unk_token=UNK))
     tokenizer.normalizer = normalizers.Sequence([normalizers.Lowercase(), normalizers.Replace(Regex("[ \t]+"), " ")])
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
@@ -65,9 +68,6 @@ def _outside_whole_tokens(text: str) -> list[str]:
 
 def build_word_tokenizer(texts: Iterable[str], *, max_positions: int = 2048) -> Any:
     """A `PreTrainedTokenizerFast` over every word of `texts` (with and without `▁`) and the whole tokens."""
-    from tokenizers import AddedToken
-    from transformers import PreTrainedTokenizerFast
-
     words: set[str] = set()
     for piece in word_pieces(texts):
         bare = piece.removeprefix(SPACE)
@@ -87,16 +87,12 @@ def build_word_tokenizer(texts: Iterable[str], *, max_positions: int = 2048) -> 
 
 def grammar_texts(theme: str = "house") -> list[str]:
     """The text grammars TextWorld's generator writes a theme's names, rooms and instructions from."""
-    from textworld.generator import data
-
     folder = Path(next(iter(data.__path__))) / "text_grammars"
     return [path.read_text(encoding="utf-8") for path in sorted(folder.glob(f"{theme}_*.twg"))]
 
 
 def vocabulary_texts(family: Any, games: Sequence[Path]) -> list[str]:
     """What a family's vocabulary is built from: the grammars and the training games' texts (never held-out ones)."""
-    from tracec.trace_rl.envs.textworld.family import family_texts
-
     return grammar_texts() + family_texts(family, games) + ["Objective: Room: Inventory: Commands:"]
 
 
@@ -109,9 +105,6 @@ def build_small_policy(texts: Iterable[str], folder: str | Path, *, hidden: int 
     head row, so at 0.02 and hidden 64 no token's log-prob could move by more than ~2.6 nats and the policy could
     never come to prefer one command much; at 0.1 the bound is ~13 nats, and the untrained policy is still close
     to uniform over the commands (their scores are means over tokens)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     if hidden % heads or (hidden // heads) % 2:
         raise ValueError(f"build_small_policy: hidden={hidden} must split into heads={heads} of an even size")
     tokenizer = build_word_tokenizer(texts, max_positions=max_positions)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, save_config
 from tracec.trace_rl.policy.model import Policy
 
@@ -78,8 +79,6 @@ def save_checkpoint(run_dir: Path, *, policy: Policy, state: TrainerState, confi
 
 def load_checkpoint(folder: Path, policy: Policy) -> TrainerState:
     """Load the adapter into `policy` and return the trainer state of the checkpoint in `folder`."""
-    from safetensors.torch import load_file
-
     try:
         policy.load_adapter_state(load_file(str(folder / "adapter" / "adapter_model.safetensors")))
         raw = torch.load(folder / "trainer_state.pt", map_location="cpu", weights_only=False)

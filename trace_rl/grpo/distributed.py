@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.distributed as torch_dist
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,6 @@ class Distributed:
         """DDP around `module` when there are several ranks (gradients averaged in the backward), else `module`."""
         if not self.active:
             return module
-        from torch.nn.parallel import DistributedDataParallel
-
         ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(module, device_ids=ids)
 

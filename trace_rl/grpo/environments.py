@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tracec.trace_rl.envs import capability
+from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.envs.tau2 import Tau2Environment, find_data_dir, load_domain, load_guidelines, tau2_user
+from tracec.trace_rl.envs.tau2.gold import gold_user
+from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
 from tracec.trace_rl.grpo.config import ConfigError, EnvSection
+from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
+from tracec.trace_rl.policy.catalog import TINY, resolve_model
+from tracec.trace_rl.policy.tiny import build_tiny_model
 
 from tracec.cache_dir import cache_root
 
@@ -34,20 +42,16 @@ def environment_factory(section: EnvSection) -> EnvironmentFactory:
 
 
 def _capability(section: EnvSection) -> EnvironmentFactory:
-    from tracec.trace_rl.envs.capability import Environment, load_environment
-
     path = section.capability.path
     try:
         program = load_environment(path, name=section.capability.name or None)
     except FileNotFoundError:
         raise ConfigError(f"env.capability.path = {path!r}: no such file; name a capability environment's "
                           "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
-    return lambda: Environment(program)
+    return lambda: capability.Environment(program)
 
 
 def _textworld(section: EnvSection) -> EnvironmentFactory:
-    from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
-
     tw = section.textworld
     cache = Path(tw.cache).expanduser() if tw.cache else cache_root(os.environ) / "textworld"
     if tw.game:
@@ -66,8 +70,6 @@ def _textworld(section: EnvSection) -> EnvironmentFactory:
 
 
 def _tau2(section: EnvSection) -> EnvironmentFactory:
-    from tracec.trace_rl.envs.tau2 import load_domain
-
     data = tau2_data(section.tau2.data, "env.tau2.data")
     user = None if section.tau2.user == "scripted" else _user_backend(section.tau2.user_model)
     return tau2_factory(load_domain(section.tau2.domain, data), data, user=user, max_turns=section.max_turns)
@@ -75,8 +77,6 @@ def _tau2(section: EnvSection) -> EnvironmentFactory:
 
 def tau2_data(setting: str, key: str) -> Path:
     """The tau2-bench data folder a config's `key` names (empty: the default one); a ConfigError saying why not."""
-    from tracec.trace_rl.envs.tau2 import find_data_dir
-
     try:
         return find_data_dir(setting or None)
     except FileNotFoundError as error:
@@ -86,9 +86,6 @@ def tau2_data(setting: str, key: str) -> Path:
 def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int) -> EnvironmentFactory:
     """Environments of one tau2-bench domain: the scripted gold user when `user` is None, else that chat backend
     simulating the user under the benchmark's guidelines."""
-    from tracec.trace_rl.envs.tau2 import Tau2Environment, load_guidelines, tau2_user
-    from tracec.trace_rl.envs.tau2.gold import gold_user
-
     gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
     if user is None:
         return lambda: Tau2Environment(domain, user=gold_user(), max_steps=max_turns, gold=gold)
@@ -98,13 +95,8 @@ def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int) -> Envir
 
 def _user_backend(name: str) -> Any:
     """The simulated user's chat backend: the named model without any adapter."""
-    from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-    from tracec.trace_rl.policy.catalog import TINY, resolve_model
-
     config = SamplingConfig(max_new_tokens=96, temperature=0.7)
     if name == TINY:
-        from tracec.trace_rl.policy.tiny import build_tiny_model
-
         model, tokenizer = build_tiny_model(0)
         return TransformersBackend(model, tokenizer, config=config)
     return TransformersBackend.from_pretrained(resolve_model(name), config=config)

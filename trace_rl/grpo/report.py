@@ -4,8 +4,8 @@
 run first rewrites it, atomically, without the iterations after its checkpoint: those are run again, and the file
 then reads as one uninterrupted run. The curve plots reward, success rate and the constant-group fraction against
 the iteration, with the trust region beside them: the ratio's worst p99 and the approximate KL to the sampling
-policy per iteration, the clip fraction and the KL to the base (matplotlib, the `train` extra; headless). The
-console line carries the same diagnostics.
+policy per iteration, the clip fraction and the KL to the base (matplotlib, the `train` extra: a bare `Figure` on
+the Agg canvas, never `pyplot`, so no global backend is set). The console line carries the same diagnostics.
 Left out: TensorBoard and W&B writers (the JSONL file is what they would read).
 """
 
@@ -16,6 +16,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from tracec.atomic import write_atomic
 
@@ -57,13 +60,10 @@ def plot_curve(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """The learning curve as a PNG; None (and no file) when there is nothing to plot."""
     if not records:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     x = [r["iteration"] for r in records]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    figure = Figure(figsize=(11, 4))
+    FigureCanvasAgg(figure)
+    left, right = figure.subplots(1, 2)
     for key, label in (("reward_mean", "reward (mean)"), ("success_rate", "success rate"),
                        ("constant_fraction", "constant groups")):
         left.plot(x, [r.get(key, math.nan) for r in records], marker="o", markersize=3, label=label)
@@ -84,6 +84,5 @@ def plot_curve(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     with_png = path.with_suffix(".png")
     staging = with_png.parent / f".{with_png.name}.tmp.png"
     figure.savefig(staging, dpi=110)
-    plt.close(figure)
     staging.replace(with_png)
     return with_png

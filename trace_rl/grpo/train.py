@@ -60,11 +60,13 @@ from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shut
 from tracec.trace_rl.grpo.environments import TaskStream, environment_factory
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.grpo.report import MetricsLog, plot_curve
+from tracec.trace_rl.llm.vllm_backend import import_vllm
 from tracec.trace_rl.policy.choice_policy import tree_length
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
 from tracec.trace_rl.rollouts.turns import TurnTemplate
+from tracec.trace_rl.rollouts.vllm_sampler import VLLMSampler
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,8 +295,6 @@ def learn_sequence(episode: EpisodeRollout, advantages: np.ndarray) -> LearnSequ
 def make_sampler(config: TrainConfig, policy: Policy, template: TurnTemplate, run_dir: Path) -> Any:
     """The rollout backend: the KV-cache sampler over the training model itself, or vLLM (GPU)."""
     if config.rollout.backend == "vllm":
-        from tracec.trace_rl.rollouts.vllm_sampler import VLLMSampler
-
         return VLLMSampler.create(policy, template, run_dir / "vllm_adapters", model=config.model.name,
                                   lora_rank=config.lora.rank, dtype=config.model.dtype, seed=config.run.seed,
                                   temperature=config.rollout.temperature,
@@ -326,8 +326,6 @@ def _check_device(config: TrainConfig, device: str) -> None:
         raise ConfigError(f"model.device = {config.model.device!r}, but torch sees no CUDA device here "
                           f"(torch {torch.__version__}); use model.device = \"cpu\"")
     if config.rollout.backend == "vllm":
-        from tracec.trace_rl.llm.vllm_backend import import_vllm
-
         import_vllm()  # the install hint (an LLMError) before anything loads
 
 

@@ -4,14 +4,14 @@ The local backend, the episode's turns, the adapters' routing prompts and vLLM's
 messages here, so the ids a policy is trained on are the ids it decodes from and is routed by. A tokenizer with a
 chat template renders with it; one without (the tiny model, the small word-level policy) renders with the fallback
 template, `<|role|>\\ncontent\\n` per message and then `<|assistant|>\\n`, whose role markers are special tokens of
-those tokenizers (`tracec.trace_rl.policy.tiny.ROLE_TOKENS`).
+those tokenizers (`tracec.trace_rl.policy.tiny_vocab.ROLE_TOKENS`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tracec.trace_rl.policy.tiny import ROLE_TOKENS
+from tracec.trace_rl.policy.tiny_vocab import ROLE_TOKENS
 
 _GENERATION = f"{ROLE_TOKENS['assistant']}\n"  # where the fallback template opens the reply
 

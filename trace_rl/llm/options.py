@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tracec.trace_rl.llm.chat import SamplingBackend
-from tracec.trace_rl.policy.catalog import require_device
+from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
+from tracec.trace_rl.llm.vllm_backend import VLLMBackend, import_vllm
+from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
 
 BACKENDS = ("transformers", "http", "vllm")
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
@@ -44,8 +46,6 @@ def open_backend(settings: BackendSettings, environ: Mapping[str, str] = os.envi
     base_url = settings.base_url or environ.get("TRACEC_LLM_BASE_URL") or environ.get("OPENAI_BASE_URL")
     kind = settings.backend or ("http" if base_url else "transformers")
     if kind == "http":
-        from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
-
         model = settings.model or environ.get("TRACEC_LLM_MODEL")
         if not base_url or not model:
             missing = " and ".join(n for n, v in (("--base-url", base_url), ("--model", model)) if not v)
@@ -59,9 +59,6 @@ def open_backend(settings: BackendSettings, environ: Mapping[str, str] = os.envi
         return OpenAIChatBackend(config)
     model_name = settings.model or DEFAULT_LOCAL_MODEL
     if kind == "vllm":
-        from tracec.trace_rl.llm.vllm_backend import VLLMBackend, import_vllm
-        from tracec.trace_rl.policy.catalog import resolve_model
-
         import_vllm()  # the install hint before any model lookup
         return VLLMBackend(resolve_model(model_name, environ), seed=settings.seed)
     require_device(settings.device, "--device")  # before the model loads
@@ -71,13 +68,13 @@ def open_backend(settings: BackendSettings, environ: Mapping[str, str] = os.envi
 def local_backend(model_name: str, *, device: str = "cpu", seed: int = 0, max_new_tokens: int = 512,
                   environ: Mapping[str, str] = os.environ) -> SamplingBackend:
     """A transformers model by installed name or folder (`tiny`: the random test model built in code)."""
+    # Lazy: both import torch and transformers, and the command line reads this module's settings for `--help`
+    # (cli/llm_flags.py; cli/pipeline.py and cli/synth.py name BackendChoiceError).
     from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-    from tracec.trace_rl.policy.catalog import TINY, resolve_model
+    from tracec.trace_rl.policy.tiny import build_tiny_model
 
     config = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
     if model_name == TINY:
-        from tracec.trace_rl.policy.tiny import build_tiny_model
-
         model, tokenizer = build_tiny_model(seed, max_positions=max(2048, max_new_tokens + 512))
         return TransformersBackend(model, tokenizer, config=config, name=TINY)
     return TransformersBackend.from_pretrained(resolve_model(model_name, environ), config=config, device=device)

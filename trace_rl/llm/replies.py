@@ -15,6 +15,8 @@ import json
 import re
 from typing import Any
 
+import jsonschema
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _SHOWN_ERRORS = 6
 
@@ -56,8 +58,6 @@ def find_json(text: str, schema: dict[str, Any] | None = None) -> Any:
 
 def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
     """Every way `value` breaks `schema`, each as `at $.path: what`, in document order."""
-    import jsonschema
-
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
     return [f"at {e.json_path}: {_short(e.message)}" for e in errors]

@@ -1,8 +1,8 @@
 """vLLM in-process on a GPU as a `SamplingBackend`: the fast way to run analysis and calibration on one machine.
 
-vLLM is optional (`pip install 'tracec[gpu]'`) and imported here only, when a backend is made. The engine loads
-a local checkpoint folder (the caller resolves a model name from `tracec models` to its folder, so nothing is
-downloaded), renders messages with the model's chat template (`LLM.chat`), and samples each call with
+vLLM is optional (`pip install 'tracec[gpu]'`) and imported by `import_vllm` only, when an engine is made. The
+engine loads a local checkpoint folder (the caller resolves a model name from `tracec models` to its folder, so
+nothing is downloaded), renders messages with the model's chat template (`LLM.chat`), and samples each call with
 its own `SamplingParams`, so n samples, stop strings and a per-call seed behave as on the other backends.
 `clean_model_folder` and `engine_rank` are what every vLLM engine here (this backend, the trainer's sampler, the
 adapter server) needs of a local checkpoint and its adapters. Left out: tensor parallelism flags beyond what
@@ -11,6 +11,7 @@ adapter server) needs of a local checkpoint and its adapters. Left out: tensor p
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -49,13 +50,15 @@ def clean_model_folder(source: Path, target: Path) -> Path:
     return target
 
 
-def import_vllm() -> Any:
-    """The `vllm` module, or an `LLMError` with the install hint."""
+def import_vllm(module: str = "vllm") -> Any:
+    """The `vllm` module (or one of its modules, `vllm.inputs` say), or an `LLMError` with the install hint.
+    The one place tracec imports vLLM, for every engine here: it is an optional extra that runs on a CUDA GPU
+    only, and it takes seconds to import; so it is imported when an engine is made or used, never with a module."""
     try:
         import vllm
     except ImportError as error:
         raise LLMError(f"{INSTALL_HINT} ({error})") from None
-    return vllm
+    return vllm if module == "vllm" else importlib.import_module(module)
 
 
 class VLLMBackend:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+import transformers
 from torch import Tensor
 from tracec.trace_rl.policy.packing import PackedBatch
 
@@ -103,7 +104,8 @@ def _tile_ops(backend: Backend, hidden: Tensor) -> TileOps:
         raise ValueError(f"token_logprobs: backend={backend!r} must be 'auto', 'torch' or 'triton'")
     if hidden.dtype == torch.float64:
         raise ValueError("token_logprobs: the Triton kernels compute in fp32; use backend='torch' for fp64 inputs")
-    from tracec.trace_rl.policy.logprobs_triton import triton_tiles  # lazy: Triton is an optional extra
+    # The one import of the Triton kernels (and so of Triton, an optional extra); a cycle too: they use TileOps.
+    from tracec.trace_rl.policy.logprobs_triton import triton_tiles
 
     return triton_tiles()
 
@@ -293,9 +295,7 @@ def decoder_and_head(model: Any) -> tuple[Any, torch.nn.Linear]:
 
 
 def _require_packed_masks() -> None:
-    import transformers
-
-    try:
+    try:  # asked when called: the installed transformers decides
         from transformers.masking_utils import find_packed_sequence_indices  # noqa: F401
     except ImportError:
         raise RuntimeError(f"sequence_logprobs needs transformers >= 4.54, which builds block-diagonal masks from "

@@ -9,7 +9,7 @@
 
 The model comes from an installed model's name (`tracec models`), a checkpoint folder, or `tiny` (built in code for
 tests). Nothing downloads. The base weights are frozen; the LoRA initialisation is seeded and leaves the RNG as it
-was. The installed SmolLM2 is a plain float checkpoint (`models.install_smollm2` drops the GGUF origin).
+was. The installed SmolLM2 is a plain float checkpoint (`smollm2.install_smollm2` drops the GGUF origin).
 Left out: quantized bases (QLoRA), adapters on the LM head (the packed log-prob kernel needs a plain head).
 """
 
@@ -18,14 +18,27 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
 from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.tiny import build_tiny_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 TRAINED = "default"  # peft's name for the first adapter: the one the trainer trains
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def import_peft() -> ModuleType:
+    """The `peft` module, imported here and nowhere else in tracec: when a policy is built or its adapter read.
+    peft takes seconds to import (accelerate and much of transformers with it), and every trainer and pipeline
+    module imports this one, also in a process that never builds a policy (a run refused by its checks, a pipeline
+    whose training steps are done)."""
+    import peft
+
+    return peft
 
 
 class Policy:
@@ -35,19 +48,17 @@ class Policy:
     @classmethod
     def load(cls, name_or_path: str, lora: LoraSection, *, device: str = "cpu", dtype: str = "float32",
              seed: int = 0) -> Policy:
-        from peft import LoraConfig, get_peft_model
-
+        peft = import_peft()
         base, tokenizer = _load_base(name_or_path, dtype)
         for parameter in base.parameters():
             parameter.requires_grad_(False)
         # peft annotates lora_alpha as int, but it only scales the adapter (alpha / r): a float is as good.
-        config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha,  # type: ignore[arg-type]
-                            lora_dropout=lora.dropout, target_modules=list(lora.targets), bias="none",
-                            task_type="CAUSAL_LM")
+        config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                 target_modules=list(lora.targets), bias="none", task_type="CAUSAL_LM")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             try:
-                model = get_peft_model(base, config)
+                model = peft.get_peft_model(base, config)
             except ValueError as error:  # peft: "Target modules {...} not found in the base model"
                 raise ValueError(f"lora.targets = {list(lora.targets)}: {error}") from None
         return cls(model.to(device), tokenizer, source=str(name_or_path))
@@ -61,14 +72,11 @@ class Policy:
 
     def adapter_state(self) -> dict[str, torch.Tensor]:
         """The trained adapter's tensors (detached copies on the CPU), by peft's names."""
-        from peft import get_peft_model_state_dict
-
-        return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model, adapter_name=TRAINED).items()}
+        state = import_peft().get_peft_model_state_dict(self.model, adapter_name=TRAINED)
+        return {k: v.detach().cpu().clone() for k, v in state.items()}
 
     def load_adapter_state(self, state: dict[str, torch.Tensor]) -> None:
-        from peft import set_peft_model_state_dict
-
-        result = set_peft_model_state_dict(self.model, state, adapter_name=TRAINED)
+        result = import_peft().set_peft_model_state_dict(self.model, state, adapter_name=TRAINED)
         unexpected = getattr(result, "unexpected_keys", [])
         if unexpected:
             raise ValueError(f"the adapter state does not fit this model: unexpected tensors {unexpected[:3]}")
@@ -102,12 +110,11 @@ class Policy:
         """The trained adapter folded into the base weights, for decoding: each adapted layer is one matmul instead
         of three. The base weights are copied first and copied back after, so nothing drifts (merging and
         unmerging by subtraction would leave rounding in the base weights every iteration)."""
-        from peft.tuners.lora import LoraLayer
-
+        lora_layer = import_peft().tuners.lora.LoraLayer
         saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         with torch.no_grad():
             for module in self.model.modules():
-                if isinstance(module, LoraLayer) and TRAINED in module.lora_A:
+                if isinstance(module, lora_layer) and TRAINED in module.lora_A:
                     weight = module.get_base_layer().weight
                     assert isinstance(weight, torch.Tensor)  # Module.__getattr__ says Tensor | Module
                     saved.append((weight, weight.detach().clone()))
@@ -130,12 +137,8 @@ class Policy:
 
 def _load_base(name_or_path: str, dtype: str) -> tuple[Any, Any]:
     if name_or_path == TINY:
-        from tracec.trace_rl.policy.tiny import build_tiny_model
-
         model, tokenizer = build_tiny_model(0, max_positions=4096)
         return model.to(_DTYPES[dtype]), tokenizer
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = resolve_model(name_or_path)  # ModelError with the fix when it is neither installed nor a folder
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=_DTYPES[dtype])
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)

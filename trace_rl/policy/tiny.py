@@ -9,7 +9,7 @@ escape). It has no chat template, so `TransformersBackend` uses its fallback.
 For tests and the demo only: random weights write random text; what it proves is that rendering, truncation,
 sampling, saving and loading work on a genuine `transformers` model. Save it with
 `TransformersBackend.save_pretrained` and load it with `TransformersBackend.from_pretrained`.
-`parameter_count()` says what it holds without building it, and so without importing torch (`tracec models`).
+What it holds (its vocabulary, `parameter_count()`) is `trace_rl.policy.tiny_vocab`, which imports no torch.
 Left out: any training (the trainer fine-tunes whatever model it is given).
 """
 
@@ -17,19 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-PAD, EOS, UNK = "<|pad|>", "<|eos|>", "<|unk|>"
-# The role markers of the fallback chat template (`tracec.trace_rl.llm.conversation`), by chat role. They are
-# defined here, the lowest layer that needs them, because the tokenizers without a chat template hold them as tokens.
-ROLE_TOKENS = {role: f"<|{role}|>" for role in ("system", "user", "assistant", "tool")}
-SPECIAL_TOKENS = (PAD, EOS, UNK, *ROLE_TOKENS.values())
-CHARACTERS = ("\t", "\n", *(chr(code) for code in range(32, 127) if chr(code) != "\\"))
+import torch
+from tokenizers import Tokenizer, decoders, models
+from tracec.trace_rl.policy.tiny_vocab import CHARACTERS, EOS, PAD, SPECIAL_TOKENS, UNK
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 
 def build_tokenizer(*, max_positions: int = 1024) -> Any:
     """A character-level tokenizer: ids 0..6 are `SPECIAL_TOKENS`, then one id per character of `CHARACTERS`."""
-    from tokenizers import Tokenizer, decoders, models
-    from transformers import PreTrainedTokenizerFast
-
     vocab = {token: i for i, token in enumerate(SPECIAL_TOKENS + CHARACTERS)}
     # BPE without merges splits the text into single characters; Fuse joins them back without spaces.
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token=UNK))
@@ -42,9 +37,6 @@ def build_tokenizer(*, max_positions: int = 1024) -> Any:
 def build_tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, heads: int = 4,
                      max_positions: int = 1024) -> tuple[Any, Any]:
     """A randomly initialised Llama and its tokenizer, in eval mode; the same seed gives the same weights."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     if hidden % heads or (hidden // heads) % 2:
         raise ValueError(f"build_tiny_model: hidden={hidden} must split into heads={heads} of an even size "
                          "(rotary embeddings rotate pairs); try hidden=64, heads=4")
@@ -60,10 +52,3 @@ def build_tiny_model(seed: int = 0, *, layers: int = 2, hidden: int = 64, heads:
         model = LlamaForCausalLM(config)
     return model.eval(), tokenizer
 
-
-def parameter_count(*, layers: int = 2, hidden: int = 64) -> int:
-    """The parameters `build_tiny_model` gives: the embedding (tied to the output), per layer the four attention
-    and three MLP matrices (no biases; as many key/value heads as heads) and two norms, then the final norm."""
-    vocabulary = len(SPECIAL_TOKENS) + len(CHARACTERS)
-    per_layer = 4 * hidden * hidden + 3 * hidden * (2 * hidden) + 2 * hidden
-    return vocabulary * hidden + layers * per_layer + hidden

@@ -1,6 +1,6 @@
 """vLLM as the rollout engine (GPU): token prompts in, sampled ids and their log-probs out, the adapter synced by name.
 
-    pip install 'tracec[gpu]'        # vLLM; only this module imports it, and only when rollout.backend = "vllm"
+    pip install 'tracec[gpu]'        # vLLM; imported (`import_vllm`) only when rollout.backend = "vllm"
 
 `VLLMSampler` speaks the rollout engine's `TurnSampler` protocol. vLLM keeps no per-episode cache that we manage:
 each turn sends the episode's whole token context (`TokensPrompt`, never text, so nothing is re-tokenized) and its
@@ -58,11 +58,10 @@ class VLLMSampler:
 
     def sync(self, policy: Policy) -> None:
         """Hand vLLM the adapter as it is now, under a name it has not seen, and drop its cached prefixes."""
-        from vllm.lora.request import LoRARequest
-
+        lora_request = import_vllm("vllm.lora.request").LoRARequest
         self.version += 1
         folder = policy.save_adapter(self.adapters / f"v{self.version:06d}")
-        self.lora = LoRARequest(f"policy-v{self.version}", self.version, str(folder))
+        self.lora = lora_request(f"policy-v{self.version}", self.version, str(folder))
         self.llm.reset_prefix_cache()
         stale = self.adapters / f"v{self.version - 2:06d}"  # the one before the previous: vLLM is done with it
         shutil.rmtree(stale, ignore_errors=True)
@@ -74,11 +73,9 @@ class VLLMSampler:
         """Nothing to free: vLLM evicts cached blocks itself."""
 
     def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        prompts = [TokensPrompt(prompt_token_ids=list(r.context)) for r in requests]
-        params = [SamplingParams(temperature=self.temperature, top_p=1.0, max_tokens=r.max_new_tokens, logprobs=0,
+        tokens_prompt, sampling_params = import_vllm("vllm.inputs").TokensPrompt, import_vllm().SamplingParams
+        prompts = [tokens_prompt(prompt_token_ids=list(r.context)) for r in requests]
+        params = [sampling_params(temperature=self.temperature, top_p=1.0, max_tokens=r.max_new_tokens, logprobs=0,
                                  stop_token_ids=sorted(self.end_of_turn_ids), detokenize=False,
                                  seed=int(torch.randint(0, 2**31 - 1, (1,), generator=r.generator)))
                   for r in requests]

@@ -64,11 +64,10 @@ class VLLMAdapters:
 
     def __init__(self, engine: Any, specs: Sequence[LoraSpec], *, max_new_tokens: int,
                  folder: tempfile.TemporaryDirectory[str] | None = None) -> None:
-        from vllm.lora.request import LoRARequest
-
+        lora_request = import_vllm("vllm.lora.request").LoRARequest
         self.engine, self.max_new_tokens = engine, max_new_tokens
         self._folder = folder  # the checkpoint as the engine read it, kept as long as the engine
-        self._requests = {spec.name: LoRARequest(spec.name, spec.int_id, spec.path) for spec in specs}
+        self._requests = {spec.name: lora_request(spec.name, spec.int_id, spec.path) for spec in specs}
         self._active: str | None = None
 
     @classmethod
@@ -112,12 +111,10 @@ class VLLMAdapters:
             self._active = previous
 
     def generate(self, messages: list[dict[str, str]]) -> str:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = SamplingParams(temperature=0.0, max_tokens=self.max_new_tokens)
+        tokens_prompt, sampling_params = import_vllm("vllm.inputs").TokensPrompt, import_vllm().SamplingParams
+        params = sampling_params(temperature=0.0, max_tokens=self.max_new_tokens)
         lora = None if self._active is None else self._requests[self._active]
-        prompt = TokensPrompt(prompt_token_ids=self.prompt_ids(messages))
+        prompt = tokens_prompt(prompt_token_ids=self.prompt_ids(messages))
         outputs = self.engine.generate([prompt], params, lora_request=lora, use_tqdm=False)
         return str(outputs[0].outputs[0].text)
 
@@ -125,10 +122,8 @@ class VLLMAdapters:
         return conversation.encode(self.tokenizer, messages)
 
     def next_token_scores(self, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> list[float]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        prompts = [TokensPrompt(prompt_token_ids=[*prompt_ids, token]) for token in token_ids]
-        params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
+        tokens_prompt, sampling_params = import_vllm("vllm.inputs").TokensPrompt, import_vllm().SamplingParams
+        prompts = [tokens_prompt(prompt_token_ids=[*prompt_ids, token]) for token in token_ids]
+        params = sampling_params(temperature=0.0, max_tokens=1, prompt_logprobs=0)
         outputs = self.engine.generate(prompts, params, use_tqdm=False)  # no lora_request: the base model routes
         return [float(output.prompt_logprobs[-1][token].logprob) for output, token in zip(outputs, token_ids)]

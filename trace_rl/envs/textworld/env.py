@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
 
+import textworld
+import textworld.challenges
+import textworld.generator
+from textworld.generator import QuestGenerationError
+from textworld.generator.inform7 import CouldNotCompileGameError
 from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.envs.textworld.facts import (
     action_facts,
@@ -136,8 +141,6 @@ def _check_choice(spec: object, name: str, choices: tuple[object, ...]) -> None:
 
 def game_path(spec: GameSpec, cache_dir: Path) -> Path:
     """Where the `.z8` game of `spec` lives in `cache_dir`, made or not."""
-    import textworld  # the package is heavy: load it when a game is asked for, not when this module is imported
-
     return Path(cache_dir) / f"{spec.challenge}-{json_key([textworld.__version__, spec.tw_make_args()])}" / "game.z8"
 
 
@@ -168,12 +171,6 @@ def make_game(spec: GameSpec, cache_dir: Path) -> Path:
 
 def _generate(spec: GameSpec, target: Path) -> None:
     """Write the game `tw-make` makes from the spec's arguments to `target` (and its `.json` beside it)."""
-    import textworld
-    from textworld.challenges import CHALLENGES
-    from textworld.generator import QuestGenerationError, compile_game
-    from textworld.generator import make_game as generate_custom
-    from textworld.generator.inform7 import CouldNotCompileGameError
-
     options = textworld.GameOptions()
     options.seeds, options.path, options.force_recompile = spec.seed, str(target), True
     try:
@@ -183,14 +180,14 @@ def _generate(spec: GameSpec, target: Path) -> None:
             chaining.min_breadth, chaining.max_breadth, chaining.min_depth = 1, 5, 1
             chaining.min_length = chaining.max_length = chaining.max_depth = spec.quest_length
             options.grammar.theme = "house"
-            game = generate_custom(options)
+            game = textworld.generator.make_game(options)
         else:  # a challenge reads its settings as `tw-make` parses them, defaults included
-            _, generate_challenge, add_arguments = CHALLENGES[spec.challenge]
+            _, generate_challenge, add_arguments = textworld.challenges.CHALLENGES[spec.challenge]
             parser = argparse.ArgumentParser(prog=f"tw-make {spec.challenge}")
             add_arguments(parser)
             parser.add_argument("--seed", type=int)  # in `tw-make`'s settings too; the generator reads options.seeds
             game = generate_challenge(settings=vars(parser.parse_args(spec.tw_make_args()[1:])), options=options)
-        compile_game(game, options)
+        textworld.generator.compile_game(game, options)
     except (QuestGenerationError, CouldNotCompileGameError) as error:
         raise GameMakeError(f"TextWorld could not make {spec}: {error}") from error
 
@@ -324,8 +321,6 @@ class TextWorldEnvironment:
 
 
 def _start(game_file: Path, room_descriptions: bool = True) -> Any:
-    import textworld
-
     infos = textworld.EnvInfos(**{name: True for name in REQUESTED_INFOS
                                   if room_descriptions or name != "description"})
     with warnings.catch_warnings():

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from tracec.trace_rl.trace.analysis.select import Summary, Thresholds
 
 from tracec.atomic import atomic_path
@@ -19,9 +21,6 @@ _KEPT_COV, _KEPT_DELTA, _DROPPED = "#4C72B0", "#DD8452", "#BBBBBB"
 
 def write_chart(path: str | os.PathLike[str], summaries: Sequence[Summary], thresholds: Thresholds,
                 n_runs: int) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     order = sorted(summaries, key=lambda s: (not s.passes_consistency, -s.mean_delta, s.skill))
     figure = Figure(figsize=(max(6.0, 1.1 * len(order) + 2), 5.0), dpi=120)
     FigureCanvasAgg(figure)

@@ -17,8 +17,16 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tracec.compiler.backends import Backend, compile_kernel
+from tracec.compiler.pipeline import compile_capability
+from tracec.dsl.check import check
+from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
+from tracec.dsl.parse import parse_file
+from tracec.runtime.capabilities import label_episodes
+from tracec.runtime.evaluate import default_cache
+from tracec.runtime.facts import build_fact_batch
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import RepairFailed, ask_json
@@ -27,9 +35,6 @@ from tracec.trace_rl.trace.analysis.dictionary import Capability
 from tracec.trace_rl.trace.analysis.discover import run_seed
 from tracec.trace_rl.trace.analysis.progress import Progress
 from tracec.trace_rl.trace.analysis.runs import write_run
-
-if TYPE_CHECKING:
-    from tracec.compiler.backends import Backend
 
 LABELS = ("NA", "PRESENT", "LACKING")
 SAMPLING = Sampling(temperature=0.7, max_tokens=512)
@@ -132,15 +137,6 @@ def write_labels(path: Path, run: int, cases: Sequence[Case], labels: dict[str, 
 def label_with_rubric(rubric: str | os.PathLike[str], cases: Sequence[Case], names: Sequence[str], *,
                       backend: Backend = "numba") -> tuple[list[Capability], dict[str, Labels]]:
     """The capabilities of a `.rubric` file (all, or those named) and each case's labels through the kernels."""
-    from tracec.compiler.backends import compile_kernel
-    from tracec.compiler.pipeline import compile_capability
-    from tracec.dsl.check import check
-    from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
-    from tracec.dsl.parse import parse_file
-    from tracec.runtime.capabilities import label_episodes
-    from tracec.runtime.evaluate import default_cache
-    from tracec.runtime.facts import build_fact_batch
-
     checked = check(parse_file(str(rubric)))
     chosen = list(names) or list(checked.capabilities)
     unknown = [n for n in chosen if n not in checked.capabilities]

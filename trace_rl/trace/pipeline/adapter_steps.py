@@ -18,25 +18,26 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracec.trace_rl.grpo.config import CapabilityEnvSection
+from tracec.trace_rl.grpo.report import console_line
+from tracec.trace_rl.grpo.train import train
+from tracec.trace_rl.trace.adapters import BaseModelUser
+from tracec.trace_rl.trace.evaluate import EvalDomain, evaluate, policy_conditions
 from tracec.trace_rl.trace.pipeline.analysis_steps import read_json
 from tracec.trace_rl.trace.pipeline.env_steps import MANIFEST
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+from tracec.trace_rl.trace.pipeline.targets import target_domains
+from tracec.trace_rl.trace.routing import RouteOption, Router, RoutingSettings, route_options
 
 from tracec.atomic import write_atomic
 
 if TYPE_CHECKING:
-    from tracec.trace_rl.trace.evaluate import EvalDomain
     from tracec.trace_rl.trace.pipeline.run import Context
-    from tracec.trace_rl.trace.routing import Router
 
 ADAPTERS, OPTIONS, DECISIONS = "adapters.json", "options.json", "decisions.jsonl"
 
 
 def train_adapters(context: Context, folder: Path, built: Path) -> str:
-    from tracec.trace_rl.grpo.config import CapabilityEnvSection
-    from tracec.trace_rl.grpo.report import console_line
-    from tracec.trace_rl.grpo.train import train
-
     config = context.config
     trained: dict[str, Any] = {}
     for environment in read_json(built / MANIFEST)["environments"]:
@@ -64,8 +65,6 @@ def adapter_folders(trained: Path) -> dict[str, Path]:
 
 
 def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
-    from tracec.trace_rl.trace.routing import route_options
-
     config = context.config
     capabilities = [(e["name"], e["description"], e["example"]) for e in read_json(built / MANIFEST)["environments"]]
     options = route_options(capabilities, config.routing.labels)
@@ -93,8 +92,6 @@ def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
 
 
 def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -> str:
-    from tracec.trace_rl.trace.evaluate import evaluate, policy_conditions
-
     config = context.config
     adapters = adapter_folders(trained)
     model = context.load_model(adapters, max_new_tokens=config.evaluate.max_new_tokens, engine=config.evaluate.engine)
@@ -110,8 +107,6 @@ def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -
 
 
 def _router(context: Context, model: Any, routed: Path) -> Router:
-    from tracec.trace_rl.trace.routing import RouteOption, Router, RoutingSettings
-
     options = [RouteOption(**o) for o in read_json(routed / OPTIONS)]
     section = context.config.routing
     return Router(model, options, RoutingSettings(labels=section.labels, task_chars=section.task_chars,
@@ -119,9 +114,6 @@ def _router(context: Context, model: Any, routed: Path) -> Router:
 
 
 def _eval_domains(context: Context, model: Any) -> list[EvalDomain]:
-    from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.pipeline.targets import target_domains
-
     section = context.config.evaluate
     return target_domains(context.config.target, first_seed=section.first_seed, tasks=section.tasks,
                           user=BaseModelUser(model))

@@ -17,7 +17,28 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracec.dsl.check import check
+from tracec.dsl.parse import parse_file
+from tracec.trace_rl.llm.calls import CallLog
+from tracec.trace_rl.trace.adapters import BaseModelUser
+from tracec.trace_rl.trace.analysis.cases import read_cases
+from tracec.trace_rl.trace.analysis.chart import write_chart
+from tracec.trace_rl.trace.analysis.dictionary import read_dictionary
+from tracec.trace_rl.trace.analysis.discover import DiscoverSettings
+from tracec.trace_rl.trace.analysis.discover import discover as run_discovery
+from tracec.trace_rl.trace.analysis.label import (
+    LabelSettings,
+    label_with_llm,
+    label_with_rubric,
+    write_labels,
+)
+from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
+from tracec.trace_rl.trace.analysis.runs import read_run, run_files
+from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
+from tracec.trace_rl.trace.evaluate import Condition, evaluate
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+from tracec.trace_rl.trace.pipeline.targets import target_domains
+from tracec.trace_rl.trace.routing import AdapterAgent
 
 from tracec.atomic import write_atomic
 
@@ -29,11 +50,6 @@ TRAJECTORIES = Path("trajectories") / "base.jsonl"
 
 
 def collect(context: Context, folder: Path) -> str:
-    from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.evaluate import Condition, evaluate
-    from tracec.trace_rl.trace.pipeline.targets import target_domains
-    from tracec.trace_rl.trace.routing import AdapterAgent
-
     config = context.config
     model = context.load_model({}, max_new_tokens=config.collect.max_new_tokens)
     domains = target_domains(config.target, first_seed=config.collect.first_seed, tasks=config.collect.tasks,
@@ -54,12 +70,6 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
                       for name, description in rubric_capabilities(analysis.rubric, analysis.capabilities)]
         dictionary: dict[str, Any] = {"candidates": candidates, "runs": 1, "model": f"rubric:{analysis.rubric}"}
     else:
-        from tracec.trace_rl.llm.calls import CallLog
-        from tracec.trace_rl.trace.analysis.cases import read_cases
-        from tracec.trace_rl.trace.analysis.discover import DiscoverSettings
-        from tracec.trace_rl.trace.analysis.discover import discover as run_discovery
-        from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
-
         cases = read_cases([collected / TRAJECTORIES])
         settings = DiscoverSettings(runs=analysis.discover_runs, max_candidates=analysis.max_candidates,
                                     cases_per_run=analysis.cases_per_run, case_chars=analysis.case_chars,
@@ -76,9 +86,6 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
 
 def rubric_capabilities(rubric: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
     """(name, description) of the capability blocks of `rubric` (all, or `names`, checked to exist)."""
-    from tracec.dsl.check import check
-    from tracec.dsl.parse import parse_file
-
     blocks = check(parse_file(rubric)).capabilities
     unknown = [n for n in names if n not in blocks]
     if unknown or not blocks:
@@ -89,23 +96,13 @@ def rubric_capabilities(rubric: str, names: tuple[str, ...]) -> list[tuple[str, 
 
 
 def label(context: Context, folder: Path, collected: Path, discovered: Path) -> str:
-    from tracec.trace_rl.trace.analysis.cases import read_cases
-    from tracec.trace_rl.trace.analysis.label import write_labels
-
     config = context.config
     analysis = config.analysis
     cases = read_cases([collected / TRAJECTORIES])
     if analysis.labeler == "rubric":
-        from tracec.trace_rl.trace.analysis.label import label_with_rubric
-
         capabilities, labels = label_with_rubric(analysis.rubric, cases, analysis.capabilities)
         write_labels(folder / "run_01.json", 1, cases, labels, capabilities)
         return f"{len(cases)} trajectories x {len(capabilities)} capabilities, 1 deterministic run"
-    from tracec.trace_rl.llm.calls import CallLog
-    from tracec.trace_rl.trace.analysis.dictionary import read_dictionary
-    from tracec.trace_rl.trace.analysis.label import LabelSettings, label_with_llm
-    from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
-
     capabilities = read_dictionary(discovered / CANDIDATES)
     settings = LabelSettings(runs=analysis.label_runs, case_chars=analysis.case_chars, tries=config.llm.tries,
                              seed=config.run.seed)
@@ -119,11 +116,6 @@ def label(context: Context, folder: Path, collected: Path, discovered: Path) -> 
 
 
 def select(context: Context, folder: Path, discovered: Path, labeled: Path) -> str:
-    from tracec.trace_rl.trace.analysis.chart import write_chart
-    from tracec.trace_rl.trace.analysis.dictionary import read_dictionary
-    from tracec.trace_rl.trace.analysis.runs import read_run, run_files
-    from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
-
     analysis = context.config.analysis
     runs = [read_run(p) for p in run_files([labeled])]
     k = 1 if analysis.labeler == "rubric" else analysis.k  # deterministic labels are one run

@@ -16,8 +16,20 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracec.trace_rl.envs.agent import run_episode
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability.validate import GoldAgent
+from tracec.trace_rl.llm.calls import CallLog
+from tracec.trace_rl.llm.chat import Sampling
+from tracec.trace_rl.llm.options import local_backend
+from tracec.trace_rl.trace.analysis.cases import read_cases
 from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+from tracec.trace_rl.trace.synth.calibration import Bands, calibrate
+from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
+from tracec.trace_rl.trace.synth.library import load_library
+from tracec.trace_rl.trace.synth.reference import LIBRARY
+from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
 
 from tracec.atomic import write_atomic
 
@@ -28,14 +40,6 @@ MANIFEST = "environments.json"
 
 
 def environments(context: Context, folder: Path, collected: Path, selected: Path) -> str:
-    from tracec.trace_rl.llm.chat import Sampling
-    from tracec.trace_rl.llm.options import local_backend
-    from tracec.trace_rl.trace.analysis.cases import read_cases
-    from tracec.trace_rl.trace.synth.calibration import Bands
-    from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvSettings
-    from tracec.trace_rl.trace.synth.library import load_library
-    from tracec.trace_rl.trace.synth.reference import LIBRARY
-
     config = context.config
     section = config.environments
     calibration = CalibrationSettings(
@@ -82,9 +86,6 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
 def _environment(context: Context, out: Path, name: str, description: str, excerpts: tuple[str, ...],
                  settings: Any, library: Any, policy: Any) -> dict[str, Any]:
     """The accepted environment of one capability written into `out`; `PipelineFailed` when there is none."""
-    from tracec.trace_rl.llm.calls import CallLog
-    from tracec.trace_rl.trace.synth.env import EnvFailed, Target, synthesize
-
     section = context.config.environments
     # Without synthesis the library is matched by name only: no LLM call at all.
     backend = context.analyst() if context.has_analyst() and section.synthesize else None
@@ -110,10 +111,6 @@ def _environment(context: Context, out: Path, name: str, description: str, excer
 
 
 def _calibrate(path: Path, policy: Any, settings: Any) -> Any:
-    from tracec.trace_rl.envs.capability import load_environment
-    from tracec.trace_rl.trace.synth.calibration import calibrate
-    from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
-
     rollouts = policy_rollouts(load_environment(str(path)), policy, range(settings.seeds),
                                group_size=settings.group_size, sampling=settings.sampling,
                                max_steps=settings.max_steps)
@@ -127,10 +124,6 @@ def _write_calibration(out: Path, calibration: Any) -> None:
 
 def _gold_example(path: Path) -> str:
     """The environment's gold solution played on seed 0, as the transcript routing shows."""
-    from tracec.trace_rl.envs.agent import run_episode
-    from tracec.trace_rl.envs.capability import Environment, load_environment
-    from tracec.trace_rl.envs.capability.validate import GoldAgent
-
     env = Environment(load_environment(str(path)))
     record = run_episode(env, GoldAgent(env), 0, env.max_steps)
     lines = [f"user: {record['instruction']}"]

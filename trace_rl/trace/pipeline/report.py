@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig
 from tracec.trace_rl.trace.pipeline.steps import StepOutcome
 
@@ -63,12 +65,9 @@ def write_report(config: PipelineConfig, root: Path, outcomes: Mapping[str, Step
 
 def _figure(path: Path, selected: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]],
             table: dict[str, Any] | None) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (gaps, training, passes) = plt.subplots(1, 3, figsize=(15, 4))
+    figure = Figure(figsize=(15, 4))
+    FigureCanvasAgg(figure)
+    gaps, training, passes = figure.subplots(1, 3)
     names = [s["skill"] for s in selected]
     gaps.barh(names, [s["mean_delta"] for s in selected], color="tab:blue")
     gaps.set_title("selected: contrastive gap (Delta)")
@@ -93,7 +92,6 @@ def _figure(path: Path, selected: list[dict[str, Any]], curves: dict[str, list[d
     figure.tight_layout()
     staging = path.with_name(f".{path.name}.tmp.png")
     figure.savefig(staging, dpi=100)
-    plt.close(figure)
     staging.replace(path)
 
 

@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.llm.chat import SamplingBackend
-from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
+from tracec.trace_rl.llm.options import BackendSettings, open_backend
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig
+from tracec.trace_rl.trace.pipeline.report import write_report
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
 
 from tracec.atomic import write_atomic
 from tracec.config_io import to_toml
 
 _SOURCE = ("labeler", "rubric", "capabilities")  # where labels come from: what discovery and labeling share
-# The outputs later steps read, where a step writes more (tables and charts for people).
-_READ_BY_LATER_STEPS = {"select": (analysis_steps.SELECTED,)}
 STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "route", "evaluate")
 
 
@@ -48,8 +47,6 @@ class Context:
         if self.llm is not None:
             return self.llm
         if not self._opened:
-            from tracec.trace_rl.llm.options import BackendSettings, open_backend
-
             section = self.config.llm
             if section.backend == "none":
                 raise PipelineFailed("this step needs an analyst LLM: set [llm] backend")
@@ -60,12 +57,12 @@ class Context:
         return self._opened[0]
 
     def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:
-        from tracec.trace_rl.trace.adapters import load_adapter_model
+        # Lazy, as the steps are (see `_steps`): torch and transformers.
+        import torch
+        from tracec.trace_rl.trace.peft_adapters import load_adapter_model
 
         model = self.config.model
         if model.threads:
-            import torch
-
             torch.set_num_threads(model.threads)
         return load_adapter_model(model.name, adapters, engine=engine, device=model.device, dtype=model.dtype,
                                   max_new_tokens=max_new_tokens)
@@ -81,16 +78,13 @@ class PipelineResult:
 def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: SamplingBackend | None = None,
                  report: Callable[[str], None] = lambda _: None, detail: Callable[[str], None] = lambda _: None,
                  after_step: Callable[[StepOutcome], None] | None = None) -> PipelineResult:
-    from tracec.trace_rl.trace.pipeline.report import write_report
-
     root = Path(out or config.run.out)
     context = Context(config=config, report=report, detail=detail, llm=llm)
     store = StepStore(root, report=report)
     write_atomic(root / "pipeline.toml", [to_toml(config)])  # what `tracec route / evaluate --run` read
     done: dict[str, StepOutcome] = {}
-    for number, (name, inputs, produce) in enumerate(_steps(context, root, done), 1):
-        outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES),
-                            digest_of=_READ_BY_LATER_STEPS.get(name, ()))
+    for number, (name, inputs, produce, read_later) in enumerate(_steps(context, root, done), 1):
+        outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES), digest_of=read_later)
         done[name] = outcome
         if after_step is not None:
             after_step(outcome)
@@ -99,8 +93,14 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
     return PipelineResult(out=root, outcomes=done, report=path)
 
 
-def _steps(context: Context, root: Path, done: dict[str, StepOutcome]) -> list[tuple[str, Any, Any]]:
-    """(name, inputs, produce) of each step, in order; inputs and folders are read when the step comes."""
+def _steps(context: Context, root: Path,
+           done: dict[str, StepOutcome]) -> list[tuple[str, Any, Any, tuple[str, ...]]]:
+    """(name, inputs, produce, the outputs later steps read) of each step, in order (the outputs only where a step
+    writes more: tables and charts for people); inputs and folders are read when the step comes."""
+    # Lazy: the steps import torch, transformers and textworld (the trainer, the models, the targets), and
+    # cli/pipeline.py imports this module before it reads the config, whose mistakes are said before any of them.
+    from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
+
     config = context.config
 
     def digest(*names: str) -> dict[str, str]:
@@ -124,25 +124,26 @@ def _steps(context: Context, root: Path, done: dict[str, StepOutcome]) -> list[t
                "seed": config.run.seed}
     return [
         ("collect", lambda: {**sections("model", "target", "collect"), "files": target_files},
-         lambda f: analysis_steps.collect(context, f)),
+         lambda f: analysis_steps.collect(context, f), ()),
         ("discover", lambda: {"analysis": analysis(*_SOURCE, "discover_runs", "max_candidates", "cases_per_run",
                                                    "case_chars"),
                               "llm": analyst, "files": label_files, **digest("collect")},
-         lambda f: analysis_steps.discover(context, f, folder("collect"))),
+         lambda f: analysis_steps.discover(context, f, folder("collect")), ()),
         ("label", lambda: {"analysis": analysis(*_SOURCE, "label_runs", "case_chars"), "llm": analyst,
                            "files": label_files, **digest("collect", "discover")},
-         lambda f: analysis_steps.label(context, f, folder("collect"), folder("discover"))),
+         lambda f: analysis_steps.label(context, f, folder("collect"), folder("discover")), ()),
         ("select", lambda: {"analysis": analysis("labeler", "rho", "delta", "k", "max_selected"),
                             **digest("discover", "label")},
-         lambda f: analysis_steps.select(context, f, folder("discover"), folder("label"))),
+         lambda f: analysis_steps.select(context, f, folder("discover"), folder("label")),
+         (analysis_steps.SELECTED,)),
         ("environments", lambda: {**sections("environments", "model"), "llm": analyst,
                                   "max_turns": config.train.env.max_turns, **digest("collect", "select")},
-         lambda f: env_steps.environments(context, f, folder("collect"), folder("select"))),
+         lambda f: env_steps.environments(context, f, folder("collect"), folder("select")), ()),
         ("train", lambda: {**sections("train", "model"), **digest("environments")},
-         lambda f: adapter_steps.train_adapters(context, f, folder("environments"))),
+         lambda f: adapter_steps.train_adapters(context, f, folder("environments")), ()),
         ("route", lambda: {**sections("routing", "model", "target", "evaluate"),
                            **digest("environments", "train")},
-         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train"))),
+         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train")), ()),
         ("evaluate", lambda: {**sections("routing", "model", "target", "evaluate"), **digest("train", "route")},
-         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route"))),
+         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route")), ()),
     ]

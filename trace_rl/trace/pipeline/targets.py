@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.tau2 import load_domain
 from tracec.trace_rl.grpo.config import ConfigError, EnvSection
 from tracec.trace_rl.grpo.environments import environment_factory, tau2_data, tau2_factory
 from tracec.trace_rl.llm.chat import ChatBackend
@@ -37,8 +39,6 @@ def target_domains(target: TargetSection, *, first_seed: int, tasks: int, max_tu
 
 
 def _capability_domain(path: str, first_seed: int, tasks: int, turns: int) -> EvalDomain:
-    from tracec.trace_rl.envs.capability import Environment, load_environment
-
     try:
         program = load_environment(path)
     except FileNotFoundError:
@@ -53,8 +53,6 @@ def _capability_domain(path: str, first_seed: int, tasks: int, turns: int) -> Ev
 
 def _tau2_domain(name: str, target: TargetSection, first_seed: int, tasks: int, turns: int,
                  user: ChatBackend | None) -> EvalDomain:
-    from tracec.trace_rl.envs.tau2 import load_domain
-
     data = tau2_data(target.tau2.data, "target.tau2.data")
     domain = load_domain(name, data)
     available = len(domain.tasks)

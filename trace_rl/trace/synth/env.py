@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracec.dsl.errors import CheckError, ParseError
 from tracec.runtime.output import write_records
+from tracec.trace_rl.envs.capability import compile_environment
+from tracec.trace_rl.envs.capability.validate import validate
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import RepairFailed, ask
@@ -115,10 +118,6 @@ class Checks:
         return StageFailed(stage, reason, advice)
 
     def __call__(self, reply: str) -> EnvResult:
-        from tracec.dsl.errors import CheckError, ParseError
-        from tracec.trace_rl.envs.capability import compile_environment
-        from tracec.trace_rl.envs.capability.validate import validate
-
         self.count += 1
         source = rubric_source(reply)
         path = self.attempts_dir / f"attempt_{self.count}.rubric"

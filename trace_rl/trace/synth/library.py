@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import ask_json
@@ -30,8 +31,6 @@ class LibraryEnvironment:
 
 
 def load_library(folder: Path) -> list[LibraryEnvironment]:
-    from tracec.trace_rl.envs.capability import load_environment
-
     if not folder.is_dir():
         raise MissingReference(f"{folder}: the environment library is not there; pass --library DIR or --no-library")
     found = []

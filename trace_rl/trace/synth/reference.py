@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tracec.trace_rl.llm.replies import fenced_blocks
+
 REPOSITORY = Path(__file__).resolve().parents[3]
 GUIDE = REPOSITORY / "docs" / "language.md"
 LIBRARY = REPOSITORY / "examples" / "envs"
@@ -44,8 +46,6 @@ def example_text(path: Path) -> str:
 
 def rubric_source(reply: str) -> str:
     """The `.rubric` program in a reply: its first fence tagged rubric, else its first fence, else all of it."""
-    from tracec.trace_rl.llm.replies import fenced_blocks
-
     blocks = fenced_blocks(reply)
     tagged = [body for tag, body in blocks if tag == "rubric"]
     return (tagged or [body for _, body in blocks] or [reply])[0].strip() + "\n"

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracec.compiler.backends import compile_kernel
+from tracec.dsl.errors import RubricError
+from tracec.runtime.evaluate import RubricScorer, load_rubric
 from tracec.runtime.trajectories.jsonl import Episode
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
@@ -82,9 +85,6 @@ def render_report(operators: Sequence[OperatorReport], skipped: Sequence[str]) -
 
 def validate_operators(compiled: Any, episodes: Episodes) -> tuple[list[OperatorReport], list[str]]:
     """Each operator's firing rates on the three groups, and its problems (see the module docstring)."""
-    from tracec.compiler.backends import compile_kernel
-    from tracec.runtime.evaluate import RubricScorer
-
     scorer = RubricScorer(compiled, compile_kernel(compiled.program, "interp", None))
     groups = {"succeeded": episodes.succeeded, "failed": episodes.failed, "random": episodes.random}
     rates: dict[str, list[float] | None] = {}
@@ -155,9 +155,6 @@ class RubricChecks:
         self.count = 0
 
     def __call__(self, reply: str) -> RubricResult:
-        from tracec.dsl.errors import RubricError
-        from tracec.runtime.evaluate import load_rubric
-
         self.count += 1
         source = rubric_source(reply)
         path = self.attempts_dir / f"attempt_{self.count}.rubric"

@@ -1,0 +1,43 @@
+"""What `tracec demo` is asked, without torch or TextWorld: the held-out seeds, the budget, the shipped examples.
+
+The command line builds its `--help` from `DemoBudget`'s defaults and checks `--train-games` against
+`EVAL_SEED_BASE` before the demo (`tracec.trace_rl.experiments.demo`, which imports the trainer) is imported.
+`shipped_examples()` is the folder of the rubrics installed with the package, which the demo and the learning
+curves score with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+# Fixed before any tuning and never trained on: training games are seeds 0, 1, ..., held-out ones 100000, 100001, ...
+EVAL_SEED_BASE = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoBudget:
+    iterations: int = 12  # a method; each iteration samples groups x group_size episodes
+    eval_every: int = 4
+    groups: int = 8
+    group_size: int = 8
+    lr: float = 5e-3  # with clip_eps 0.28 and target_kl 0.05: bench/RESULTS.md "learning" measured the ratios
+    clip_eps: float = 0.28
+    target_kl: float = 0.05
+    hidden: int = 128  # the small policy's width (64 does not pass the learnability gate: docs/learning.md)
+    eval_episodes: int = 4  # a held-out seed
+    smol_iterations: int = 1  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
+    smol_groups: int = 1
+    smol_group_size: int = 4
+    smol_eval_seeds: int = 4
+    smol_lr: float = 1e-4
+    parallel: bool = True  # the two methods in two processes at once
+
+
+def shipped_examples() -> Path:
+    """The folder of the examples installed with the package (`examples/` of the checkout, in an editable install)."""
+    root = resources.files("tracec.examples")
+    if not isinstance(root, Path):
+        raise TypeError(f"the examples are not files on disk ({root!r}); install tracec unzipped")
+    return root

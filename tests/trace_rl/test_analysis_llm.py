@@ -131,9 +131,11 @@ def test_llm_labels_make_run_files_that_select_reads(trajectories: Path, tmp_pat
     llm = labeler({"null-1"})
     log = CallLog(tmp_path / "llm_calls.jsonl", command="test")
     progress = Progress(tmp_path / "p.jsonl", "fp")
+    said: list[str] = []
     paths = label_with_llm(llm, cases, CAPABILITIES, LabelSettings(runs=2), out_dir=tmp_path, log=log,
-                           progress=progress, report=lambda _: None)
+                           progress=progress, report=said.append)
     assert [p.name for p in paths] == ["run_01.json", "run_02.json"]
+    assert f"label run 1: {len(cases)}/{len(cases)}" in said  # a run's progress is said, at least at its end
     run = read_run(paths[0])
     assert (run.total_failed, run.total_passed) == (6, 3)
     assert set(run.labels["precondition_verification"]["lacking_failed"]) == {c.id for c in cases if not c.success}

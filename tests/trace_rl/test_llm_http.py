@@ -14,10 +14,12 @@ from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Two plus two?"}]
 
 
-def backend(server: ChatServer, sleeps: list[float] | None = None, **config: object) -> OpenAIChatBackend:
+def backend(server: ChatServer, sleeps: list[float] | None = None, said: list[str] | None = None,
+            **config: object) -> OpenAIChatBackend:
     settings = {"base_url": server.base_url, "model": "served-model", "retries": 3, "backoff_s": 0.01, **config}
     recorded = sleeps if sleeps is not None else []
-    return OpenAIChatBackend(HTTPConfig(**settings), sleep=recorded.append)  # type: ignore[arg-type]
+    notes = said if said is not None else []
+    return OpenAIChatBackend(HTTPConfig(**settings), sleep=recorded.append, notify=notes.append)  # type: ignore[arg-type]
 
 
 def test_a_canned_reply_comes_back_and_the_request_has_the_chat_completions_shape() -> None:
@@ -47,13 +49,17 @@ def test_stop_sequences_cut_the_reply_even_when_the_server_does_not() -> None:
         assert backend(server).sample(MESSAGES, Sampling(stop=("END",))) == ['{"a": 1}\n']
 
 
-def test_429_then_success_waits_as_the_server_asks() -> None:
+def test_429_then_success_waits_as_the_server_asks_and_says_so() -> None:
     sleeps: list[float] = []
+    said: list[str] = []
     script = [Status(429, {"Retry-After": "0.05"}), Status(503), Reply("four")]
     with ChatServer(script).running() as server:
-        assert backend(server, sleeps).sample(MESSAGES, Sampling()) == ["four"]
+        assert backend(server, sleeps, said).sample(MESSAGES, Sampling()) == ["four"]
     assert len(server.requests) == 3
     assert sleeps == [0.05, 0.02]  # Retry-After beats the backoff of 0.01; then the backoff doubles
+    assert len(said) == 2 and all(s.startswith(server.base_url) for s in said)  # each retry is said, with why
+    assert "HTTP 429" in said[0] and said[0].endswith("retrying in 0.05 s (try 2 of 4)")
+    assert "HTTP 503" in said[1] and said[1].endswith("retrying in 0.02 s (try 3 of 4)")
 
 
 def test_retries_are_bounded_and_the_error_says_what_the_server_said() -> None:

@@ -14,6 +14,7 @@ Left out: streaming, tool-call fields, and concurrency (calls go one at a time).
 from __future__ import annotations
 
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -50,8 +51,9 @@ class HTTPConfig:
 
 class OpenAIChatBackend:
     def __init__(self, config: HTTPConfig, *, default: Sampling | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.config, self.default, self._sleep = config, default or Sampling(), sleep
+                 sleep: Callable[[float], None] = time.sleep,
+                 notify: Callable[[str], None] = lambda message: print(message, file=sys.stderr)) -> None:
+        self.config, self.default, self._sleep, self._notify = config, default or Sampling(), sleep, notify
         self.url = config.base_url.rstrip("/") + "/chat/completions"
 
     @property
@@ -109,7 +111,9 @@ class OpenAIChatBackend:
                     last = f"cannot connect ({reason}); is the server running at {self.config.base_url}?"
             except (ConnectionError, OSError) as error:  # a reset or a closed connection mid-reply
                 last = f"the connection failed ({error})"
-            if attempt < self.config.retries:
+            if attempt < self.config.retries:  # said, so that a slow or failing server is never silent
+                tries = self.config.retries + 1
+                self._notify(f"{self.url}: {last}; retrying in {wait:g} s (try {attempt + 2} of {tries})")
                 self._sleep(wait)
         tries = self.config.retries + 1
         raise LLMError(f"{self.url}: {last} (gave up after {tries} tr{'y' if tries == 1 else 'ies'})")

@@ -1,12 +1,15 @@
 """What the TRACE commands (analysis, synthesis) share with the command line that runs them.
 
 `UsageProblem` is inputs that parse but do not make sense together: the command line answers it as a usage error
-(exit 2). `report` is a command's progress line, on stderr so that stdout keeps only what was asked for.
+(exit 2). `report` is a command's progress line, on stderr so that stdout keeps only what was asked for; a
+`Ticker` reports a long loop's progress every few seconds, so a slow model is never silent for minutes.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 
 
 class UsageProblem(Exception):
@@ -15,3 +18,18 @@ class UsageProblem(Exception):
 
 def report(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+class Ticker:
+    """`what: done/total` through `say`, at most once every `every_s` seconds, and always for the last item."""
+
+    def __init__(self, say: Callable[[str], None], what: str, total: int, *, every_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.say, self.what, self.total, self.every_s, self.clock = say, what, total, every_s, clock
+        self.last = clock()
+
+    def tick(self, done: int) -> None:
+        now = self.clock()
+        if done >= self.total or now - self.last >= self.every_s:
+            self.say(f"{self.what}: {done}/{self.total}")
+            self.last = now

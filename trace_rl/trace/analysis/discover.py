@@ -15,7 +15,7 @@ dictionary, as TRACE advises, before labeling).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -93,8 +93,8 @@ def sample_cases(cases: Sequence[Case], count: int, seed: int) -> list[Case]:
 
 
 def discover(backend: SamplingBackend, cases: Sequence[Case], settings: DiscoverSettings, *, log: CallLog,
-             progress: Progress) -> dict[str, Any]:
-    """The merged candidate dictionary of `settings.runs` independent discovery runs."""
+             progress: Progress, report: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """The merged candidate dictionary of `settings.runs` independent discovery runs, each reported when done."""
     per_run: list[list[dict[str, Any]]] = []
     for run in range(1, settings.runs + 1):
         key = f"run {run}"
@@ -106,6 +106,7 @@ def discover(backend: SamplingBackend, cases: Sequence[Case], settings: Discover
                                 check=partial(_check_candidates, ids={c.id for c in shown}))
             progress.record(key, accepted.value["candidates"])
         per_run.append(progress.done[key])
+        report(f"discover run {run}/{settings.runs}: {len(progress.done[key])} candidates")
     merged = merge(per_run)[: settings.max_candidates]
     return {"candidates": merged, "runs": settings.runs, "model": backend.name}
 

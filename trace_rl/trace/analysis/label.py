@@ -35,6 +35,7 @@ from tracec.trace_rl.trace.analysis.dictionary import Capability
 from tracec.trace_rl.trace.analysis.discover import run_seed
 from tracec.trace_rl.trace.analysis.progress import Progress
 from tracec.trace_rl.trace.analysis.runs import write_run
+from tracec.trace_rl.trace.usage import Ticker
 
 LABELS = ("NA", "PRESENT", "LACKING")
 SAMPLING = Sampling(temperature=0.7, max_tokens=512)
@@ -93,7 +94,9 @@ def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities
         sampling = replace(settings.sampling, seed=run_seed(settings.seed, run))
         labels: dict[str, Labels] = {}
         failures: dict[str, str] = {}
-        for case in cases:
+        ticker = Ticker(report, f"label run {run}", len(cases))
+        for done, case in enumerate(cases, 1):
+            ticker.tick(done - 1)
             key = f"{run}/{case.id}"
             if key not in progress.done:
                 try:
@@ -105,6 +108,7 @@ def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities
                     continue
                 progress.record(key, accepted.value["labels"])
             labels[case.id] = progress.done[key]
+        ticker.tick(len(cases))
         if failures and not settings.skip_failed:
             named = "; ".join(f"{i}: {p}" for i, p in list(failures.items())[:3])
             raise LabelingFailed(f"run {run}: {len(failures)} of {len(cases)} trajectories got no valid labels in "

@@ -1,6 +1,6 @@
 """`tracec demo`: the main job in minutes on a CPU: a policy learns TextWorld games with TRCA and with sparse GRPO.
 
-1. The task family (`textworld_family`): seeded TextWorld games, quests of 3-6 steps, training seeds and held-out
+1. The task family (`envs.textworld.family`): seeded TextWorld games, quests of 3-6 steps, training seeds and held-out
    seeds fixed here (`DEMO_FAMILY`), made once into `workdir/games`; the small policy (`small_policy`) built from
    the training games' vocabulary. The untrained policy rarely wins: the cold-start regime.
 2. The small policy trained twice through the one trainer with the same rollout budget: sparse GRPO (a win or

@@ -318,7 +318,7 @@ class Learner:
     @torch.no_grad()
     def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:
         """For rollouts another engine sampled: old log-probs recomputed by this model, and each sequence weighted
-        by its masked importance weight against the sampler's (`grpo_loss.sequence_importance_weights`)."""
+        by its masked importance weight against the sampler's (`grpo.loss.sequence_importance_weights`)."""
         by_key = {s.key: s for s in sequences}
         infos = [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=0, rank=0) for s in sequences]
         out = []

@@ -6,13 +6,13 @@
 Each iteration:
 1. Rollouts: `groups_per_batch` task seeds from the run's stream; K = `group_size` episodes of each (a group shares
    the seed), every episode of the iteration decoded in one batch, multi-turn, token-in/token-out
-   (`rollout_engine`). Ranks split the groups.
+   (`rollouts.engine`). Ranks split the groups.
 2. Scoring: each loss token's advantage (`credit`): the episode's group-normalised reward (GRPO), or its step's
    A = A_E + A_S from the compiled rubric (TRCA). Only the action tokens of each turn carry it (at the command
    level of the admissible mode, each turn's log pi(c|s) over its candidate commands does).
 3. Filtering: groups whose advantages are all zero teach nothing; they are dropped, and up to
    `max_resample_batches` further batches are sampled to refill the batch (DAPO's dynamic sampling, bounded).
-4. Learning: epochs x mini-batches of AdamW steps on the clipped surrogate (`learner`, `grpo_loss`), old
+4. Learning: epochs x mini-batches of AdamW steps on the clipped surrogate (`learner`, `loss`), old
    log-probs from the sampler, optional k3 KL to the base model (the adapter disabled), an optional entropy bonus
    and KL target; each step's trust-region diagnostics (ratio quantiles, KL to the sampler, clip fraction,
    gradient norm) go to the metrics.

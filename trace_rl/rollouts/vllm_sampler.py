@@ -9,7 +9,7 @@ goes to vLLM as a LoRA folder under a fresh name and id after every update (`syn
 as vLLM's maintainers advise for RL: cached blocks computed with the old adapter must not serve the new one.
 Log-probs are vLLM's processed ones (after temperature, `logprobs_mode="processed_logprobs"`), the distribution
 the tokens were drawn from; the trainer recomputes its own and corrects by a masked sequence-level importance
-weight (`grpo_loss.sequence_importance_weights`), since the two engines' numerics differ.
+weight (`grpo.loss.sequence_importance_weights`), since the two engines' numerics differ.
 
 Not run in this repository's CI (no GPU): `bench/gpu_check.sh` exercises it on a GPU machine; until that has run and
 written its figures to bench/RESULTS.md, this path is untested. Left out: vLLM as a separate server, tensor

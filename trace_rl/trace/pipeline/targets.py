@@ -5,7 +5,7 @@
 A capability target is one domain per `.rubric` file (named by its environment); a TextWorld target is one domain,
 its family (seed N plays game N); tau2-bench is one domain per name (`airline`, `retail`), its tasks the first
 `tasks` from `first_seed` in the benchmark's order (cut to the domain's size: 50 airline, 114 retail). The
-environments are the trainer's (`train_env.environment_factory`), so a target trains, collects and evaluates
+environments are the trainer's (`grpo.environments.environment_factory`), so a target trains, collects and evaluates
 alike. tau2's simulated user is scripted (opens with the scenario, consents, never ends) or the given chat
 backend, which the pipeline and `tracec evaluate` make the base model with every adapter off (TRACE's protocol).
 Left out: TextWorld's fixed game files as a target (a family is what a pipeline analyses).

@@ -8,7 +8,8 @@
 TRAJ: trajectory JSONL or tau2-bench result files. RUNS: run files or folders of `run_*.json`. Every LLM call is
 logged beside the outputs (`llm_calls.jsonl`); a killed discover or label resumes from its progress file.
 Exit 0 on success, 1 on a user error or a failed step (a message that says which and why), 2 on a usage error.
-Its errors are mapped to exit codes by `tracec.cli`, as every command's are.
+Its errors are mapped to exit codes by `tracec.cli`, as every command's are; `USER_ERRORS` are the analysis's own
+(the pipeline's analysis steps raise them too).
 """
 
 from __future__ import annotations
@@ -18,14 +19,22 @@ from pathlib import Path
 
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
-from tracec.trace_rl.llm.options import BackendChoiceError
-from tracec.trace_rl.trace.analysis.commands import USER_ERRORS
+from tracec.trace_rl.llm.calls import LLMError
+from tracec.trace_rl.llm.chat import SamplingBackend
+from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings
+from tracec.trace_rl.llm.repair import RepairFailed
+from tracec.trace_rl.policy.catalog import ModelError
+from tracec.trace_rl.trace.analysis.cases import CaseError
+from tracec.trace_rl.trace.analysis.dictionary import DictionaryError
+from tracec.trace_rl.trace.analysis.label import LabelingFailed
+from tracec.trace_rl.trace.analysis.runs import RunFileError
 from tracec.trace_rl.trace.usage import UsageProblem
 
 from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
+USER_ERRORS = (CaseError, DictionaryError, RunFileError, LLMError, RepairFailed, LabelingFailed, ModelError)
 CASE_CHARS = 200  # the shortest transcript excerpt shown (the bound of analysis.discover.DiscoverSettings)
 
 
@@ -73,24 +82,32 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.trace.analysis import commands
-
     if args.step == "label":  # the outputs, before any LLM is called
         work_folder(args.output)
     else:
         output_file(args.output)
     if args.step == "select" and args.chart is not None:
         output_file(args.chart)
+    from tracec.trace_rl.trace.analysis import commands
+
+    if args.step == "select":
+        return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
+                               candidates=args.candidates, chart=args.chart)
     if args.step == "discover":
         return commands.discover(args.trajectories, args.output, runs=args.runs, max_candidates=args.max_candidates,
                                  cases_per_run=args.cases_per_run, case_chars=args.case_chars, tries=args.tries,
                                  max_tokens=args.max_tokens, temperature=args.temperature,
-                                 llm=backend_settings(args))
+                                 llm=backend_settings(args), open_llm=_open_backend)
     if args.step == "label":
         return commands.label(args.trajectories, args.output, dictionary=args.capabilities, rubric=args.rubric,
                               only=args.capability, kernel=args.kernel, runs=args.runs, first_run=args.first_run,
                               case_chars=args.case_chars, skip_failed=args.skip_failed, force=args.force,
                               tries=args.tries, max_tokens=args.max_tokens, temperature=args.temperature,
-                              llm=backend_settings(args))
-    return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
-                           candidates=args.candidates, chart=args.chart)
+                              llm=backend_settings(args), open_llm=_open_backend)
+
+
+def _open_backend(settings: BackendSettings) -> SamplingBackend:
+    """The LLM, opened only by the steps that ask one: a local model imports torch."""
+    from tracec.trace_rl.llm.backends import open_backend
+
+    return open_backend(settings)

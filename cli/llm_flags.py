@@ -4,7 +4,7 @@
     --llm http --base-url URL --model NAME              any OpenAI-compatible server
     --llm vllm --model NAME_OR_FOLDER                   vLLM in-process (GPU)
 
-What the backend flags mean, the environment's fallbacks included, is `trace_rl.llm.options.open_backend`'s to say,
+What the backend flags mean, the environment's fallbacks included, is `trace_rl.llm.options.choose_backend`'s to say,
 so that the pipeline's `[llm]` means the same. `--tries`, `--max-tokens` and `--temperature` are not the backend's:
 each command passes them to its own settings.
 """

@@ -12,12 +12,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracec.cli.analyze import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.cli.errors import EXIT_OK
 from tracec.cli.paths import input_file, work_folder
 from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.trace.adapters import AdapterError
-from tracec.trace_rl.trace.analysis.commands import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.trace_rl.trace.evaluate import EvalError
+from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.routing import RouteError
 from tracec.trace_rl.trace.synth.reference import MissingReference
@@ -39,11 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-    from tracec.trace_rl.trace.pipeline.run import run_pipeline
-
     config = load_pipeline_config(input_file(args.config), args.overrides)
     out = work_folder(args.out or Path(config.run.out))
+    # After the config and the folder: the steps import torch, transformers and textworld.
+    from tracec.trace_rl.trace.pipeline.run import run_pipeline
+
     result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else lambda _: None)
     table = result.out / "evaluate" / "table.md"
     sys.stdout.write(table.read_text(encoding="utf-8"))

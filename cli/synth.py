@@ -24,7 +24,6 @@ from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.analysis.cases import CaseError
-from tracec.trace_rl.trace.synth.commands import SynthFailed
 from tracec.trace_rl.trace.synth.reference import MissingReference
 from tracec.trace_rl.trace.usage import UsageProblem
 
@@ -32,7 +31,9 @@ from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
-USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, SynthFailed, MissingReference)
+# SynthFailed is named, not imported: its module imports torch (see `tracec.cli`), and only it raises SynthFailed.
+USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, "tracec.trace_rl.trace.synth.commands:SynthFailed",
+               MissingReference)
 
 
 def add_arguments(synth: argparse.ArgumentParser) -> None:
@@ -89,12 +90,12 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.trace.synth import commands
-
     if args.step == "env":  # the output, before any LLM is called
         work_folder(args.output)
     else:
         output_file(args.output)
+    from tracec.trace_rl.trace.synth import commands  # after the paths: it imports torch (the local LLM)
+
     if args.step == "env":
         return commands.env(
             args.output, capability=args.capability, description=args.description, selected=args.selected,

@@ -93,8 +93,6 @@ def test_no_module_is_over_the_line_limit() -> None:
 # its `run`, on purpose, so that `--help` and a usage error never pay for it.
 LIBRARY = ("tracec.dsl", "tracec.compiler", "tracec.runtime", "tracec.trace_rl")
 _NUMBA = "the Numba kernels import Numba, which a process with the C extension never loads, and this module (a cycle)"
-_SETTINGS = "torch and transformers: the command line reads this module's settings and errors for `--help`"
-_PIPELINE = "torch, transformers, textworld: cli/pipeline.py imports run_pipeline before it reads the config"
 # The imports of tracec modules that stay inside a function: by module, the module imported and why.
 LAZY = {
     "tracec.compiler.backends": {"tracec.compiler.numba_backend": "Numba takes a quarter second to import: only "
@@ -104,15 +102,7 @@ LAZY = {
                            "tracec.runtime.rewards": "a cycle: rewards imports this module's fixed_kernels"},
     "tracec.trace_rl.policy.logprobs": {"tracec.trace_rl.policy.logprobs_triton": "Triton's kernels (Triton is an "
                                         "optional extra, see ONE_PLACE); a cycle too: they use this module's TileOps"},
-    "tracec.trace_rl.llm.options": dict.fromkeys(("tracec.trace_rl.llm.local", "tracec.trace_rl.policy.tiny"),
-                                                 _SETTINGS),
-    "tracec.trace_rl.trace.pipeline.run": dict.fromkeys(
-        ("tracec.trace_rl.trace.pipeline.adapter_steps", "tracec.trace_rl.trace.pipeline.analysis_steps",
-         "tracec.trace_rl.trace.pipeline.env_steps", "tracec.trace_rl.trace.peft_adapters"), _PIPELINE),
 }
-# Modules whose imports inside functions (all of light modules) have not moved to the top yet, and why.
-PENDING = dict.fromkeys(("tracec.trace_rl.trace.analysis.commands", "tracec.trace_rl.trace.synth.commands"),
-                        "another change was editing the module when the others moved (issue #19 item 5)")
 # The optional heavy packages, each imported in one place (module, function; None: the module's top level), which
 # says why. Triton's is the kernel module itself (its kernels are decorated when it loads), imported only by
 # `logprobs` when the Triton backend is asked for (LAZY).
@@ -165,8 +155,6 @@ def in_library(module: str) -> bool:
 @pytest.mark.parametrize("module", sorted(m for m in modules() if in_library(m)))
 def test_a_library_module_imports_tracec_at_its_top(module: str) -> None:
     known = modules()
-    if module in PENDING:
-        return
     allowed = LAZY.get(module, {})
     lazy = lazy_imported(module, known[module], known)
     assert lazy <= set(allowed), (f"{module} imports {sorted(lazy - set(allowed))} inside a function: move it to the "
@@ -177,9 +165,7 @@ def test_every_kept_lazy_import_is_still_there() -> None:
     known = modules()
     stale = sorted(f"{module}: {name}" for module, allowed in LAZY.items()
                    for name in set(allowed) - lazy_imported(module, known[module], known))
-    stale += sorted(module for module in PENDING if module not in known or not lazy_imported(module, known[module],
-                                                                                             known))
-    assert not stale, f"LAZY or PENDING names imports that are no longer inside a function: {stale}"
+    assert not stale, f"LAZY names imports that are no longer inside a function: {stale}"
 
 
 def test_the_optional_heavy_packages_are_imported_in_one_place_each() -> None:

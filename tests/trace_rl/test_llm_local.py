@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from tracec.trace_rl.llm.backends import local_backend, open_backend
 from tracec.trace_rl.llm.calls import CallLog, LLMError
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.http import OpenAIChatBackend
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings, open_backend
+from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.policy.tiny import build_tiny_model
 
@@ -91,7 +92,6 @@ def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.slow
 def test_smollm2_answers_a_labeling_prompt_with_json_or_fails_clearly(tmp_path: Path) -> None:
-    from tracec.trace_rl.llm.options import local_backend
     from tracec.trace_rl.llm.repair import RepairFailed, ask_json
     from tracec.trace_rl.trace.analysis.cases import Case
     from tracec.trace_rl.trace.analysis.dictionary import Capability

@@ -1,4 +1,5 @@
-"""The chat backend that `BackendSettings` name: a local transformers model, an OpenAI-compatible server, or vLLM.
+"""The settings that name a chat backend, and which backend they choose: a local transformers model, an
+OpenAI-compatible server, or vLLM. Torch-free: the command line reads it for `--help`; `llm/backends.py` opens them.
 
     BackendSettings(model="smollm2-135m-instruct")                  a local checkpoint (default; `tiny`: the test model)
     BackendSettings(base_url="http://127.0.0.1:8000/v1", model="M")  any OpenAI-compatible server
@@ -16,10 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tracec.trace_rl.llm.chat import SamplingBackend
-from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
-from tracec.trace_rl.llm.vllm_backend import VLLMBackend, import_vllm
-from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
+from tracec.trace_rl.llm.http import HTTPConfig
 
 BACKENDS = ("transformers", "http", "vllm")
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
@@ -40,9 +38,18 @@ class BackendSettings:
     seed: int = 0
 
 
-def open_backend(settings: BackendSettings, environ: Mapping[str, str] = os.environ) -> SamplingBackend:
-    """The backend the settings name; raises `BackendChoiceError` (usage) or `LLMError` / `ModelError` (loading).
-    Messages name the command line's flags, which the pipeline's `[llm]` keys mirror."""
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend settings name, the environment's fallbacks read: its kind, its model, and for http the server."""
+
+    kind: str  # http, vllm, or else a local transformers model
+    model: str  # an installed model or checkpoint folder; for http the served model's name
+    http: HTTPConfig | None = None  # kind http: the server, the model and the key
+
+
+def choose_backend(settings: BackendSettings, environ: Mapping[str, str] = os.environ) -> BackendChoice:
+    """The backend the settings name; raises `BackendChoiceError` (usage) when they name no usable one. Messages
+    name the command line's flags, which the pipeline's `[llm]` keys mirror."""
     base_url = settings.base_url or environ.get("TRACEC_LLM_BASE_URL") or environ.get("OPENAI_BASE_URL")
     kind = settings.backend or ("http" if base_url else "transformers")
     if kind == "http":
@@ -56,28 +63,9 @@ def open_backend(settings: BackendSettings, environ: Mapping[str, str] = os.envi
                                 retries=settings.retries)
         except ValueError as error:
             raise BackendChoiceError(str(error)) from None
-        return OpenAIChatBackend(config)
-    model_name = settings.model or DEFAULT_LOCAL_MODEL
-    if kind == "vllm":
-        import_vllm()  # the install hint before any model lookup
-        return VLLMBackend(resolve_model(model_name, environ), seed=settings.seed)
-    require_device(settings.device, "--device")  # before the model loads
-    return local_backend(model_name, device=settings.device, seed=settings.seed, environ=environ)
+        return BackendChoice(kind, model, config)
+    return BackendChoice(kind, settings.model or DEFAULT_LOCAL_MODEL)
 
 
-def local_backend(model_name: str, *, device: str = "cpu", seed: int = 0, max_new_tokens: int = 512,
-                  environ: Mapping[str, str] = os.environ) -> SamplingBackend:
-    """A transformers model by installed name or folder (`tiny`: the random test model built in code)."""
-    # Lazy: both import torch and transformers, and the command line reads this module's settings for `--help`
-    # (cli/llm_flags.py; cli/pipeline.py and cli/synth.py name BackendChoiceError).
-    from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
-    from tracec.trace_rl.policy.tiny import build_tiny_model
-
-    config = SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
-    if model_name == TINY:
-        model, tokenizer = build_tiny_model(seed, max_positions=max(2048, max_new_tokens + 512))
-        return TransformersBackend(model, tokenizer, config=config, name=TINY)
-    return TransformersBackend.from_pretrained(resolve_model(model_name, environ), config=config, device=device)
-
-
-__all__ = ["BACKENDS", "DEFAULT_LOCAL_MODEL", "BackendChoiceError", "BackendSettings", "local_backend", "open_backend"]
+__all__ = ["BACKENDS", "DEFAULT_LOCAL_MODEL", "BackendChoice", "BackendChoiceError", "BackendSettings",
+           "choose_backend"]

@@ -1,8 +1,9 @@
 """What `tracec analyze discover | label | select` do, given their typed inputs: read, run, write, report.
 
-Outputs are written atomically; progress to stderr, the selection table to stdout. `USER_ERRORS` are the
-exceptions that mean "the input or the model is at fault" (exit 1, message only); `UsageProblem` means inputs that
-do not make sense (exit 2). Messages name the command line's flags (`tracec.cli.analyze`), the one caller.
+Outputs are written atomically; progress to stderr, the selection table to stdout. `UsageProblem` means inputs that
+do not make sense (exit 2); the errors that mean "the input or the model is at fault" (exit 1, message only) are the
+command line's `USER_ERRORS` (`tracec.cli.analyze`), whose flags the messages name. The LLM comes through
+`open_llm` (a local one imports torch, `llm/backends.py`), so that `select` and the rubric labeler never load it.
 """
 
 from __future__ import annotations
@@ -10,18 +11,29 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracec.trace_rl.llm.calls import CallLog, LLMError, log_path_beside
+from tracec.trace_rl.llm.calls import CallLog, log_path_beside
+from tracec.trace_rl.llm.chat import SamplingBackend
 from tracec.trace_rl.llm.options import BackendSettings
-from tracec.trace_rl.llm.repair import RepairFailed
-from tracec.trace_rl.policy.catalog import ModelError
-from tracec.trace_rl.trace.analysis.cases import CaseError, read_cases
-from tracec.trace_rl.trace.analysis.dictionary import Capability, DictionaryError, read_dictionary
-from tracec.trace_rl.trace.analysis.label import LabelingFailed
+from tracec.trace_rl.trace.analysis.cases import read_cases
+from tracec.trace_rl.trace.analysis.chart import write_chart
+from tracec.trace_rl.trace.analysis.dictionary import Capability, read_dictionary
+from tracec.trace_rl.trace.analysis.discover import SAMPLING as DISCOVER_SAMPLING
+from tracec.trace_rl.trace.analysis.discover import DiscoverSettings
+from tracec.trace_rl.trace.analysis.discover import discover as run_discovery
+from tracec.trace_rl.trace.analysis.label import SAMPLING as LABEL_SAMPLING
+from tracec.trace_rl.trace.analysis.label import (
+    LabelSettings,
+    label_with_llm,
+    label_with_rubric,
+    write_labels,
+)
 from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
-from tracec.trace_rl.trace.analysis.runs import RunFileError, read_run, run_files
+from tracec.trace_rl.trace.analysis.runs import read_run, run_files
+from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
 from tracec.trace_rl.trace.usage import UsageProblem, report
 
 from tracec.atomic import atomic_open
@@ -30,7 +42,6 @@ if TYPE_CHECKING:
     from tracec.compiler.backends import Backend
 
 
-USER_ERRORS = (CaseError, DictionaryError, RunFileError, LLMError, RepairFailed, LabelingFailed, ModelError)
 S = TypeVar("S")
 
 
@@ -43,30 +54,25 @@ def settings(make: Callable[..., S], **values: Any) -> S:
 
 def sampling_from(default: Any, *, max_tokens: int | None, temperature: float | None) -> Any:
     """`default` with the values given (None: the default's)."""
-    from dataclasses import replace
-
     overrides = {k: v for k, v in (("max_tokens", max_tokens), ("temperature", temperature)) if v is not None}
     return settings(lambda **changes: replace(default, **changes), **overrides) if overrides else default
 
 
 def discover(trajectories: Sequence[Path], output: Path, *, runs: int, max_candidates: int, cases_per_run: int,
              case_chars: int, tries: int, max_tokens: int | None, temperature: float | None,
-             llm: BackendSettings) -> int:
-    """The capability dictionary of `trajectories` in `output`; `llm.seed` seeds the runs as it does the backend."""
-    from tracec.trace_rl.llm.options import open_backend
-    from tracec.trace_rl.trace.analysis.discover import SAMPLING, DiscoverSettings
-    from tracec.trace_rl.trace.analysis.discover import discover as run_discovery
-
+             llm: BackendSettings, open_llm: Callable[[BackendSettings], SamplingBackend]) -> int:
+    """The capability dictionary of `trajectories` in `output`; `llm.seed` seeds the runs as it does the backend,
+    which `open_llm` opens once the inputs are read."""
     chosen = settings(DiscoverSettings, runs=runs, max_candidates=max_candidates, cases_per_run=cases_per_run,
                       case_chars=case_chars, tries=tries, seed=llm.seed,
-                      sampling=sampling_from(SAMPLING, max_tokens=max_tokens, temperature=temperature))
+                      sampling=sampling_from(DISCOVER_SAMPLING, max_tokens=max_tokens, temperature=temperature))
     cases = read_cases(trajectories)
-    backend = open_backend(llm)
+    backend = open_llm(llm)
     log = CallLog(log_path_beside(output), command="analyze discover")
     progress = Progress(output.with_name(output.stem + ".progress.jsonl"),
                         fingerprint([c.id for c in cases], [c.transcript for c in cases], chosen, backend.name))
     report(f"discover: {len(cases)} trajectories, {chosen.runs} runs with {backend.name}")
-    dictionary = run_discovery(backend, cases, chosen, log=log, progress=progress)
+    dictionary = run_discovery(backend, cases, chosen, log=log, progress=progress, report=report)
     with atomic_open(output) as handle:
         json.dump(dictionary, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
@@ -78,16 +84,11 @@ def discover(trajectories: Sequence[Path], output: Path, *, runs: int, max_candi
 
 def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, rubric: Path | None,
           only: Sequence[str], kernel: Backend, runs: int, first_run: int, case_chars: int, skip_failed: bool,
-          force: bool, tries: int, max_tokens: int | None, temperature: float | None, llm: BackendSettings) -> int:
+          force: bool, tries: int, max_tokens: int | None, temperature: float | None, llm: BackendSettings,
+          open_llm: Callable[[BackendSettings], SamplingBackend]) -> int:
     """`run_NN.json` files in `out`: by the capability blocks of `rubric` (all, or those named `only`) through
-    `kernel`, or by the LLM against `dictionary`, `runs` runs from `first_run` (existing ones kept unless `force`)."""
-    from tracec.trace_rl.trace.analysis.label import (
-        LabelSettings,
-        label_with_llm,
-        label_with_rubric,
-        write_labels,
-    )
-
+    `kernel`, or by the LLM `open_llm` opens against `dictionary`, `runs` runs from `first_run` (existing ones kept
+    unless `force`)."""
     cases = read_cases(trajectories)
     if only and rubric is None:
         raise UsageProblem("--capability selects capability blocks of a --rubric file")
@@ -97,9 +98,6 @@ def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, r
         write_labels(path, first_run, cases, labels, capabilities)
         report(f"{path}: {len(cases)} trajectories x {len(capabilities)} capabilities, labeled by {rubric}")
         return 0
-    from tracec.trace_rl.llm.options import open_backend
-    from tracec.trace_rl.trace.analysis.label import SAMPLING
-
     assert dictionary is not None  # labels come from a rubric or a dictionary
     capabilities = read_dictionary(dictionary)
     todo = [r for r in range(first_run, first_run + runs)
@@ -108,7 +106,7 @@ def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, r
         report(f"{out / f'run_{done:02d}.json'}: exists, kept (--force relabels it)")
     if not todo:
         return 0
-    backend = open_backend(llm)
+    backend = open_llm(llm)
     out.mkdir(parents=True, exist_ok=True)
     log = CallLog(log_path_beside(out), command="analyze label")
     progress = Progress(out / "labels.progress.jsonl",
@@ -119,7 +117,7 @@ def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, r
     for run in todo:
         chosen = settings(LabelSettings, runs=1, first_run=run, case_chars=case_chars, tries=tries, seed=llm.seed,
                           skip_failed=skip_failed,
-                          sampling=sampling_from(SAMPLING, max_tokens=max_tokens, temperature=temperature))
+                          sampling=sampling_from(LABEL_SAMPLING, max_tokens=max_tokens, temperature=temperature))
         label_with_llm(backend, cases, capabilities, chosen, out_dir=out, log=log, progress=progress, report=report)
     progress.finish()
     return 0
@@ -142,9 +140,6 @@ def select(given: Sequence[Path], output: Path, *, rho: float, delta: float, k: 
            chart: Path | None) -> int:
     """The capabilities the run files (or folders of them) `given` select, in `output`, with their chart (by
     default beside it) and the table on stdout; descriptions from `candidates` or a folder's dictionary."""
-    from tracec.trace_rl.trace.analysis.chart import write_chart
-    from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
-
     thresholds = settings(Thresholds, rho=rho, delta=delta, k=k)
     paths = run_files(given)
     runs = [read_run(p) for p in paths]

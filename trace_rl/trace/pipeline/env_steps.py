@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent
+from tracec.trace_rl.llm.backends import local_backend
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling
-from tracec.trace_rl.llm.options import local_backend
 from tracec.trace_rl.trace.analysis.cases import read_cases
 from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed

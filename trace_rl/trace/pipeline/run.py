@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+from tracec.trace_rl.llm.backends import open_backend
 from tracec.trace_rl.llm.chat import SamplingBackend
-from tracec.trace_rl.llm.options import BackendSettings, open_backend
+from tracec.trace_rl.llm.options import BackendSettings
+from tracec.trace_rl.trace.peft_adapters import load_adapter_model
+from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig
 from tracec.trace_rl.trace.pipeline.report import write_report
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
@@ -57,10 +61,6 @@ class Context:
         return self._opened[0]
 
     def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:
-        # Lazy, as the steps are (see `_steps`): torch and transformers.
-        import torch
-        from tracec.trace_rl.trace.peft_adapters import load_adapter_model
-
         model = self.config.model
         if model.threads:
             torch.set_num_threads(model.threads)
@@ -97,10 +97,6 @@ def _steps(context: Context, root: Path,
            done: dict[str, StepOutcome]) -> list[tuple[str, Any, Any, tuple[str, ...]]]:
     """(name, inputs, produce, the outputs later steps read) of each step, in order (the outputs only where a step
     writes more: tables and charts for people); inputs and folders are read when the step comes."""
-    # Lazy: the steps import torch, transformers and textworld (the trainer, the models, the targets), and
-    # cli/pipeline.py imports this module before it reads the config, whose mistakes are said before any of them.
-    from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
-
     config = context.config
 
     def digest(*names: str) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 Outputs are written atomically; progress goes to stderr. A failure raises `SynthFailed` (exit 1) after writing
 what there is: every attempt under the output, the call log, and the last calibration or report. `UsageProblem`
-means inputs that do not make sense (exit 2); messages name the command line's flags (`tracec.cli.synth`).
+means inputs that do not make sense (exit 2); messages name the command line's flags (`tracec.cli.synth`). Opening a
+local LLM imports torch (`llm/backends.py`): the command line imports this module once its paths are checked.
 """
 
 from __future__ import annotations
@@ -11,11 +12,28 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tracec.dsl import ast
+from tracec.dsl.parse import parse
+from tracec.runtime.output import write_records
+from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.llm.backends import local_backend, open_backend
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
+from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.options import BackendSettings
+from tracec.trace_rl.llm.repair import RepairFailed
+from tracec.trace_rl.policy.catalog import require_device
+from tracec.trace_rl.trace.analysis.cases import read_cases, succeeded
+from tracec.trace_rl.trace.synth.calibration import Bands
+from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
+from tracec.trace_rl.trace.synth.library import load_library, match_by_name
+from tracec.trace_rl.trace.synth.reference import EXAMPLES, LIBRARY
+from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
+from tracec.trace_rl.trace.synth.rubric import Episodes, render_report, synthesize_rubric
 from tracec.trace_rl.trace.usage import UsageProblem, report
 
 from tracec.atomic import atomic_open, write_atomic
@@ -43,21 +61,6 @@ def env(out: Path, *, capability: str | None, description: str | None, selected:
     """An environment for one capability in the folder `out`: named by `capability` and `description` (or
     `@FILE`), or the entry of `selected` (named, else the top PENDING one; marked DONE on success). The calibration
     policy plays on `llm.device` with `llm.seed`: the command line has one `--device` and one `--seed`."""
-    from tracec.trace_rl.llm.chat import Sampling
-    from tracec.trace_rl.llm.options import local_backend
-    from tracec.trace_rl.policy.catalog import require_device
-    from tracec.trace_rl.trace.analysis.cases import read_cases
-    from tracec.trace_rl.trace.synth.calibration import Bands
-    from tracec.trace_rl.trace.synth.env import (
-        CalibrationSettings,
-        EnvFailed,
-        EnvSettings,
-        Target,
-        synthesize,
-    )
-    from tracec.trace_rl.trace.synth.library import load_library
-    from tracec.trace_rl.trace.synth.reference import LIBRARY
-
     entry = _selected_entry(selected, capability) if selected is not None else None
     name = entry["skill"] if entry else capability
     description = entry["description"] if entry else text_argument(description, "--description")
@@ -115,9 +118,6 @@ def _write_calibration(out: Path, calibration: Any) -> None:
 def _writer(target: Any, library: Any, *, use_library: bool, llm: BackendSettings,
             out: Path) -> tuple[Any, CallLog | None]:
     """The writing LLM and its log, opened only when the library cannot serve the capability by name."""
-    from tracec.trace_rl.llm.options import open_backend
-    from tracec.trace_rl.trace.synth.library import match_by_name
-
     if use_library and match_by_name(target.name, library) is not None:
         return None, None
     return open_backend(llm), CallLog(log_path_beside(out), command="synth env")
@@ -168,19 +168,11 @@ def rubric(out: Path, *, schema: str, schema_name: str | None, description: str 
            tries: int, llm: BackendSettings) -> int:
     """An operator library in the file `out` for `schema` (a `.rubric` file, or `toolenv`; `schema_name` picks one
     of the file's), validated on recorded episodes, or on `seeds` episodes of `environment` recorded here."""
-    from tracec.trace_rl.llm.options import open_backend
-    from tracec.trace_rl.llm.repair import RepairFailed
-    from tracec.trace_rl.trace.analysis.cases import read_cases
-    from tracec.trace_rl.trace.synth.reference import EXAMPLES
-    from tracec.trace_rl.trace.synth.rubric import render_report, synthesize_rubric
-
     name, schema_text, append_schema = _schema(schema, schema_name)
     description = text_argument(description, "--description")
     episodes, recorded = _episodes(name, out, environment=environment, seeds=seeds,
                                    trajectories=trajectories, random_trajectories=random_trajectories)
     if description is None and environment is not None:
-        from tracec.trace_rl.envs.capability import load_environment
-
         description = f"a tool-use task: {load_environment(str(environment)).description}"
     if not description:
         raise UsageProblem("describe the benchmark's interaction: --description TEXT (or @FILE)")
@@ -210,11 +202,6 @@ def rubric(out: Path, *, schema: str, schema_name: str | None, description: str 
 
 def _schema(schema: str, name: str | None) -> tuple[str, str, bool]:
     """(schema name, its source text, whether the checked source must append it: a built-in one is known)."""
-    from importlib import resources
-
-    from tracec.dsl import ast
-    from tracec.dsl.parse import parse
-
     if schema == "toolenv":
         text = resources.files("tracec.grammars").joinpath("toolenv.rubric").read_text(encoding="utf-8")
         return "toolenv", text, False
@@ -236,18 +223,10 @@ def _schema(schema: str, name: str | None) -> tuple[str, str, bool]:
 def _episodes(schema_name: str, out: Path, *, environment: Path | None, seeds: int, trajectories: Path | None,
               random_trajectories: Path | None) -> tuple[Any, Path | None]:
     """The validation episodes, and the recorded-trajectory file excerpts come from."""
-    from tracec.runtime.output import write_records
-    from tracec.runtime.trajectories.jsonl import read_trajectories
-    from tracec.trace_rl.trace.analysis.cases import succeeded
-    from tracec.trace_rl.trace.synth.rubric import Episodes
-
     if environment is not None:
         if schema_name != "toolenv" or trajectories or random_trajectories:
             raise UsageProblem("--env records toolenv episodes: use it with --schema toolenv and without "
                                "--trajectories / --random-trajectories")
-        from tracec.trace_rl.envs.capability import load_environment
-        from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
-
         played = scripted_episodes(load_environment(str(environment)), range(seeds))
         recorded = out.with_name(out.stem + ".episodes.jsonl")
         write_records([r for kind in ("gold", "null", "random") for r in played[kind]], recorded)

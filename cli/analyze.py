@@ -90,9 +90,6 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.chart)
     from tracec.trace_rl.trace.analysis import commands
 
-    if args.step == "select":
-        return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
-                               candidates=args.candidates, chart=args.chart)
     if args.step == "discover":
         return commands.discover(args.trajectories, args.output, runs=args.runs, max_candidates=args.max_candidates,
                                  cases_per_run=args.cases_per_run, case_chars=args.case_chars, tries=args.tries,
@@ -104,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
                               case_chars=args.case_chars, skip_failed=args.skip_failed, force=args.force,
                               tries=args.tries, max_tokens=args.max_tokens, temperature=args.temperature,
                               llm=backend_settings(args), open_llm=_open_backend)
+    return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
+                           candidates=args.candidates, chart=args.chart)
 
 
 def _open_backend(settings: BackendSettings) -> SamplingBackend:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tracec.cli.analyze import USER_ERRORS as ANALYSIS_ERRORS
@@ -36,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config value, e.g. --set train.run.iterations=2 --set evaluate.tasks=4")
     parser.add_argument("--out", type=Path, help="the run folder (default: run.out of the config)")
-    parser.add_argument("--verbose", action="store_true", help="each step's own progress lines too")
+    parser.add_argument("--verbose", action="store_true",
+                        help="every progress line of each step (without it: at most one every 10 s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     # After the config and the folder: the steps import torch, transformers and textworld.
     from tracec.trace_rl.trace.pipeline.run import run_pipeline
 
-    result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else lambda _: None)
+    result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else _every(10.0, _say))
     table = result.out / "evaluate" / "table.md"
     sys.stdout.write(table.read_text(encoding="utf-8"))
     print(f"report: {result.report}")
@@ -54,3 +57,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _every(seconds: float, say: Callable[[str], None],
+           clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
+    """`say`, passing on at most one line every `seconds`: a long step is never silent, nor a flood."""
+    last = [-seconds]
+
+    def throttled(line: str) -> None:
+        if clock() - last[0] >= seconds:
+            last[0] = clock()
+            say(line)
+
+    return throttled

@@ -77,7 +77,7 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
         backend = context.analyst()
         progress = Progress(folder / "discover.progress.jsonl",
                             fingerprint([c.transcript for c in cases], settings, backend.name))
-        dictionary = run_discovery(backend, cases, settings, progress=progress,
+        dictionary = run_discovery(backend, cases, settings, progress=progress, report=context.detail,
                                    log=CallLog(folder / "llm_calls.jsonl", command="pipeline discover"))
         progress.finish()
     _write_json(folder / CANDIDATES, dictionary)

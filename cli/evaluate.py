@@ -1,5 +1,12 @@
 """`tracec evaluate`: base, each adapter and routed on a target, greedy, resumable; the pass-rate table.
 
+By default it is the preset TRACE reports: greedy decoding (temperature 0, transformers and vLLM), one trial per
+task, fixed task seeds from `--first-seed`, the step limit `--max-turns` and the per-turn limit `--max-new-tokens`.
+`--trials K` plays each task K times (episode seeds derived from the task seed, `evaluate.episode_seed`) and adds
+tau2-bench's pass^1..pass^K beside the pass rate; since the model decodes greedily, K trials of a deterministic
+environment repeat one episode (pass^k = pass^1): pass^k tells something only with sampling, which these agents
+do not do.
+
     tracec evaluate --run runs/pipeline --target tau2 --domain airline --domain retail --user base -o runs/eval
     tracec evaluate --model smollm2-135m-instruct --adapter pv=runs/p/train/pv/checkpoints/iter_000010/adapter \
         --options runs/p/route/options.json --target capability --env examples/envs/multi_step_completion.rubric \
@@ -68,6 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conditions", default="base,adapters,routed",
                         help="comma-separated: base, adapters (each), routed, or adapter names")
     parser.add_argument("--tasks", type=integer(1), default=20, help="tasks per domain (default 20)")
+    parser.add_argument("--trials", type=integer(1), default=EvaluateSection().trials,
+                        help="episodes per task; K > 1 adds tau2-bench's pass^1..pass^K (default 1: TRACE's preset)")
     parser.add_argument("--first-seed", type=integer(0), default=EvaluateSection().first_seed,
                         help=f"the first task's seed (default {EvaluateSection().first_seed}: the pipeline's, held out "
                              "from the seeds it collects and trains on)")
@@ -100,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
     say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     table = evaluate(domains, conditions, out, max_turns=args.max_turns, fingerprint=fingerprint, fresh=args.fresh,
-                     report=say)
+                     trials=args.trials, report=say)
     sys.stdout.write(table.markdown())
     say(f"{out}: results.jsonl, table.md, table.json, trajectories/")
     return EXIT_OK

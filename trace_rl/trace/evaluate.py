@@ -5,13 +5,27 @@
     table = evaluate(domains, conditions, Path("runs/eval"), max_turns=30, fingerprint={...})
 
 A task is one seed of one domain (tau2-bench: task `seed mod n` of the domain; a capability environment or a
-TextWorld family: the seed's instance), played once per condition through the one episode loop (`run_episode`),
-so an agent is whatever maps a conversation to a turn: a policy with an adapter, the router, a scripted gold agent.
-Decoding is the agents' business (the policy agents decode greedily, as TRACE evaluates).
+TextWorld family: the seed's instance), played `trials` times (default once) per condition through the one episode
+loop (`run_episode`), so an agent is whatever maps a conversation to a turn: a policy with an adapter, the router, a
+scripted gold agent. Decoding is the agents' business.
+
+The preset TRACE reports, and what `evaluate` does by default: greedy decoding (the policy agents and the base-model
+user decode at temperature 0, with transformers and vLLM alike), one trial per task, a fixed seed per task (the
+task seed: tasks `first_seed ..`, held out from training), the step limit `max_turns` (agent turns per episode; the
+environment's own step cap beside it) and the context limit `max_new_tokens` per turn (the model's own window
+bounds the prompt). Each task's first trial gives the pass rate of the table.
+
+Several trials (`trials=k`) give tau2-bench's pass^k beside it (`eval_table`). Trial t of task seed s plays the same
+task (the environment is reset with s) under episode seed `episode_seed(s, t)`: s for trial 0, so that one trial
+is today's run, and for t >= 1 the first 4 bytes of sha256 of `"{s}/trial/{t}"`, big-endian, modulo 2^31. Before a
+trial Python's `random` and, when it is loaded, torch are seeded with the episode seed; that is what a sampling
+agent draws from. The policy agents here decode greedily, so with a deterministic environment their k trials repeat
+one episode and pass^k equals pass^1: pass^k measures something only with an agent or a user that samples.
 
 The output folder holds `evaluation.json` (what the results depend on: model, adapters, caps, target), then, as
 each task finishes, its trajectory (`trajectories/CONDITION.jsonl`, trajectory JSONL) and its result line
-(`results.jsonl`: condition, domain, seed, task, reward, success, turns, the route taken, seconds), each appended,
+(`results.jsonl`: condition, domain, seed, task, reward, success, turns, the route taken, seconds, and for a trial
+after the first its `trial` and `episode_seed`; its trajectory's episode is `DOMAIN:SEED#TRIAL`), each appended,
 flushed and synced, the result last: a result line is the mark that a task is done. Run again on the same folder,
 the finished tasks are read back and not rerun (a trajectory whose result never came is dropped and replayed); a
 folder made with another fingerprint is refused unless `fresh`. At the end `table.md` and `table.json` hold the
@@ -20,9 +34,12 @@ table (`eval_table`). Left out: running tasks in parallel (one model decodes one
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -60,43 +77,59 @@ class Condition:
 
 
 def evaluate(domains: Sequence[EvalDomain], conditions: Sequence[Condition], out: Path, *, max_turns: int,
-             fingerprint: dict[str, Any], fresh: bool = False,
+             fingerprint: dict[str, Any], fresh: bool = False, trials: int = 1,
              report: Callable[[str], None] = lambda _: None) -> EvalTable:
-    """Play every (condition, domain, seed) not played yet into `out`; the table of all of them."""
+    """Play every (condition, domain, seed, trial) not played yet into `out`; the table of all of them."""
     if max_turns < 1:
         raise EvalError(f"max_turns = {max_turns}: an episode needs at least one turn")
+    if trials < 1:
+        raise EvalError(f"trials = {trials}: a task needs at least one trial")
     names = [c.name for c in conditions]
     if len(set(names)) != len(names) or any(not n or "/" in n for n in names):
         raise EvalError(f"condition names must be distinct, non-empty and without '/': {names}")
     done = open_folder(out, fingerprint, fresh=fresh)
     results = list(done.values())
-    total = len(conditions) * sum(len(d.seeds) for d in domains)
+    wanted = {(c.name, d.name, s, t) for c in conditions for d in domains for s in d.seeds for t in range(trials)}
     for condition in conditions:
         for domain in domains:
             for seed in domain.seeds:
-                key = (condition.name, domain.name, seed)
-                if key in done:
-                    continue
-                result = _play(condition, domain, seed, max_turns, out)
-                done[key] = result
-                results.append(result)
-                report(f"evaluate {condition.name} {domain.name} seed {seed}: reward {result.reward:.2f}"
-                       + (f" (routed to {result.route['choice']})" if result.route else "")
-                       + f"  [{len(done)}/{total}]")
-    wanted = {(c.name, d.name, s) for c in conditions for d in domains for s in d.seeds}
-    table = summarize([r for r in results if (r.condition, r.domain, r.seed) in wanted],
+                for trial in range(trials):
+                    key = (condition.name, domain.name, seed, trial)
+                    if key in done:
+                        continue
+                    result = _play(condition, domain, seed, trial, max_turns, out)
+                    done[key] = result
+                    results.append(result)
+                    report(f"evaluate {condition.name} {domain.name} seed {seed}"
+                           + (f" trial {trial}" if trials > 1 else "") + f": reward {result.reward:.2f}"
+                           + (f" (routed to {result.route['choice']})" if result.route else "")
+                           + f"  [{len(wanted & done.keys())}/{len(wanted)}]")
+    table = summarize([r for r in results if (r.condition, r.domain, r.seed, r.trial) in wanted],
                       [c.name for c in conditions], [d.name for d in domains])
     write_atomic(out / "table.md", [table.markdown()])
     write_atomic(out / "table.json", [json.dumps(table.to_json(), indent=2) + "\n"])
     return table
 
 
-def _play(condition: Condition, domain: EvalDomain, seed: int, max_turns: int, out: Path) -> TaskResult:
+def episode_seed(seed: int, trial: int) -> int:
+    """Trial `trial`'s episode seed for task seed `seed`: the task seed for trial 0, else derived by sha256."""
+    if trial == 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}/trial/{trial}".encode()).digest()[:4], "big") % 2**31
+
+
+def _play(condition: Condition, domain: EvalDomain, seed: int, trial: int, max_turns: int,
+          out: Path) -> TaskResult:
+    drawn = episode_seed(seed, trial)
+    random.seed(drawn)
+    torch = sys.modules.get("torch")  # seeded only where something already loaded it
+    if torch is not None:
+        torch.manual_seed(drawn)
     env = domain.make_env()
     began = time.perf_counter()
     try:
         agent = condition.make_agent(env)
-        record = run_episode(env, agent, seed, max_turns, episode=f"{domain.name}:{seed}")
+        record = run_episode(env, agent, seed, max_turns, episode=episode_id(domain.name, seed, trial))
     finally:
         close = getattr(env, "close", None)
         if callable(close):  # a game engine: let it go now
@@ -105,13 +138,25 @@ def _play(condition: Condition, domain: EvalDomain, seed: int, max_turns: int, o
     result = TaskResult(condition=condition.name, domain=domain.name, seed=seed, task=str(record.get("task", seed)),
                         reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
                         turns=len(record.get("actions", [])), seconds=round(time.perf_counter() - began, 3),
-                        route=decision.record() if decision is not None else None)
+                        route=decision.record() if decision is not None else None, trial=trial,
+                        episode_seed=drawn if trial else None)
     _append(out / TRAJECTORIES / f"{condition.name}.jsonl", {**record, "domain": domain.name})
-    _append(out / RESULTS, asdict(result))  # last: the mark that the task is done
+    line = asdict(result)
+    if not trial:  # the first trial's line is the line of a one-trial run, as it always was
+        del line["trial"], line["episode_seed"]
+    _append(out / RESULTS, line)  # last: the mark that the task is done
     return result
 
 
-def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[tuple[str, str, int], TaskResult]:
+def episode_id(domain: str, seed: int, trial: int) -> str:
+    """A trajectory's episode: `DOMAIN:SEED`, with `#TRIAL` after the first trial."""
+    return f"{domain}:{seed}" + (f"#{trial}" if trial else "")
+
+
+Key = tuple[str, str, int, int]  # condition, domain, task seed, trial
+
+
+def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[Key, TaskResult]:
     """The results already in `out` (after checking they answer the same question), keyed by task."""
     meta = out / META
     if fresh and out.exists():
@@ -130,7 +175,7 @@ def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[
     else:
         write_atomic(meta, [json.dumps({"fingerprint": stored, "settings": fingerprint}, indent=2, default=str)
                             + "\n"])
-    done = {(r.condition, r.domain, r.seed): r for r in read_results(out / RESULTS)}
+    done = {(r.condition, r.domain, r.seed, r.trial): r for r in read_results(out / RESULTS)}
     _drop_unfinished_trajectories(out, done)
     return done
 
@@ -161,7 +206,7 @@ def read_trajectories(out: Path, condition: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _drop_unfinished_trajectories(out: Path, done: dict[tuple[str, str, int], TaskResult]) -> None:
+def _drop_unfinished_trajectories(out: Path, done: dict[Key, TaskResult]) -> None:
     folder = out / TRAJECTORIES
     if not folder.is_dir():
         return
@@ -173,11 +218,12 @@ def _drop_unfinished_trajectories(out: Path, done: dict[tuple[str, str, int], Ta
             write_atomic(path, kept)
 
 
-def _finished(line: str, condition: str, done: dict[tuple[str, str, int], TaskResult]) -> bool:
+def _finished(line: str, condition: str, done: dict[Key, TaskResult]) -> bool:
     try:
         record = json.loads(line)
-        domain, _, seed = str(record["episode"]).rpartition(":")
-        return (condition, domain, int(seed)) in done
+        domain, _, rest = str(record["episode"]).rpartition(":")
+        seed, _, trial = rest.partition("#")
+        return (condition, domain, int(seed), int(trial or 0)) in done
     except (json.JSONDecodeError, KeyError, ValueError):
         return False
 

@@ -99,10 +99,12 @@ def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -
         conditions = policy_conditions(model, config.evaluate.conditions, _router(context, model, routed))
     except ValueError as error:
         raise PipelineFailed(f"evaluate.conditions: {error}") from None
+    # More trials extend the folder's results rather than change them: left out of what they depend on.
+    settings = {k: v for k, v in config.section("evaluate").items() if k != "trials"}
     table = evaluate(_eval_domains(context, model), conditions, folder, max_turns=config.target.max_turns,
-                     report=context.detail,
+                     trials=config.evaluate.trials, report=context.detail,
                      fingerprint={"model": config.section("model"), "target": config.section("target"),
-                                  "evaluate": config.section("evaluate"), "adapters": sorted(adapters)})
+                                  "evaluate": settings, "adapters": sorted(adapters)})
     return ", ".join(f"{c} {100 * table.cell(c).pass_rate:.0f}%" for c in table.conditions)
 
 

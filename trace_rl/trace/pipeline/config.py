@@ -171,6 +171,7 @@ class EvaluateSection:
     conditions: tuple[str, ...] = ("base", "adapters", "routed")  # `adapters` = each trained adapter
     first_seed: int = 1000  # held out from collection and training by default
     tasks: int = 8  # per domain
+    trials: int = 1  # per task: 1 is TRACE's preset; k > 1 adds tau2-bench's pass^1..pass^k to the table
     max_new_tokens: int = 128
     engine: str = "transformers"  # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
 
@@ -185,6 +186,7 @@ class EvaluateSection:
                     "base, adapters, routed or a capability's name")
         require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
         require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
+        require(self.trials >= 1, "trials", self.trials, "an integer >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

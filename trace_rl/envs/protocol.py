@@ -6,7 +6,9 @@ observation; each agent turn is one `step(action_text)`, which gives the next ob
 text, or the simulated user's reply: the user lives inside the environment), whether the episode is over, the step's
 environment reward (the terminal reward on the last step, 0 before), and the transition's canonical facts (the state
 after the action and the action's facts, in the environment's schema). `trajectory()` is the finished episode as one
-record of trajectory JSONL (`docs/` describes the format), which a rubric scores.
+record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Optional: `hint()`, after
+`reset(seed)`, is expert guidance for the task (how to solve it) or None; the trainer shows it to some rollouts
+(`rollout.hint_ratio`) and checks for it with `getattr`, so an environment without it simply gives no hint.
 
 The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
 Agents and the one episode loop (`run_episode`) are in `trace_rl.envs.agent`; users, in `trace_rl.envs.users`.
@@ -53,6 +55,10 @@ class Environment(Protocol):
     def trajectory(self, episode: str) -> dict[str, Any]:
         """The episode so far as one trajectory record (`episode`, `task`, `instruction`, `states`, `actions`,
         `env_reward`, `success`)."""
+
+    # Optional, not part of the protocol proper (the rollout engine reads it with `getattr`):
+    #     def hint(self) -> str | None:
+    #         """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls), or None."""
 
 
 EnvironmentFactory = Callable[[], Environment]  # a fresh instance; a group of K rollouts makes K of them

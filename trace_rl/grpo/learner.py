@@ -9,6 +9,10 @@ tokens, each packed into rows (`packing.pack_sequences`) and scored by the packe
 (`logprobs.sequence_logprobs`: no padding, only the loss positions reach the LM head); gradients accumulate.
 Old log-probs are the sampler's (the same weights drew the tokens) or, for rollouts from another engine, the
 trainer's own, recomputed before the update, with each sequence weighted by its masked importance weight.
+A hinted episode (sampled with expert guidance, learned from on the plain prompt) takes the same path, recomputed
+on the plain context, but keeps weight 1: its importance weight against the hinted sampler, pi(turns | plain) /
+pi(turns | hinted) over every loss token of the episode, would all but zero (or, past the cap, drop) exactly the
+guided episodes the hint is there to supply; the ratio and its clip then keep the update near the plain policy.
 At the command level (`loss_level = "command"`, the admissible mode) a sequence's loss units are its turns, each with
 log pi(c|s) re-scored over the tree of the turn's candidates (`choice_policy`), not the chosen command's tokens.
 
@@ -66,6 +70,7 @@ class LearnSequence:
     weight: float = 1.0  # importance weight of the sequence (1 for on-policy rollouts)
     choice_turns: tuple[ChoiceTurn, ...] = ()  # the command level's loss units, in turn order
     choice_advantages: tuple[float, ...] = ()  # each turn's advantage
+    hinted: bool = False  # sampled with expert guidance that `token_ids` no longer hold (see `off_policy_correction`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,7 +323,8 @@ class Learner:
     @torch.no_grad()
     def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:
         """For rollouts another engine sampled: old log-probs recomputed by this model, and each sequence weighted
-        by its masked importance weight against the sampler's (`grpo.loss.sequence_importance_weights`)."""
+        by its masked importance weight against the sampler's (`grpo.loss.sequence_importance_weights`); a hinted
+        sequence's old log-probs are recomputed on its plain prompt and its weight stays 1 (see the module)."""
         by_key = {s.key: s for s in sequences}
         infos = [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=0, rank=0) for s in sequences]
         out = []
@@ -331,7 +337,7 @@ class Learner:
             for member, recomputed, weight in zip(members, trainer, weights, strict=True):
                 old = member.old_logprobs.copy()
                 old[member.loss_mask] = recomputed.numpy()
-                out.append(dataclasses.replace(member, old_logprobs=old, weight=weight))
+                out.append(dataclasses.replace(member, old_logprobs=old, weight=1.0 if member.hinted else weight))
         return out
 
     def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:

@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 from tracec.atomic import write_atomic
 
 CONSOLE_KEYS = (("reward_mean", "reward", ".3f"), ("success_rate", "success", ".2f"),
-                ("constant_fraction", "const", ".2f"), ("clip_fraction", "clip", ".3f"), ("kl", "kl", ".4f"),
+                ("constant_fraction", "const", ".2f"), ("hinted_fraction", "hinted", ".2f"),
+                ("clip_fraction", "clip", ".3f"), ("kl", "kl", ".4f"),
                 ("ratio_p99", "ratio p99", ".2f"), ("approx_kl", "kl(old)", ".4f"), ("grad_norm", "|g|", ".2f"),
                 ("entropy", "entropy", ".2f"), ("tokens_per_s", "tok/s", ".0f"), ("time_rollout", "rollout s", ".1f"),
                 ("time_score", "score s", ".2f"), ("time_learn", "learn s", ".1f"))

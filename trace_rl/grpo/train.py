@@ -146,6 +146,11 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
         batch = collect_batch(run.engine, run.stream, run.scorer, config, dist, iteration)
     if config.rollout.backend == "vllm":  # sampled by another engine: the trainer's own old log-probs
         batch.sequences = run.learner.off_policy_correction(batch.sequences, cap=config.loss.importance_cap)
+    elif any(s.hinted for s in batch.sequences):  # sampled under the hint: old log-probs on the plain prompt
+        plain = [s for s in batch.sequences if not s.hinted]
+        hinted = run.learner.off_policy_correction([s for s in batch.sequences if s.hinted],
+                                                   cap=config.loss.importance_cap)
+        batch.sequences = sorted(plain + hinted, key=lambda s: s.key)
     learned = time.perf_counter()
     run.policy.model.train()  # LoRA dropout, if any, acts in the update only
     stats = run.learner.update(batch.sequences, batch.table, seed=config.run.seed, iteration=iteration)
@@ -262,7 +267,8 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
 
 def _summary(episode: EpisodeRollout, constant: bool) -> dict[str, Any]:
     return {"group": episode.group, "reward": episode.reward, "success": episode.success, "turns": episode.turns,
-            "truncated": episode.truncated, "constant": constant, "sampled_tokens": int(episode.sampled.sum())}
+            "truncated": episode.truncated, "constant": constant, "sampled_tokens": int(episode.sampled.sum()),
+            "hinted": episode.hinted}
 
 
 def _rollout_metrics(summaries: Sequence[dict[str, Any]], *, groups_trained: int,
@@ -274,6 +280,7 @@ def _rollout_metrics(summaries: Sequence[dict[str, Any]], *, groups_trained: int
             "constant_fraction": float(np.mean(list(groups.values()))),
             "turns_mean": float(np.mean([s["turns"] for s in summaries])),
             "truncated_fraction": float(np.mean([s["truncated"] for s in summaries])),
+            "hinted_fraction": float(np.mean([s["hinted"] for s in summaries])),
             "groups_trained": groups_trained, "resample_batches": resample_batches}
 
 
@@ -288,7 +295,7 @@ def learn_sequence(episode: EpisodeRollout, advantages: np.ndarray) -> LearnSequ
     """What the learner needs of an episode; a chosen command's advantage is its first token's (its step's)."""
     return LearnSequence(key=(episode.group, episode.member), token_ids=episode.token_ids,
                          loss_mask=episode.loss_mask, advantages=advantages, old_logprobs=episode.sampler_logprobs,
-                         choice_turns=episode.choice_turns,
+                         choice_turns=episode.choice_turns, hinted=episode.hinted,
                          choice_advantages=tuple(float(advantages[turn.start]) for turn in episode.choice_turns))
 
 

@@ -19,6 +19,15 @@ under the policy given the episode so far and one is drawn from the softmax of t
 environment then plays the chosen command, and the chosen tokens, with their sampling log-probs, are the turn.
 Which of its tokens carry the advantage follows the same rule as a written turn.
 
+Expert guidance (`rollout.hint_ratio = [low, high]`, TRACE's hint injection): per group, round(r * K) members, r
+drawn uniformly in [low, high] from the group's own generator (seeded by run seed, iteration and group), see the
+environment's optional `hint()` in an `<expert_guidance>` block appended to the system prompt: the hint is the
+trainer's instruction, not the user's words, so the user's opening message (which the user and the rubric read)
+stays as the task states it. An environment without a hint leaves those members plain. The learner must learn to act
+WITHOUT the hint, so a hinted episode's finished stream has its first prompt replaced by the plain one (the prompt
+carries no loss; the sampled turns and observations are kept as drawn) and is marked `hinted`: its sampler log-probs
+were drawn under the hinted context, so the trainer recomputes them (`grpo.train`).
+
 Each episode draws from its own generator, seeded by (run seed, iteration, group, member): the same call gives the
 same episodes whatever else shares the batch, so a resumed run and a run split across ranks sample alike.
 An episode ends when its environment says done, after `max_turns` turns, or (truncated) when its next turn would
@@ -81,6 +90,8 @@ class EpisodeRollout:
     truncated: bool  # ended because the context was full
     turns: int
     choice_turns: tuple[ChoiceTurn, ...] = ()  # admissible mode: each turn's candidates, choice and its odds
+    hinted: bool = False  # sampled with expert guidance; `token_ids` hold the plain prompt, `sampler_logprobs` the
+    #   sampler's under the hinted one
 
     @property
     def loss_mask(self) -> np.ndarray:
@@ -106,12 +117,35 @@ class _Live:
     choices: list[str] = field(default_factory=list)  # admissible mode: the commands the next turn chooses from
     choice_ids: list[list[int]] = field(default_factory=list)
     choice_turns: list[ChoiceTurn] = field(default_factory=list)
+    plain_prompt: list[int] | None = None  # hinted: the first prompt without the guidance, what the learner sees
+    prompt_length: int = 0  # tokens of the first prompt as sampled
 
 
 def episode_generator(seed: int, iteration: int, group: int, member: int) -> torch.Generator:
     """The random stream of one episode: a pure function of where it stands in the run."""
     state = np.random.SeedSequence([seed, iteration, group, member]).generate_state(2, dtype=np.uint32)
     return torch.Generator().manual_seed(int(state[0]) << 32 | int(state[1]))
+
+
+HINT_STREAM = 0x68696E74  # tags the group's hint draw apart from its members' streams
+
+
+def hinted_members(seed: int, iteration: int, group: int, group_size: int,
+                   ratio: Sequence[float]) -> frozenset[int]:
+    """The members of a group shown the hint: round(r * K) of them, r uniform in `ratio`; a pure function of where
+    the group stands in the run."""
+    low, high = float(ratio[0]), float(ratio[1])
+    if high <= 0:
+        return frozenset()
+    rng = np.random.default_rng(np.random.SeedSequence([seed, iteration, group, HINT_STREAM]))
+    count = min(group_size, round(rng.uniform(low, high) * group_size))
+    return frozenset(int(m) for m in rng.permutation(group_size)[:count])
+
+
+def guided_system_prompt(system_prompt: str, hint: str) -> str:
+    """The system prompt with the hint appended as an `<expert_guidance>` block."""
+    block = f"<expert_guidance>\n{hint}\n</expert_guidance>"
+    return f"{system_prompt}\n\n{block}" if system_prompt else block
 
 
 class RolloutEngine:
@@ -122,7 +156,9 @@ class RolloutEngine:
 
     def run(self, tasks: Sequence[GroupTask], *, group_size: int, seed: int, iteration: int) -> list[EpisodeRollout]:
         """K = `group_size` episodes of each task, in task order then member order."""
-        live = [self._start(key, task, member, seed, iteration)
+        hints = {task.group: hinted_members(seed, iteration, task.group, group_size, self.settings.hint_ratio)
+                 for task in tasks}
+        live = [self._start(key, task, member, seed, iteration, hinted=member in hints[task.group])
                 for key, (task, member) in enumerate((t, m) for t in tasks for m in range(group_size))]
         finished: dict[int, EpisodeRollout] = {}
         self.sampler.reset()
@@ -143,14 +179,21 @@ class RolloutEngine:
             _close(episode.env)
         return dict(states[0])
 
-    def _start(self, key: int, task: GroupTask, member: int, seed: int, iteration: int) -> _Live:
+    def _start(self, key: int, task: GroupTask, member: int, seed: int, iteration: int, *,
+               hinted: bool = False) -> _Live:
         env = self.make_env()
         first = env.reset(task.seed)
         prompt = self.template.prompt_ids(env.system_prompt, first)
+        plain: list[int] | None = None
+        offer = getattr(env, "hint", None) if hinted else None
+        hint = offer() if callable(offer) else None
+        if hint:
+            plain, prompt = prompt, self.template.prompt_ids(guided_system_prompt(env.system_prompt, hint), first)
         episode = _Live(key=key, group=task, member=member, env=env,
                         generator=episode_generator(seed, iteration, task.group, member), ids=list(prompt),
                         new_ids=list(prompt), logprobs=[0.0] * len(prompt), steps=[-1] * len(prompt),
-                        sampled=[False] * len(prompt))
+                        sampled=[False] * len(prompt), plain_prompt=plain,
+                        prompt_length=len(prompt))
         self._offer_choices(episode)
         if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
             _close(env)
@@ -232,6 +275,12 @@ class RolloutEngine:
         name = f"g{episode.group.group}.{episode.member}"
         record = episode.env.trajectory(name)
         _close(episode.env)
+        if episode.plain_prompt is not None:  # the learner sees the plain prompt; the prompt carries no loss
+            cut, plain = episode.prompt_length, episode.plain_prompt
+            episode.ids = plain + episode.ids[cut:]
+            episode.logprobs = [0.0] * len(plain) + episode.logprobs[cut:]
+            episode.steps = [-1] * len(plain) + episode.steps[cut:]
+            episode.sampled = [False] * len(plain) + episode.sampled[cut:]
         return EpisodeRollout(
             group=episode.group.group, member=episode.member, seed=episode.group.seed, episode=name,
             token_ids=np.asarray(episode.ids, dtype=np.int64),
@@ -239,6 +288,7 @@ class RolloutEngine:
             step_of_token=np.asarray(episode.steps, dtype=np.int32), sampled=np.asarray(episode.sampled, dtype=bool),
             trajectory=record, reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
             truncated=episode.truncated, turns=episode.turns, choice_turns=tuple(episode.choice_turns),
+            hinted=episode.plain_prompt is not None,
         )
 
 

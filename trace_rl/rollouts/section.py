@@ -23,6 +23,9 @@ class RolloutSection:
     action_mode: str = "generate"  # generate: the policy writes its turn | admissible: it chooses one of the
     #   environment's admissible commands (TextWorld lists them), scored under the policy and sampled
     choice_score: str = "mean"  # admissible: a command's score is its tokens' mean log-prob (mean) or their sum
+    hint_ratio: tuple[float, ...] = (0.0, 0.0)  # [low, high]: per group, round(r * group_size) members, r uniform
+    #   in [low, high], see the environment's `hint()` (expert guidance) in their first prompt; the update sees the
+    #   plain prompt (TRACE: [0.25, 0.5]; [0, 0] is off)
     vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take
     vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
@@ -39,6 +42,11 @@ class RolloutSection:
         choice("loss_tokens", self.loss_tokens, ("action", "turn"))
         choice("action_mode", self.action_mode, ("generate", "admissible"))
         choice("choice_score", self.choice_score, ("mean", "sum"))
+        require(len(self.hint_ratio) == 2 and 0 <= self.hint_ratio[0] <= self.hint_ratio[1] <= 1, "hint_ratio",
+                self.hint_ratio, "[low, high] with 0 <= low <= high <= 1; try [0.25, 0.5] (TRACE) or [0, 0] (off)")
+        require(self.hint_ratio[1] == 0 or self.action_mode == "generate", "hint_ratio", self.hint_ratio,
+                "hints are for written turns (the command level scores choices under the sampled context); use "
+                "rollout.action_mode = \"generate\" or hint_ratio = [0, 0]")
         require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
         require(self.backend != "vllm" or self.action_mode != "admissible", "action_mode", self.action_mode,
                 "the admissible-command mode scores commands with the transformers sampler; use rollout.backend = "

@@ -8,7 +8,8 @@ Every step records the canonical `toolenv` facts (`trace_rl.envs.toolfacts`, sch
 rubric can score the episode and `trajectory()` can write it as a line of trajectory JSONL (write them with
 `runtime.output.write_records`). Scores: `state` = the final tables hash like the gold state's, `report` = every
 reported value appears in the agent's last message to the user, `reward` = the environment's formula over the two,
-given as the last step's reward.
+given as the last step's reward. `hint()` is the task's hidden solution as the tool calls it expects, in the
+`<action>` call format (the trainer's expert guidance, `rollout.hint_ratio`).
 Left out: several tool calls in one turn (the first one counts, as in `trace_rl.envs.toolcall`).
 """
 
@@ -22,7 +23,7 @@ from tracec.dsl.env_model import MAX_STEPS
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
 from tracec.trace_rl.envs.protocol import Observation, StepResult
-from tracec.trace_rl.envs.toolcall import ToolCallError, parse_tool_call, render_result
+from tracec.trace_rl.envs.toolcall import ToolCallError, format_tool_call, parse_tool_call, render_result
 from tracec.trace_rl.envs.toolfacts import ToolFacts
 from tracec.trace_rl.envs.users import ScriptedUser, User
 
@@ -77,6 +78,18 @@ class Environment:
         opening = self.user.start(self.scenario.task)
         self._facts.start(opening)
         return Observation(text=opening, role="user")
+
+    def hint(self) -> str | None:
+        """The solution of the task `reset(seed)` drew, as the calls it expects, one per turn; None without one."""
+        if self.scenario is None:
+            raise RuntimeError("no task to hint at: call reset(seed)")
+        calls = [format_tool_call(call.name, call.arguments) for call in self.scenario.gold_calls]
+        if not calls and not self.scenario.report:
+            return None
+        lines = [f"{i}. {call}" for i, call in enumerate(calls, 1)]
+        lines.append("Then tell the user you are done" + (" and give them the answer they asked for."
+                                                         if self.scenario.report else "."))
+        return "One way to solve this task, one tool call per turn:\n" + "\n".join(lines)
 
     def step(self, action: str) -> StepResult:
         if self.done or self.scenario is None:

@@ -1,6 +1,6 @@
 """SmolLM2-135M-Instruct + LoRA on the TextWorld family: held-out success before and after training, with intervals.
 
-    python bench/learning_smollm2.py [--workdir out/learning-smollm2] [--method trca] [--iterations 4] [--record]
+    python bench/learning_smollm2.py [--workdir out/learning-smollm2] [--method trca] [--iterations 10] [--record]
     python bench/learning_smollm2.py --device cuda --iterations 16 --groups 8 --section "learning, SmolLM2 (GPU)"
 
 Why this task: the TextWorld family in the admissible mode, the commands chosen (and the loss on log pi(c|s)) as for
@@ -76,13 +76,13 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("out/learning-smollm2"))
     parser.add_argument("--method", default="trca", choices=("grpo", "trca"))
-    parser.add_argument("--train-games", type=int, default=256)
+    parser.add_argument("--train-games", type=int, default=64)
     parser.add_argument("--eval-games", type=int, default=32)
     parser.add_argument("--eval-episodes", type=int, default=2, help="sampled episodes a held-out game")
-    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--target-kl", type=float, default=0.05)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--record", action="store_true")

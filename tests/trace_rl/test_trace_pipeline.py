@@ -232,6 +232,20 @@ def test_the_analyst_is_the_llm_section_opened_once(tmp_path: Path) -> None:
         Context(config=none, report=print, detail=print).analyst()
 
 
+def test_an_http_analyst_that_cannot_be_opened_is_refused_when_the_config_loads(tmp_path: Path) -> None:
+    """`[llm] base_url` without a scheme was a traceback (exit 3) once step 3 opened the analyst."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tracec.cli", "pipeline", str(write_config(tmp_path)),
+                           "--set", "llm.backend=\"http\"", "--set", "llm.model=\"m\"",
+                           "--set", "llm.base_url=\"127.0.0.1:8000/v1\""],
+                          check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "llm.base_url" in done.stderr and "must start with http:// or https://" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_typo_in_the_conditions_is_refused_before_any_step_runs(tmp_path: Path) -> None:
     """`evaluate.conditions` is read at step 8; a near miss of a keyword is said at once, by the command line."""
     import subprocess

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig
+from tracec.trace_rl.llm.http import HTTPConfig
 from tracec.trace_rl.trace.eval_table import CONDITION_KEYWORDS
 
 from tracec.config_io import (
@@ -105,6 +106,11 @@ class LLMSection:
         require(self.backend in ("none", "transformers") or bool(self.model), "model", self.model,
                 "name the served model, e.g. llm.model = \"Qwen/Qwen3-30B-A3B-Instruct-2507\"")
         require(self.tries >= 1, "tries", self.tries, "an integer >= 1")
+        if self.backend == "http" and self.base_url and self.model:  # the backend's own check, now, not at step 3
+            try:
+                HTTPConfig(base_url=self.base_url, model=self.model, timeout_s=self.timeout, retries=self.retries)
+            except ValueError as error:
+                raise FieldError("base_url", self.base_url, str(error)) from None
 
 
 @dataclass(frozen=True, kw_only=True)

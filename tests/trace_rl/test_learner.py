@@ -81,9 +81,11 @@ def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation:
     one.mkdir()
     two.mkdir()
     script = str(HERE / "ddp_update.py")
-    subprocess.run([sys.executable, script, str(one), aggregation], check=True, env=env, capture_output=True)
+    # Bounded: a rank that hangs in a collective fails the test instead of holding the suite
+    subprocess.run([sys.executable, script, str(one), aggregation], check=True, env=env, capture_output=True,
+                   timeout=300)
     subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,
-                    str(two), aggregation], check=True, env=env, capture_output=True)
+                    str(two), aggregation], check=True, env=env, capture_output=True, timeout=300)
     a, b = load_file(str(one / "adapter.safetensors")), load_file(str(two / "adapter.safetensors"))
     start = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=0).adapter_state()
     moved = max(float((a[k] - start[k]).abs().max()) for k in a)

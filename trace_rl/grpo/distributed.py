@@ -79,4 +79,7 @@ def init_distributed(device: str) -> tuple[Distributed, str]:
 
 def shutdown(dist: Distributed) -> None:
     if dist.active and torch_dist.is_initialized():
+        # Every rank's work finished first: destroying a gloo group with work in flight can deadlock (its destructor
+        # joins the gloo loop holding the GIL the loop waits for), seen as one rank that never exits.
+        torch_dist.barrier()
         torch_dist.destroy_process_group()

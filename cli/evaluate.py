@@ -56,22 +56,24 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-new-tokens", type=integer(1), default=128, help="per turn (default 128)")
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("the target")
-    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=True,
+def add_target_arguments(group: Any, *, required: bool, user: str) -> None:
+    """The flags that name a target, which `target_from_args` reads: evaluate's to play it, route's to take one task
+    of it; `user` is the default simulated tau2 user."""
+    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=required,
                        help="what is played: capability environments, a TextWorld family or tau2-bench domains")
     group.add_argument("--env", action="append", default=[], type=Path, help="capability: a .rubric (repeatable)")
     group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
     group.add_argument("--domain", action="append", default=[], help="tau2: airline and/or retail (default both)")
-    group.add_argument("--user", choices=("base", "scripted"), default="base",
-                       help="tau2: the simulated user: the base model (TRACE) or scripted (default base)")
+    group.add_argument("--user", choices=("base", "scripted"), default=user,
+                       help=f"tau2: the simulated user: the base model (TRACE) or scripted (default {user})")
     group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
-    group.add_argument("--max-turns", type=integer(1), default=30, help="agent turns per episode (default 30)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    add_target_arguments(parser)
+    target = parser.add_argument_group("the target")
+    add_target_arguments(target, required=True, user="base")
+    target.add_argument("--max-turns", type=integer(1), default=30, help="agent turns per episode (default 30)")
     parser.add_argument("--conditions", default="base,adapters,routed",
                         help="comma-separated: base, adapters (each), routed, or adapter names")
     parser.add_argument("--tasks", type=integer(1), default=20, help="tasks per domain (default 20)")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tracec.cli.analyze import USER_ERRORS as ANALYSIS_ERRORS
@@ -26,6 +24,7 @@ from tracec.trace_rl.trace.routing import RouteError
 from tracec.trace_rl.trace.synth.reference import MissingReference
 
 from tracec.config_io import ConfigError
+from tracec.throttle import Throttle
 
 # Each message says what to fix; an ImportError is an optional backend (vLLM) missing, its message the install hint.
 # TemplateError is named, not imported: its module imports torch (see `tracec.cli`).
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     # After the config and the folder: the steps import torch, transformers and textworld.
     from tracec.trace_rl.trace.pipeline.run import run_pipeline
 
-    result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else _every(10.0, _say))
+    result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else Throttle(_say, 10.0))
     table = result.out / "evaluate" / "table.md"
     sys.stdout.write(table.read_text(encoding="utf-8"))
     print(f"report: {result.report}")
@@ -57,16 +56,3 @@ def run(args: argparse.Namespace) -> int:
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _every(seconds: float, say: Callable[[str], None],
-           clock: Callable[[], float] = time.monotonic) -> Callable[[str], None]:
-    """`say`, passing on at most one line every `seconds`: a long step is never silent, nor a flood."""
-    last = [-seconds]
-
-    def throttled(line: str) -> None:
-        if clock() - last[0] >= seconds:
-            last[0] = clock()
-            say(line)
-
-    return throttled

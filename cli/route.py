@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
-from tracec.cli.evaluate import USER_ERRORS, add_model_arguments, load_model, target_from_args
+from tracec.cli.evaluate import USER_ERRORS, add_model_arguments, add_target_arguments, load_model, target_from_args
 from tracec.cli.paths import input_file
 
 from tracec.arguments import integer
@@ -31,14 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0), default=0, help="with --target: the task's seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     group = parser.add_argument_group("a target's task instead of --task")
-    group.add_argument("--target", choices=("capability", "textworld", "tau2"),
-                       help="the kind of task: a capability environment, a TextWorld game or a tau2-bench domain")
-    group.add_argument("--env", action="append", default=[], type=Path, help="capability: the .rubric")
-    group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
-    group.add_argument("--domain", action="append", default=[], help="tau2: airline or retail")
-    group.add_argument("--user", choices=("base", "scripted"), default="scripted",
-                       help="tau2: who opens the conversation (default scripted: the scenario's own opening)")
-    group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
+    add_target_arguments(group, required=False, user="scripted")  # scripted: the scenario's own opening
 
 
 def run(args: argparse.Namespace) -> int:

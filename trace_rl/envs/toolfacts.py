@@ -111,3 +111,17 @@ class ToolFacts:
         if self.records_done:
             state["done"] = done
         return state
+
+
+class RecordsToolFacts:
+    """A tool environment whose `states` and `actions` are those its `ToolFacts` recorder (`_facts`) holds."""
+
+    _facts: ToolFacts
+
+    @property
+    def states(self) -> list[dict[str, Any]]:
+        return self._facts.states
+
+    @property
+    def actions(self) -> list[dict[str, Any]]:
+        return self._facts.actions

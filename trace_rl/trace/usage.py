@@ -11,6 +11,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from tracec.throttle import Throttle
+
 
 class UsageProblem(Exception):
     """Inputs that parse but do not make sense (together)."""
@@ -25,11 +27,8 @@ class Ticker:
 
     def __init__(self, say: Callable[[str], None], what: str, total: int, *, every_s: float = 10.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.say, self.what, self.total, self.every_s, self.clock = say, what, total, every_s, clock
-        self.last = clock()
+        self.what, self.total = what, total
+        self.throttle = Throttle(say, every_s, clock)
 
     def tick(self, done: int) -> None:
-        now = self.clock()
-        if done >= self.total or now - self.last >= self.every_s:
-            self.say(f"{self.what}: {done}/{self.total}")
-            self.last = now
+        self.throttle(f"{self.what}: {done}/{self.total}", always=done >= self.total)

@@ -24,7 +24,7 @@ from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
 from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.envs.toolcall import ToolCallError, format_tool_call, parse_tool_call, render_result
-from tracec.trace_rl.envs.toolfacts import ToolFacts
+from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import ScriptedUser, User
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -38,7 +38,7 @@ class Scores:
     reward: float
 
 
-class Environment:
+class Environment(RecordsToolFacts):
     """Episodes of one compiled environment; `user` answers the agent's messages (default: `ScriptedUser()`)."""
 
     def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None):
@@ -60,14 +60,6 @@ class Environment:
             '</action> or as {"name": "tool", "arguments": {...}}. Anything else you write goes to the user; '
             f"when you have finished, tell the user you are done and give any answer they asked for.\nTools:\n{tools}"
         )
-
-    @property
-    def states(self) -> list[dict[str, Any]]:
-        return self._facts.states
-
-    @property
-    def actions(self) -> list[dict[str, Any]]:
-        return self._facts.actions
 
     def reset(self, seed: int) -> Observation:
         self.scenario = self.program.scenario(seed)

@@ -32,7 +32,7 @@ from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
 from tracec.trace_rl.envs.toolcall import argument_leaves, parse_tool_call
-from tracec.trace_rl.envs.toolfacts import ToolFacts
+from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import OUT_OF_SCOPE, SCENARIO, STOP, TRANSFER, LLMUser, ScriptedUser, User
 from tracec.trace_rl.llm.chat import ChatBackend
 
@@ -47,7 +47,7 @@ Each turn, do exactly one of these:
 The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
 
 
-class Tau2Environment:
+class Tau2Environment(RecordsToolFacts):
     """Episodes of one domain's tasks. `gold`: a cache of each task's gold database (`replay_gold`), filled on
     first use; pass one mapping to the environments of a group so that they replay each task once."""
 
@@ -68,14 +68,6 @@ class Tau2Environment:
     def system_prompt(self) -> str:
         """Policy, tools and call format."""
         return f"{self.domain.policy.strip()}\n\n## Tools\n{self.domain.toolkit.describe()}\n\n{CALL_FORMAT}"
-
-    @property
-    def states(self) -> list[dict[str, Any]]:
-        return self._facts.states
-
-    @property
-    def actions(self) -> list[dict[str, Any]]:
-        return self._facts.actions
 
     def task_for(self, seed: int) -> Task:
         return self.tasks[seed % len(self.tasks)]

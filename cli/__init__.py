@@ -55,7 +55,8 @@ COMMANDS = (
     Command("synth", "LLM-written environments and rubrics, checked and validated", "tracec.cli.synth"),
     Command("route", "TRACE: the adapter the base model routes a task to, with the label logits", "tracec.cli.route"),
     Command("evaluate", "base, each adapter and routed on a target: the pass-rate table", "tracec.cli.evaluate"),
-    Command("pipeline", "TRACE end to end: analysis, environments, adapters, routing, evaluation", "tracec.cli.pipeline"),
+    Command("pipeline", "TRACE end to end: analysis, environments, adapters, routing, evaluation",
+            "tracec.cli.pipeline"),
     Command("demo", "TRCA against sparse GRPO on TextWorld games: trained, evaluated, plotted", "tracec.cli.demo"),
 )
 

@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_rubric_arguments(parser)
     parser.add_argument("--trajectories", type=Path, required=True, metavar="T",
                         help=".jsonl, .parquet or .arrow (docs/trajectories.md)")
-    parser.add_argument("-o", "--output", type=Path, metavar="OUT", help=".jsonl or .parquet (default: JSONL on stdout)")
+    parser.add_argument("-o", "--output", type=Path, metavar="OUT",
+                        help=".jsonl or .parquet (default: JSONL on stdout)")
     parser.add_argument("--backend", choices=BACKENDS, default="auto",
                         help="auto (default): C where a C compiler builds it, else numba")
 

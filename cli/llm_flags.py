@@ -22,10 +22,11 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, tries: int = 3) -> Non
     group = parser.add_argument_group("the LLM")
     group.add_argument("--llm", choices=BACKENDS, help="backend (default: http when a base URL is set, else "
                        "transformers)")
-    group.add_argument("--model", help=f"model: an installed name or checkpoint folder (default {DEFAULT_LOCAL_MODEL}), "
-                       "or the served model's name for http (TRACEC_LLM_MODEL)")
+    group.add_argument("--model", help="model: an installed name or checkpoint folder (default "
+                       f"{DEFAULT_LOCAL_MODEL}), or the served model's name for http (TRACEC_LLM_MODEL)")
     group.add_argument("--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 "
-                       "(TRACEC_LLM_BASE_URL, OPENAI_BASE_URL); the key comes from TRACEC_LLM_API_KEY or OPENAI_API_KEY")
+                       "(TRACEC_LLM_BASE_URL, OPENAI_BASE_URL); the key comes from "
+                       "TRACEC_LLM_API_KEY or OPENAI_API_KEY")
     group.add_argument("--timeout", type=number(0, above=True), default=120.0,
                        help="seconds per HTTP request (default 120)")
     group.add_argument("--retries", type=integer(0), default=4, help="HTTP retries on 429 / 5xx / timeouts (default 4)")

@@ -98,7 +98,8 @@ def generate_source(program: KernelProgram, operator_names: Sequence[str] = ()) 
     text = json.dumps(manifest, sort_keys=True).replace("\\", "\\\\").replace('"', '\\"')
     writer = _CWriter(plan)
     width = len(program.operators)
-    body = writer.write() + [f"out[r * {width} + {j}] = (uint8_t)({writer.yes[i]});" for j, i in enumerate(plan.operators)]
+    body = writer.write() + [f"out[r * {width} + {j}] = (uint8_t)({writer.yes[i]});"
+                             for j, i in enumerate(plan.operators)]
     if plan.context:
         body += writer.context()
     signature = declaration(program.columns).splitlines()[0].removesuffix(";")
@@ -150,7 +151,8 @@ class _CWriter(StepWriter):
     def set_equality(self, target: str, a: tuple[str, str, str], b: tuple[str, str, str]) -> list[str]:
         (va, loa, hia), (vb, lob, hib) = a, b
         return [f"int {target} = ({hia} - {loa}) == ({hib} - {lob});",
-                f"for (int64_t j = 0; {target} && j < {hia} - {loa}; j++) {target} = {va}[{loa} + j] == {vb}[{lob} + j];"]
+                (f"for (int64_t j = 0; {target} && j < {hia} - {loa}; j++) "
+                 f"{target} = {va}[{loa} + j] == {vb}[{lob} + j];")]
 
     def arithmetic(self, i: int, op: str, operands: list[str], kinds: list[Kind],
                    constants: list[Any]) -> tuple[list[str], str | None]:
@@ -158,7 +160,8 @@ class _CWriter(StepWriter):
         v = f"v{i}"
         if op == "div":
             a, b = (f"(double){x}" for x in operands)
-            return [f"const double {v} = ({operands[1]} != 0) ? {a} / {b} : 0.0;"], f"({operands[1]} != 0) & (isfinite({v}) != 0)"
+            return ([f"const double {v} = ({operands[1]} != 0) ? {a} / {b} : 0.0;"],
+                    f"({operands[1]} != 0) & (isfinite({v}) != 0)")
         if "float" in kinds:
             a, b = ([f"(double){x}" for x in operands] + [""])[:2]
             if op in ("neg", "abs", "min", "max"):
@@ -172,7 +175,8 @@ class _CWriter(StepWriter):
         if op in ("neg", "abs"):
             value = f"-{a}" if op == "neg" else f"(({a} < 0) ? -{a} : {a})"
             return [f"const int o{i} = {a} == INT64_MIN;", f"const int64_t {v} = o{i} ? 0 : {value};"], f"!o{i}"
-        builtin = {"add": "__builtin_add_overflow", "sub": "__builtin_sub_overflow", "mul": "__builtin_mul_overflow"}[op]
+        builtin = {"add": "__builtin_add_overflow", "sub": "__builtin_sub_overflow",
+                   "mul": "__builtin_mul_overflow"}[op]
         return [f"int64_t {v};", f"const int o{i} = {builtin}({a}, {b}, &{v});"], f"!o{i}"
 
     def int_against_float(self, op: str, x: str, y: str) -> str:

@@ -238,7 +238,8 @@ class StepWriter(ABC):
         op = op if first == 0 else MIRRORED[op]
         if c_y is not None:
             test = int_test(op, float(c_y))
-            return self.literal(test, "bool") if isinstance(test, bool) else f"{x} {_OPS[test[0]]} {self.literal(test[1], 'int')}"
+            return (self.literal(test, "bool") if isinstance(test, bool)
+                    else f"{x} {_OPS[test[0]]} {self.literal(test[1], 'int')}")
         if c_x is not None and abs(int(c_x)) <= 2**53:  # an int the float type holds exactly
             return f"{self.literal(float(c_x), 'float')} {_OPS[op]} {y}"
         return self.int_against_float(op, x, y)

@@ -25,7 +25,7 @@ class ColumnData(Protocol):
     fits it."""
 
     @property
-    def values(self) -> np.ndarray: ...  # scalars: (n,); sets: (n_elements,) int64, sorted and unique within each transition
+    def values(self) -> np.ndarray: ...  # scalars: (n,); sets: (n_elements,) int64, sorted, unique per transition
 
     @property
     def known(self) -> np.ndarray: ...  # (n,) uint8

@@ -40,7 +40,8 @@ from tracec.dsl.errors import NOWHERE, Loc
 from tracec.dsl.types import Type
 
 KERNEL_OPS = frozenset(
-    ["const", "load", "load_set", "not", "and", "or", "neg", "abs", "add", "sub", "mul", "div", "min", "max", "eq", "ne", "lt", "le", "gt", "ge", "has", "count"]
+    ["const", "load", "load_set", "not", "and", "or", "neg", "abs", "add", "sub", "mul", "div", "min", "max",
+     "eq", "ne", "lt", "le", "gt", "ge", "has", "count"]
 )
 
 MASK64 = (1 << 64) - 1

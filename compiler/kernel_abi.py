@@ -105,7 +105,8 @@ class Outputs(NamedTuple):
     def arrays(self) -> list[np.ndarray]:
         return [self.fired, self.keys, self.words, self.known]
 
-    def results(self, layout: ContextLayout, columns: Mapping[str, ColumnData]) -> tuple[np.ndarray, ContextKeys | None]:
+    def results(self, layout: ContextLayout,
+                columns: Mapping[str, ColumnData]) -> tuple[np.ndarray, ContextKeys | None]:
         """What `Kernel.run` returns: O, and the ContextKeys (None when the program has no context)."""
         if not layout:
             return self.fired, None

@@ -27,6 +27,7 @@ def lift_text(roots: tuple[Node, ...]) -> tuple[tuple[Node, ...], tuple[LiftSour
 
     lifted = rewrite(roots, lift)
     sources = tuple(
-        LiftSource(column, key.kind, key.text, key.needle, key.pattern, key.ignore_case) for key, column in lifts.items()
+        LiftSource(column, key.kind, key.text, key.needle, key.pattern, key.ignore_case)
+        for key, column in lifts.items()
     )
     return lifted, sources

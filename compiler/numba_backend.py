@@ -120,7 +120,8 @@ class _PythonWriter(StepWriter):
 
     def set_equality(self, target: str, a: tuple[str, str, str], b: tuple[str, str, str]) -> list[str]:
         (va, loa, hia), (vb, lob, hib) = a, b
-        return [f"{target} = ({hia} - {loa}) == ({hib} - {lob})", f"if {target}:", f"    for j in range({hia} - {loa}):",
+        return [f"{target} = ({hia} - {loa}) == ({hib} - {lob})", f"if {target}:",
+                f"    for j in range({hia} - {loa}):",
                 f"        if {va}[{loa} + j] != {vb}[{lob} + j]:", f"            {target} = False", "            break"]
 
     def arithmetic(self, i: int, op: str, operands: list[str], kinds: list[Kind],
@@ -162,7 +163,8 @@ class _PythonWriter(StepWriter):
         if op == "sub":
             return f"({b} < 0 and {a} > I64_MAX + {b}) or ({b} > 0 and {a} < I64_MIN + {b})"
         # mul, with floor divisions that cannot overflow; ceil(MIN / a) = (MIN + a - 1) // a for a > 0.
-        return (f"({a} > 0 and (({b} > 0 and {a} > I64_MAX // {b}) or ({b} < 0 and {b} < (I64_MIN + ({a} - 1)) // {a})))"
+        return (f"({a} > 0 and (({b} > 0 and {a} > I64_MAX // {b})"
+                f" or ({b} < 0 and {b} < (I64_MIN + ({a} - 1)) // {a})))"
                 f" or ({a} < 0 and (({b} > 0 and {a} < (I64_MIN + ({b} - 1)) // {b})"
                 f" or ({b} < 0 and ({b} == I64_MIN or {a} < -(I64_MAX // -{b})))))")
 
@@ -210,7 +212,8 @@ class _PythonWriter(StepWriter):
         return f"np.int64({self.val[i]})"
 
 
-def run_unjitted(program: KernelProgram, columns: Mapping[str, ColumnData], n: int) -> tuple[np.ndarray, ContextKeys | None]:
+def run_unjitted(program: KernelProgram, columns: Mapping[str, ColumnData],
+                 n: int) -> tuple[np.ndarray, ContextKeys | None]:
     """Run the generated source as plain Python (slow): an oracle that shares nothing with the interpreter."""
     namespace: dict[str, Any] = {}
     exec(compile(generate_source(program), "<tracec numba kernel>", "exec"), namespace)  # noqa: S102 (our own source)

@@ -2,10 +2,10 @@
 
 The compiled operator kernel and the reward kernels are serial loops that release the GIL (a ctypes call, a C
 extension's function, a Numba `nogil` one); a batch is cut into independent parts (transition ranges, whole
-episodes, whole task groups) and the parts go to the calling thread and a few short-lived helper threads. Threads owned by the call, rather than
-Numba's `parallel=True`, because Numba's parallel compiler costs several times the serial compile and its default
-threading layer must not be entered from two threads at once, which a trainer calling rewards from its own threads
-would do.
+episodes, whole task groups) and the parts go to the calling thread and a few short-lived helper threads. Threads owned
+by the call, rather than Numba's `parallel=True`, because Numba's parallel compiler costs several times the serial
+compile and its default threading layer must not be entered from two threads at once, which a trainer calling rewards
+from its own threads would do.
 """
 
 from __future__ import annotations

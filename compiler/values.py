@@ -91,8 +91,10 @@ def maximum(a: Number, b: Number) -> Number:
     return float(chosen) if not (_is_int(a) and _is_int(b)) else chosen
 
 
-ARITHMETIC: dict[str, Callable[..., Number | None]] = {"neg": negate, "abs": absolute, "add": add, "sub": subtract, "mul": multiply, "div": divide,
-              "min": minimum, "max": maximum}
+ARITHMETIC: dict[str, Callable[..., Number | None]] = {
+    "neg": negate, "abs": absolute, "add": add, "sub": subtract, "mul": multiply, "div": divide,
+    "min": minimum, "max": maximum,
+}
 
 # Python's comparisons of int with float are exact (CPython compares the mathematical values), as the language's are.
 COMPARISONS = {

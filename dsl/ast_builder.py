@@ -47,7 +47,8 @@ class AstBuilder(Transformer):
     def finish(self) -> None:
         """Report the 2^63 literals that no unary minus took."""
         for literal in self.unsigned_min.values():
-            self.errors.append(self.source.diagnostic(literal.loc, "integer `9223372036854775808` does not fit in 64 bits"))
+            self.errors.append(self.source.diagnostic(literal.loc,
+                                                      "integer `9223372036854775808` does not fit in 64 bits"))
         self.unsigned_min.clear()
 
     # ------------------------------------------------------------------ strings

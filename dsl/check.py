@@ -199,7 +199,8 @@ class _Checker(Reporter):
             elif isinstance(item, ast.Operator):
                 self.name_ok(item.name, item.loc, "operator")
                 if item.name in names:
-                    self.error(item.loc, f"operator `{item.name}` is declared twice (first at line {names[item.name].line})")
+                    self.error(item.loc, f"operator `{item.name}` is declared twice "
+                                         f"(first at line {names[item.name].line})")
                 names.setdefault(item.name, item.loc)
                 scope = ExprChecker(self.error, schema, bind_types, typing, mode="transition")
                 got = scope.expr(item.expr)

@@ -77,7 +77,8 @@ class _EnvChecker(Reporter, EnvExpressions):
         tool_decls = [i for i in env.items if isinstance(i, ast.Tool)]
         let_decls = [i for i in env.items if isinstance(i, ast.Let)]
         for items, most, what in ((table_decls, self.limits.max_tables, "tables"),
-                                  (tool_decls, self.limits.max_tools, "tools"), (let_decls, self.limits.max_lets, "lets")):
+                                  (tool_decls, self.limits.max_tools, "tools"),
+                                  (let_decls, self.limits.max_lets, "lets")):
             if len(items) > most:
                 self.error(items[most].loc, f"too many {what}: {len(items)}; the limit is {most}")
         self.declare_tables(table_decls)
@@ -123,7 +124,8 @@ class _EnvChecker(Reporter, EnvExpressions):
             if decl.rows_min > decl.rows_max:
                 self.error(decl.loc, f"rows {decl.rows_min}..{decl.rows_max}: the lower bound is above the upper bound")
             if decl.rows_max > self.limits.max_rows:
-                self.error(decl.loc, f"rows {decl.rows_min}..{decl.rows_max}: at most {self.limits.max_rows} rows a table")
+                self.error(decl.loc,
+                           f"rows {decl.rows_min}..{decl.rows_max}: at most {self.limits.max_rows} rows a table")
             if len(decl.columns) > self.limits.max_columns:
                 self.error(decl.loc, f"too many columns: {len(decl.columns)}; the limit is {self.limits.max_columns}")
             columns: dict[str, ColumnInfo] = {}
@@ -168,7 +170,8 @@ class _EnvChecker(Reporter, EnvExpressions):
             return None
         numbers = len(args) == 2 and all(isinstance(a, (int, float)) for a in args)
         names = bool(args) and all(isinstance(a, str) for a in args)
-        shape_ok = {"int": numbers, "float": numbers, "enum": names, "ref": names and len(args) == 1}.get(kind, not args)
+        shape_ok = {"int": numbers, "float": numbers, "enum": names,
+                    "ref": names and len(args) == 1}.get(kind, not args)
         if not shape_ok:
             self.error(gen.loc, f"`{kind}` is written `{_USAGE[kind]}`")
             return None
@@ -281,7 +284,8 @@ class _EnvChecker(Reporter, EnvExpressions):
     # ------------------------------------------------------------------ statements
     def solution(self, solution: ast.Solution, tools: dict[str, ToolInfo], scope: Scope) -> None:
         if len(solution.calls) > self.limits.max_solution:
-            self.error(solution.loc, f"the solution has {len(solution.calls)} calls; the limit is {self.limits.max_solution}")
+            self.error(solution.loc,
+                       f"the solution has {len(solution.calls)} calls; the limit is {self.limits.max_solution}")
         for call in solution.calls:
             tool = tools.get(call.tool)
             if tool is None:
@@ -297,7 +301,8 @@ class _EnvChecker(Reporter, EnvExpressions):
             for arg, param in zip(call.args, tool.params):
                 got = self.expr(arg, scope, param.type)
                 if got is not None and not assignable(got, param.type):
-                    self.error(arg.loc, f"argument `{param.name}` of `{tool.name}` is `{param.written}`, not {shown_type(got)}")
+                    self.error(arg.loc, f"argument `{param.name}` of `{tool.name}` is `{param.written}`, "
+                                        f"not {shown_type(got)}")
 
     def assign(self, assign: ast.Assign, scope: Scope) -> None:
         table = self.known_table(assign.table, assign.loc)
@@ -315,7 +320,8 @@ class _EnvChecker(Reporter, EnvExpressions):
                 self.error(assign.loc, f"`{table.name}.{column.name}` is the key column; it cannot be set")
         got = self.expr(assign.value, scope, column.type if column else FAILED_HINT)
         if column is not None and got is not None and not assignable(got, column.type):
-            self.error(assign.value.loc, f"cannot set `{assign.table}.{column.name}` ({column.type}) to {shown_type(got)}")
+            self.error(assign.value.loc,
+                       f"cannot set `{assign.table}.{column.name}` ({column.type}) to {shown_type(got)}")
 
 
 def _subexpressions(expr: ast.Expr) -> list[Any]:

@@ -121,13 +121,15 @@ class EnvExpressions:
         member = hint is not None and hint.kind == "enum" and expr.id in hint.members
         if meaning is not None:
             if member:
-                self.error(expr.loc, f"`{expr.id}` is both a {meaning[0]} and a member of {shown_type(hint)}; rename the {meaning[0]}")
+                self.error(expr.loc, f"`{expr.id}` is both a {meaning[0]} and a member of {shown_type(hint)}; "
+                                     f"rename the {meaning[0]}")
                 return None
             return meaning[1]
         if member:
             return hint
         if hint is not None and hint.kind == "enum":
-            self.error(expr.loc, f"`{expr.id}` is not a member of {shown_type(hint)}{did_you_mean(expr.id, hint.members)}")
+            self.error(expr.loc,
+                       f"`{expr.id}` is not a member of {shown_type(hint)}{did_you_mean(expr.id, hint.members)}")
         elif expr.id in self.all_lets:
             self.error(expr.loc, f"`{expr.id}` is used before its `let` (line {self.all_lets[expr.id].line})")
         else:
@@ -244,7 +246,8 @@ class EnvExpressions:
             return self.ruled(expr, list(args), ops.numeric_call(func, argument_types))  # type: ignore[arg-type]
         want = {"lower": ("text",), "contains": ("text", "text"), "add_days": ("text", "int")}[func]
         for arg, type_, kind in zip(args, argument_types, want):
-            fits = {"text": textual(type_) or type_.kind == "text", "int": type_ == T.INT}[kind] if type_ is not None else True
+            fits = ({"text": textual(type_) or type_.kind == "text", "int": type_ == T.INT}[kind]
+                    if type_ is not None else True)
             if not fits:
                 wanted = "a date" if func == "add_days" and kind == "text" else _WANTED[kind]
                 self.error(arg.loc, f"{func}() takes {wanted}, not {shown_type(type_)}")

@@ -108,7 +108,8 @@ class ExprChecker:
         if expr.id == "instruction":
             return T.TEXT
         if expected is not None and expected.kind == "enum":
-            self.error(expr.loc, f"`{expr.id}` is not a member of `{expected}`{did_you_mean(expr.id, expected.members)}")
+            self.error(expr.loc,
+                       f"`{expr.id}` is not a member of `{expected}`{did_you_mean(expr.id, expected.members)}")
             return None
         if self.mode == "bind":
             self.error(expr.loc, f"unknown name `{expr.id}`; a binding reads only `instruction`")
@@ -260,7 +261,8 @@ class ExprChecker:
         elif isinstance(regex, ast.Regex) and got[1] is not None:
             groups = _group_count(regex.pattern)
             if groups is not None and group.value > groups:
-                self.error(group.loc, f"the regex has {groups} group{'s' if groups != 1 else ''}; there is no group {group.value}")
+                self.error(group.loc, f"the regex has {groups} group{'s' if groups != 1 else ''}; "
+                                      f"there is no group {group.value}")
         return T.STRING
 
     def call_lower(self, expr: ast.Call) -> Type | None:
@@ -283,7 +285,8 @@ class ExprChecker:
         if got is None:
             return None
         if got.kind == "text":
-            self.error(arg.loc, f"changed() cannot read the text field `{arg.id}`; test it with contains() or matches()")
+            self.error(arg.loc,
+                       f"changed() cannot read the text field `{arg.id}`; test it with contains() or matches()")
             return None
         self.typing.types[id(arg)] = got
         return T.BOOL
@@ -319,7 +322,8 @@ class ExprChecker:
         if got is None:
             return False
         if got.kind != "text" or not isinstance(text, (ast.Fact, ast.Name)):
-            self.error(text.loc, f"{func}() reads a text fact (like `next.feedback`) as its first argument, not `{got}`")
+            self.error(text.loc,
+                       f"{func}() reads a text fact (like `next.feedback`) as its first argument, not `{got}`")
             return False
         return True
 

@@ -51,7 +51,8 @@ class Diagnostic:
         line, column = self.source_line, self.loc.column
         if len(line) > _QUOTED:  # a window around the column, so a minified file does not flood the terminal
             start = max(0, min(column - 1 - _QUOTED // 2, len(line) - _QUOTED))
-            line = ("..." if start else "") + line[start:start + _QUOTED] + ("..." if start + _QUOTED < len(line) else "")
+            line = (("..." if start else "") + line[start:start + _QUOTED]
+                    + ("..." if start + _QUOTED < len(line) else ""))
             column = column - start + (3 if start else 0)
         caret = " " * (column - 1) + "^" * width
         return f"{head}\n    {line}\n    {caret}"

@@ -66,7 +66,8 @@ def _env_item(item: ast.EnvItem) -> list[str]:
         where = f" where {print_expr(item.where)}" if item.where is not None else ""
         return [f"table {item.name}({columns}) rows {item.rows_min}..{item.rows_max}{where}"]
     if isinstance(item, ast.Let):
-        return [f"let {item.name} = {_pick(item.value) if isinstance(item.value, ast.Pick) else print_expr(item.value)}"]
+        return [(f"let {item.name} = "
+                 f"{_pick(item.value) if isinstance(item.value, ast.Pick) else print_expr(item.value)}")]
     if isinstance(item, ast.Task):
         return [f"task {_template(item.text)}"]
     if isinstance(item, ast.Tool):

@@ -109,7 +109,8 @@ def plan_fields(plan: FactPlan) -> dict[str, dict[str, Type]]:
     for source in plan.fields:
         needed[SIDES[source.side]][source.field] = source.type
     facts = [(lift.text, TEXT) for lift in plan.lifts]
-    facts += [(lift.needle.value, ENTITY) for lift in plan.lifts if lift.needle is not None and lift.needle.kind == "fact"]
+    facts += [(lift.needle.value, ENTITY) for lift in plan.lifts
+              if lift.needle is not None and lift.needle.kind == "fact"]
     for fact, type_ in facts:
         if fact != "instruction":
             side, field = fact.split(".", 1)

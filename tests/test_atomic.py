@@ -32,7 +32,8 @@ def test_a_finished_write_replaces_the_target_and_creates_folders(tmp_path):
 
 @pytest.mark.parametrize(
     ("target", "error"),
-    [("folder", IsADirectoryError), ("a_file/out.jsonl", NotADirectoryError), ("a_file/deeper/out.jsonl", NotADirectoryError)],
+    [("folder", IsADirectoryError), ("a_file/out.jsonl", NotADirectoryError),
+     ("a_file/deeper/out.jsonl", NotADirectoryError)],
 )
 def test_an_impossible_target_is_named_in_the_error_and_nothing_is_left(tmp_path, target, error):
     (tmp_path / "folder").mkdir()

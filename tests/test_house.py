@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"tracec": "tracec", "dsl": "tracec.dsl", "compiler": "tracec.compiler", "runtime": "tracec.runtime",
            "trace_rl": "tracec.trace_rl", "cli": "tracec.cli"}
 LAYERS = (
-    ("tracec",),  # the folder tracec/: the version, atomic writes, the cache root, argparse types, quiet libraries, progress throttle
+    # the folder tracec/: the version, atomic writes, the cache root, argparse types, quiet libraries, progress throttle
+    ("tracec",),
     ("tracec.dsl", "tracec.grammars", "tracec.examples"),
     ("tracec.config_io",),  # typed settings from TOML: it reads a file's text as the language reads a source
     ("tracec.compiler",),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tracec.throttle import Throttle
 from tracec.trace_rl.trace.usage import Ticker
+
+from tracec.throttle import Throttle
 
 
 def test_the_first_line_passes_at_once_then_one_per_interval() -> None:

@@ -2,9 +2,9 @@
 
 transformers, torch and peft warn about deprecations on every load (`FutureWarning`s), transformers logs generation
 flags it ignores, and its weight loading and shard writing draw progress bars into a verb's own. A verb prints what
-it is doing itself, so they are off unless `tracec --library-output ...`: environment variables the libraries read when they load
-(inherited by worker processes), a warnings filter for their modules, and, for a transformers already loaded, its
-own switches.
+it is doing itself, so they are off unless `tracec --library-output ...`: environment variables the libraries read when
+they load (inherited by worker processes), a warnings filter for their modules, and, for a transformers already loaded,
+its own switches.
 """
 
 from __future__ import annotations

@@ -207,7 +207,8 @@ def _fact_array(values: list[Any], field: str, name: str, episodes: Sequence[Epi
             index = int(np.searchsorted(offsets, row, side="right")) - 1
             episode = episodes[index]
             return _raise(episode.where.diagnostic(
-                f"episode {episode.episode}: cannot convert field `{field}` of {name[:-1]} {row - int(offsets[index])}: "
+                f"episode {episode.episode}: cannot convert field `{field}` of "
+                f"{name[:-1]} {row - int(offsets[index])}: "
                 f"{reason} (got {shown(value)})"))
     return pa.array(values)  # unreachable in practice: every value converts alone and all agree
 

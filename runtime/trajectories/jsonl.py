@@ -111,7 +111,8 @@ def check_unique_ids(episodes: Sequence[Episode]) -> None:
     for episode in episodes:
         earlier = first.setdefault(episode.episode, episode)
         if earlier is not episode:
-            message = f"episode {episode.episode}: this id is already used, {earlier.where.describe()}; ids must be unique"
+            message = (f"episode {episode.episode}: this id is already used, {earlier.where.describe()}; "
+                       "ids must be unique")
             raise DataError([episode.where.diagnostic(message)])
 
 

@@ -272,7 +272,8 @@ def _code_set(values: pa.Array, type_: Type, table: Interned) -> Piece:
         raise _Bad(None, "a list of strings")
     elements = pc.list_flatten(values)
     lengths = to_numpy(pc.list_value_length(values)).astype(np.int64)
-    if elements.null_count or not (_is_string(elements.type) or (pa.types.is_null(elements.type) and not len(elements))):
+    if elements.null_count or not (_is_string(elements.type)
+                                   or (pa.types.is_null(elements.type) and not len(elements))):
         bad = np.zeros(len(elements), bool) if not elements.null_count else to_numpy(elements.is_null())
         element = _first(bad) if bad.any() else 0
         raise _Bad(int(np.searchsorted(np.cumsum(lengths), element, side="right")), "a list of strings")

@@ -67,9 +67,9 @@ ENTRY = "import sys; from tracec.cli import main; sys.exit(main(sys.argv[1:]))" 
 
 def run_tracec(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, cpu_limit: float = 10.0,
                timeout: float = 60.0) -> Run:
-    """`tracec ARGV` in `cwd`, as the installed script runs it. Issue 9: every hostile input is answered within 10 s; the bound is on
-    the child's CPU time, so that a machine busy with other work does not fail the test, and `timeout` (wall
-    time) only stops a child that hangs."""
+    """`tracec ARGV` in `cwd`, as the installed script runs it. Issue 9: every hostile input is answered within 10 s;
+    the bound is on the child's CPU time, so that a machine busy with other work does not fail the test, and `timeout`
+    (wall time) only stops a child that hangs."""
     environ = {**os.environ, **(env or {})}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", ENTRY, *argv], cwd=cwd, env=environ, capture_output=True,

@@ -225,16 +225,18 @@ def test_tau2_replay_help_names_the_default_it_then_uses(shared_dir, tmp_path, m
 def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    argv = ["demo", "--workdir", "w", "--train-games", "3", "--eval-games", "1", "--iterations", "2", "--eval-every", "1",
-            "--groups", "2", "--group-size", "2", "--smol-iterations", "0"]
-    result = run_tracec(argv, cwd=elsewhere, env={"TRACEC_CACHE_DIR": str(tmp_path / "cache")}, cpu_limit=900, timeout=900)
+    argv = ["demo", "--workdir", "w", "--train-games", "3", "--eval-games", "1", "--iterations", "2",
+            "--eval-every", "1", "--groups", "2", "--group-size", "2", "--smol-iterations", "0"]
+    result = run_tracec(argv, cwd=elsewhere, env={"TRACEC_CACHE_DIR": str(tmp_path / "cache")}, cpu_limit=900,
+                        timeout=900)
     assert result.code == 0, result.err
     summary = json.loads((elsewhere / "w" / "learning.json").read_text())
     for method in ("grpo", "trca"):
         points = summary["curves"][method]["points"]
         assert [p["rollouts"] for p in points] == [0, 4, 8]  # evaluated before training and after each iteration
         assert all(0.0 <= p["success"] <= 1.0 and 0.0 <= p["reward"] <= 1.0 for p in points)
-        metrics = [json.loads(line) for line in (elsewhere / "w" / "runs" / method / "metrics.jsonl").read_text().splitlines()]
+        metrics = [json.loads(line)
+                   for line in (elsewhere / "w" / "runs" / method / "metrics.jsonl").read_text().splitlines()]
         assert [m["iteration"] for m in metrics] == [1, 2]
     assert summary["curves"]["trca"]["constant_fraction"] < 1.0  # TRCA's step rewards: its groups are rarely constant
     assert (elsewhere / "w" / "learning.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -256,7 +258,8 @@ def test_the_wheel_ships_every_example(repo_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     (wheel,) = tmp_path.glob("tracec-*.whl")
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.startswith("tracec/examples/")}
-    expected = {f"tracec/examples/{p.relative_to(repo_dir / 'examples')}" for p in (repo_dir / "examples").rglob("*.rubric")}
+    expected = {f"tracec/examples/{p.relative_to(repo_dir / 'examples')}"
+                for p in (repo_dir / "examples").rglob("*.rubric")}
     assert len(expected) >= 13 and expected <= shipped
 
 

@@ -35,7 +35,8 @@ HOSTILE = {
     "arrays nested 10,000 deep": '{"episode": "x", "states": [' + "[" * 10000 + "]" * 10000 + '], "actions": []}',
     "a lone surrogate in an entity": '{"episode": "x", "states": [{}, {"room": "\\ud800"}], "actions": [{}]}',
     "a lone surrogate in a set": '{"episode": "x", "states": [{}, {"open": ["door", "\\udfff"]}], "actions": [{}]}',
-    "a lone surrogate in matched text": '{"episode": "x", "instruction": "reach \\ud800", "states": [{}], "actions": []}',
+    "a lone surrogate in matched text":
+        '{"episode": "x", "instruction": "reach \\ud800", "states": [{}], "actions": []}',
     "a lone surrogate in an episode id": '{"episode": "\\ud800", "states": [{}], "actions": []}',
     "a lone surrogate in a text fact": '{"episode": "x", "states": [{}, {"note": "\\ud800"}], "actions": [{}]}',
     "a reused episode id": json.dumps(GOOD) + "\n" + json.dumps(GOOD),

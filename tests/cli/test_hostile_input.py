@@ -93,8 +93,10 @@ SHELL_CASES = [
          r"plain/cache: error: the kernel cache cannot be written .*set \$TRACEC_CACHE_DIR",
          env=(("TRACEC_CACHE_DIR", "{dir}/plain/cache"),)),
     Case("the kernel cache under a file, for eval too", lambda d: _a_file(d) and _eval(d), 1,
-         r"plain/cache: error: the kernel cache .*\$TRACEC_CACHE_DIR", env=(("TRACEC_CACHE_DIR", "{dir}/plain/cache"),)),
-    Case("demo --workdir a file", lambda d: ["demo", "--workdir", _a_file(d)], 1, r"plain: error: is a file, not a folder"),
+         r"plain/cache: error: the kernel cache .*\$TRACEC_CACHE_DIR",
+         env=(("TRACEC_CACHE_DIR", "{dir}/plain/cache"),)),
+    Case("demo --workdir a file", lambda d: ["demo", "--workdir", _a_file(d)], 1,
+         r"plain: error: is a file, not a folder"),
     Case("demo --workdir under a file", lambda d: ["demo", "--workdir", _a_file(d) + "/out"], 1,
          r"plain/out: error: `plain` is a file, not a folder"),
     Case("tau2 --dump-db under a file",
@@ -208,8 +210,9 @@ INPUT_CASES = [
         ("states", 1, "open"), '["\\ud800"]')), (0, 1), ACCEPTED_OR_LOCATED),
     Case("eval a lone surrogate in text a regex reads", lambda d: _eval(d, rubric=MATCHES, trajectories=_jsonl_with(
         ("states", 1, "note"), '"can\'t \\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("eval a lone surrogate in an episode id, to Parquet", lambda d: _eval(d, "-o", "e.parquet", trajectories=_jsonl_with(
-        ("episode",), '"\\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
+    Case("eval a lone surrogate in an episode id, to Parquet",
+         lambda d: _eval(d, "-o", "e.parquet", trajectories=_jsonl_with(("episode",), '"\\ud800"')), (0, 1),
+         ACCEPTED_OR_LOCATED),
     Case("eval records that share no field with the schema",
          lambda d: _eval(d, trajectories=[json.dumps({"episode": "x", "states": [{"hp": 1}, {"hp": 2}],
                                                       "actions": [{"cmd": "hit"}], "env_reward": 1.0})]),
@@ -226,7 +229,8 @@ INPUT_CASES = [
          r"before the number\n"),
     Case("a source whose \\v and \\f are not line breaks quotes the line it names",
          lambda d: ["check", _rubric(d, FORM_FEEDS)], 1,
-         rf"door\.rubric:{FORM_FEEDS.split(chr(10)).index(TYPO_LINE) + 1}:\d+: error: .*\n +{re.escape(TYPO_LINE.strip())}"),
+         rf"door\.rubric:{FORM_FEEDS.split(chr(10)).index(TYPO_LINE) + 1}:\d+: error: "
+         rf".*\n +{re.escape(TYPO_LINE.strip())}"),
 ]
 
 

@@ -37,7 +37,8 @@ def program(threshold: int = 1) -> KernelProgram:
     operators = (
         Node("has", (Node("const", (), ENTITY, MUG), holding), BOOL),
         Node("gt", (Node("count", (holding,), INT), Node("const", (), INT, threshold)), BOOL),
-        Node("or", (_load("act.parsed", BOOL), Node("lt", (_load("prev.x", FLOAT), Node("const", (), FLOAT, 0.5)), BOOL)),
+        Node("or", (_load("act.parsed", BOOL),
+                    Node("lt", (_load("prev.x", FLOAT), Node("const", (), FLOAT, 0.5)), BOOL)),
              BOOL),
     )
     columns = (ColumnSpec("act.parsed", BOOL), ColumnSpec("next.holding", SET), ColumnSpec("prev.x", FLOAT))

@@ -159,7 +159,8 @@ def _columns():
     known = np.ones(n, dtype=np.uint8)
     return {
         "next.g": Column(facts[:, 0].astype(np.int64), known), "next.h": Column(facts[:, 1].astype(np.int64), known),
-        "next.x": Column(facts[:, 2].astype(np.float64), known), "next.y": Column(facts[:, 3].astype(np.float64), known),
+        "next.x": Column(facts[:, 2].astype(np.float64), known),
+        "next.y": Column(facts[:, 3].astype(np.float64), known),
     }
 
 
@@ -201,7 +202,8 @@ def test_constant_folding_keeps_overflow_unknown():
     """Folding evaluates by the definition: `9223372036854775807 + 1` has no constant form and stays, so no
     backend meets an integer literal beyond int64."""
     checked = check_source(SCHEMA + 'rubric r for s {\n  evidence e "": 9223372036854775807 + 1 > 0 or act.ok\n'
-                           '  evidence f "": 4611686018427387904 * 2 > 0\n  evidence g "": -(-9223372036854775808) > 0\n}',
+                           '  evidence f "": 4611686018427387904 * 2 > 0\n'
+                           '  evidence g "": -(-9223372036854775808) > 0\n}',
                            "fold.rubric")
     program = compile_rubric(checked.rubrics["r"]).program
     for node in program.operators:

@@ -215,7 +215,8 @@ _EXPRESSIONS = [
 @given(data=st.data())
 def test_the_passes_never_change_the_interpreters_answer(data):
     module = check_source(
-        SCHEMA + "rubric r for game {\n" + "\n".join(f'evidence e{i} "": {e}' for i, e in enumerate(_EXPRESSIONS)) + "\n}",
+        SCHEMA + "rubric r for game {\n" + "\n".join(f'evidence e{i} "": {e}' for i, e in enumerate(_EXPRESSIONS))
+        + "\n}",
         "t.rubric",
     )
     checked = module.rubrics["r"]

@@ -1,7 +1,8 @@
 """Golden tests for the language front end: every construct's syntax tree, and the exact text of every error.
 
-`tests/golden/ok/<case>.rubric` is parsed, its tree dumped to `<case>.ast`, and the file must type-check. `tests/golden/errors/<case>.rubric` must fail to
-parse or check with exactly `<case>.err`. `pytest --update-golden` rewrites the expected files; review the diff.
+`tests/golden/ok/<case>.rubric` is parsed, its tree dumped to `<case>.ast`, and the file must type-check.
+`tests/golden/errors/<case>.rubric` must fail to parse or check with exactly `<case>.err`. `pytest --update-golden`
+rewrites the expected files; review the diff.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _dump(node: object, depth: int) -> list[str]:
         value = getattr(node, f.name)
         if isinstance(value, Loc):
             if value != NOWHERE:
-                scalars.append(f"{f.name}@{value.line}:{value.column}" if f.name != "loc" else f"@{value.line}:{value.column}")
+                scalars.append(f"{f.name}@{value.line}:{value.column}" if f.name != "loc"
+                               else f"@{value.line}:{value.column}")
         elif dataclasses.is_dataclass(value) or (isinstance(value, tuple) and any(_is_node(v) for v in value)):
             children.append((f.name, value))
         else:

@@ -52,8 +52,10 @@ def test_a_damaged_file_is_rebuilt(tmp_path):
     cached_parser(GRAMMAR, tmp_path)
     (saved,) = tmp_path.iterdir()
     saved.write_bytes(saved.read_bytes()[:100])
-    assert _tree(cached_parser(GRAMMAR, tmp_path)) == _tree(lark.Lark(GRAMMAR, parser="lalr", propagate_positions=True,
-                                                                       maybe_placeholders=True, start=["start", "expr"]))
+    assert _tree(cached_parser(GRAMMAR, tmp_path)) == _tree(lark.Lark(GRAMMAR, parser="lalr",
+                                                                       propagate_positions=True,
+                                                                       maybe_placeholders=True,
+                                                                       start=["start", "expr"]))
     assert saved.stat().st_size > 100  # and saved whole again
 
 

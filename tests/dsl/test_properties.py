@@ -43,7 +43,8 @@ TEXT = st.text(TEXT_CHARS, max_size=12)
 # floats beyond every int, subnormals; the literals are non-negative (`-5` reads as `-(5)`), INT64_MIN aside.
 EXTREME_INTS = (0, 1, 2, 3, 2**31, 2**32, 2**53 - 1, 2**53, 2**53 + 1, 2**62, 2**63 - 1)
 EXTREME_FLOATS = (0.0, 0.5, 2.0**53, 2.0**63, 9.3e18, 1e300, 1e308, 1.7976931348623157e308, 5e-324, 1e-300)
-FLOATS = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False) | st.sampled_from(EXTREME_FLOATS)
+FLOATS = (st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
+          | st.sampled_from(EXTREME_FLOATS))
 UNIT = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 BUDGETS = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
 INTS = st.integers(0, 1000) | st.integers(0, 2**63 - 1) | st.sampled_from(EXTREME_INTS)
@@ -238,7 +239,8 @@ def binds(draw: st.DrawFn, enums: tuple[tuple[str, ...], ...]) -> list[ast.Bind]
         kind = draw(st.sampled_from(("entity", "int", "float", "bool", "enum")))
         type_ = type_ref(draw, kind, enums)
         pattern, groups = regex(draw, min_groups=1)
-        value: ast.Expr = ast.Call("match", (ast.Name("instruction"), pattern, ast.Literal(draw(st.integers(0, groups)))))
+        value: ast.Expr = ast.Call("match", (ast.Name("instruction"), pattern,
+                                             ast.Literal(draw(st.integers(0, groups)))))
         if draw(st.booleans()):
             value = ast.Call("lower", (value,))
         if draw(st.booleans()):
@@ -260,7 +262,8 @@ def rubric(draw: st.DrawFn, rubric_name: str, schema: ast.Schema) -> ast.Rubric:
     bind_items = binds(draw, Scope.of(schema, {}).enums)
     scope = Scope.of(schema, {b.name: b.type for b in bind_items})
     items: list[ast.RubricItem] = [
-        ast.Operator(draw(st.sampled_from(ast.CATEGORIES)), op_name, draw(TEXT), boolean(draw, scope, draw(st.integers(1, 3))))
+        ast.Operator(draw(st.sampled_from(ast.CATEGORIES)), op_name, draw(TEXT),
+                     boolean(draw, scope, draw(st.integers(1, 3))))
         for op_name in draw(names("o_", 1, 6))
     ]
     categories = draw(st.lists(st.sampled_from(ast.CATEGORIES), unique=True, max_size=3))
@@ -351,13 +354,15 @@ _BODY = st.one_of(
 _TOOL_PARAM = st.builds(ast.ToolParam, name("p_"), st.sampled_from(("key", "name", "int")).map(ast.TypeRef))
 _CALL = st.builds(ast.SolutionCall, name("u_"), st.lists(ENV_LEAF, max_size=2).map(tuple))
 _SCORE = st.sampled_from(("state", "report")).map(ast.Score)
-_REWARD = _SCORE | st.builds(lambda w, s: ast.Binary("+", ast.Binary("*", ast.Literal(w), s), ast.Literal(0.5)), UNIT, _SCORE)
+_REWARD = _SCORE | st.builds(lambda w, s: ast.Binary("+", ast.Binary("*", ast.Literal(w), s), ast.Literal(0.5)),
+                             UNIT, _SCORE)
 
 
 @st.composite
 def environments(draw: st.DrawFn, env_name: str) -> ast.Environment:
     tables = [
-        ast.Table(t, tuple(ast.Column(c, draw(GENERATOR)) for c in draw(names("c_", 1, 4))), 1, draw(st.integers(1, 50)))
+        ast.Table(t, tuple(ast.Column(c, draw(GENERATOR)) for c in draw(names("c_", 1, 4))), 1,
+                  draw(st.integers(1, 50)))
         for t in draw(names("t_", 1, 2))
     ]
     picks = st.builds(ast.Pick, st.sampled_from([t.name for t in tables]), _WHERE)
@@ -410,8 +415,9 @@ def _padded(strategy: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 
 
 # Terminals whose regexes make poor samples: short values, close to what people write, with some wrong ones.
-_FUZZ_NAME = st.sampled_from(["a", "target", "visible", "take", "instruction", "match", "count", "any", "key", "users",
-                              "state", "set", "in", "where", "x_1"]) | st.from_regex(r"[A-Za-z_]\w{0,6}", fullmatch=True)
+_FUZZ_NAME = (st.sampled_from(["a", "target", "visible", "take", "instruction", "match", "count", "any", "key",
+                               "users", "state", "set", "in", "where", "x_1"])
+              | st.from_regex(r"[A-Za-z_]\w{0,6}", fullmatch=True))
 _FUZZ_TERMINALS = {
     "NAME": _padded(_FUZZ_NAME),
     "PARAM": _padded(_FUZZ_NAME.map(lambda n: "$" + n)),
@@ -472,7 +478,7 @@ def test_every_shipped_source_prints_and_parses_back_to_itself(path: Path) -> No
     check(parse(printed, path.name))
 
 
-# ---------------------------------------------------------------------------------------------- the checker and compiler agree
+# ------------------------------------------------------------------------------------- the checker and compiler agree
 
 
 def _programs(module: ast.Module) -> list[KernelProgram]:
@@ -506,7 +512,8 @@ def random_columns(specs: tuple[ColumnSpec, ...], n: int, seed: int) -> dict[str
         elif kind == "int":
             values = np.where(rng.random(n) < 0.5, rng.choice(ints, n), rng.integers(-5, 6, n))
         elif kind == "float":
-            values = np.where(known == 1, np.where(rng.random(n) < 0.6, rng.choice(floats, n), rng.normal(0, 5, n)), np.nan)
+            values = np.where(known == 1, np.where(rng.random(n) < 0.6, rng.choice(floats, n), rng.normal(0, 5, n)),
+                              np.nan)
         elif kind == "enum":
             values = rng.integers(0, len(spec.type.members), n)
         else:

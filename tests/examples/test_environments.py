@@ -30,7 +30,8 @@ def _trip(s: Scenario) -> None:
 def _visit(s: Scenario) -> None:
     me, visit = s.lets["me"], s.lets["visit"]
     by_id = visit["id"] in s.task  # the task may name the visit by its id as well as its day
-    described = [row for row in _rows(s, "visits", patient=me["id"], day=visit["day"]) if not by_id or row["id"] == visit["id"]]
+    described = [row for row in _rows(s, "visits", patient=me["id"], day=visit["day"])
+                 if not by_id or row["id"] == visit["id"]]
     assert described == [visit], "the description fits another visit of that day"
     assert visit["status"] == "booked" and s.lets["new"] > visit["day"]
 
@@ -49,7 +50,8 @@ def _line(s: Scenario) -> None:
 def _orders(s: Scenario) -> None:
     me, x, y, open_ = (s.lets[k] for k in ("me", "x", "y", "open"))
     assert x["id"] != y["id"] and {x["status"], y["status"]} == {"pending", "shipped"}
-    assert x["customer"] == y["customer"] == me["id"] and open_["status"] == "pending" and open_["id"] in (x["id"], y["id"])
+    assert (x["customer"] == y["customer"] == me["id"] and open_["status"] == "pending"
+            and open_["id"] in (x["id"], y["id"]))
 
 
 def _room(s: Scenario) -> None:

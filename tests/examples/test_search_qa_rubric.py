@@ -19,7 +19,8 @@ from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 # (topic, question, answer): the documents about a topic name it, in lower case, and hold the answer.
 FACTS = [
-    ("desert planet arrakis", "Question: who wrote the novel about the desert planet Arrakis?", "Frank Herbert, in 1965"),
+    ("desert planet arrakis", "Question: who wrote the novel about the desert planet Arrakis?",
+     "Frank Herbert, in 1965"),
     ("first moon landing", "Question: in which year was the first moon landing?", "1969"),
     ("printing press", "Question: who is credited with the invention of the printing press?", "Johannes Gutenberg"),
     ("theory of relativity", "Question: in 1905, who published the theory of relativity?", "Albert Einstein, in 1905"),

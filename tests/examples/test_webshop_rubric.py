@@ -98,7 +98,8 @@ def _task(rng: random.Random, catalog: list[Product]) -> tuple[str, Product, str
     wanted = rng.choice([p for p in catalog if p.title.endswith("hair extension")])
     color, size = wanted.colors[0], wanted.sizes[0]
     limit = f"{wanted.price + rng.choice((0.5, 5.0, 20.0)):.2f}"
-    instruction = f"i need a {wanted.title}, with color: {color}, and size: {size}, and price lower than {limit} dollars"
+    instruction = (f"i need a {wanted.title}, with color: {color}, and size: {size}, "
+                   f"and price lower than {limit} dollars")
     return instruction, wanted, color, size, wanted.title
 
 

@@ -307,8 +307,10 @@ def test_a_field_of_the_wrong_type_names_file_line_episode_and_field(tmp_path: P
 )
 def test_wrong_values_per_type(tmp_path: Path, type_: Type, value: Any, expected: str) -> None:
     path = write(tmp_path, record("e1", [{"f": None}, {"f": value}], [{"f": value}]))
-    assert data_error(path, plan(fields(next_f=type_))) == f"{path}:1:1: error: episode e1: field `f` of state 1: {expected}"
-    assert data_error(path, plan(fields(act_f=type_))) == f"{path}:1:1: error: episode e1: field `f` of action 0: {expected}"
+    assert data_error(path, plan(fields(next_f=type_))) == (
+        f"{path}:1:1: error: episode e1: field `f` of state 1: {expected}")
+    assert data_error(path, plan(fields(act_f=type_))) == (
+        f"{path}:1:1: error: episode e1: field `f` of action 0: {expected}")
 
 
 def test_every_bad_field_is_reported_once(tmp_path: Path) -> None:
@@ -519,7 +521,8 @@ _DEEP = "[" * 5000 + "]" * 5000
          "1:1: error: episode e1: `env_reward` must be a finite number, got an integer of 401 digits"),
         ('{"episode": "e1", "states": [{"n": ' + "9" * 5000 + '}], "actions": []}',
          "1:36: error: episode e1: field `n` of state 0 is a number of 5,000 digits; a number may have at most 4,300"),
-        ('{"episode": "e1", "states": [{"x": ' + _DEEP + '}], "actions": []}', "1:1: error: JSON nested too deeply to read"),
+        ('{"episode": "e1", "states": [{"x": ' + _DEEP + '}], "actions": []}',
+         "1:1: error: JSON nested too deeply to read"),
         ('{"episode": "\\ud800", "states": [{}, {}], "actions": [{}]}',
          '1:1: error: `episode` must be a valid Unicode string (no lone surrogates), got "\\ud800"'),
         ('{"episode": "e1", "task": "t\\udfff", "states": [{}], "actions": []}',
@@ -569,7 +572,8 @@ def test_a_state_in_memory_that_is_not_an_object_is_located() -> None:
 # --- the fast column path agrees with the per-value definition -------------------------------------------------
 
 _ODD = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.sampled_from(["a", "mug", "é", "", "\ud800"]),
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(),
+    st.sampled_from(["a", "mug", "é", "", "\ud800"]),
     st.lists(st.one_of(st.sampled_from(["a", "mug", "\udc00"]), st.none(), st.integers(0, 2)), max_size=3),
     st.sampled_from(["go", "take", "look", 1.0, 0, (), {}]),
 )

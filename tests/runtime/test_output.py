@@ -64,8 +64,8 @@ def test_a_non_finite_reward_is_refused_and_nothing_is_written(result, tmp_path:
     out.write_text("before")
     with pytest.raises(DataError) as caught:
         write_evaluation(broken, out)
-    assert str(caught.value) == (f"{out}: error: cannot write the results: `A` of episode é2\u2603 step 0 is nan, which "
-                                 "is not a finite number")
+    assert str(caught.value) == (f"{out}: error: cannot write the results: `A` of episode é2\u2603 step 0 is nan, "
+                                 "which is not a finite number")
     assert out.read_text() == "before" and len(list(tmp_path.iterdir())) == 1
 
 
@@ -73,7 +73,8 @@ def test_write_records_refuses_nan_rather_than_write_invalid_json(tmp_path: Path
     out = tmp_path / "r.jsonl"
     with pytest.raises(DataError) as caught:
         write_records([{"a": 1.0}, {"a": float("inf")}], out)
-    assert str(caught.value) == f"{out}: error: cannot write record 1 as JSON: Out of range float values are not JSON compliant"
+    assert str(caught.value) == (f"{out}: error: cannot write record 1 as JSON: "
+                                 "Out of range float values are not JSON compliant")
     assert not out.exists()
 
 

@@ -166,8 +166,10 @@ def _table(**overrides: Any) -> pa.Table:
         ({"episode": pa.array([1, 2])},
          "error: `episode` must be a column of strings (the episode ids), got a column of int64"),
         ({"episode": pa.array(["a", None])}, "error: row 2: missing `episode` (a string)"),
-        ({"episode": pa.array(["a", "a"])}, "error: row 2: episode a: this id is already used, row 1; ids must be unique"),
-        ({"actions": pa.array([[{"verb": "go"}], None])}, "error: row 2: episode b: missing `actions` (a list of objects)"),
+        ({"episode": pa.array(["a", "a"])},
+         "error: row 2: episode a: this id is already used, row 1; ids must be unique"),
+        ({"actions": pa.array([[{"verb": "go"}], None])},
+         "error: row 2: episode b: missing `actions` (a list of objects)"),
         ({"states": pa.array([[{"place": "hall"}, None], [{"place": "x"}]])},
          "error: row 1: episode a: state 1 must be an object, got null"),
         ({"actions": pa.array([[], []])},
@@ -182,7 +184,8 @@ def _table(**overrides: Any) -> pa.Table:
          "error: row 1: episode a: field `items` of state 1: expected a list of strings, got [\"a\", null]"),
         ({"states": pa.array([[{"heat": 1.0}, {"heat": float("nan")}], [{}]])},
          "error: row 1: episode a: field `heat` of state 1: expected a finite number, got NaN"),
-        ({"env_reward": pa.array(["1", "0"])}, "error: `env_reward` must be a column of numbers, got a column of string"),
+        ({"env_reward": pa.array(["1", "0"])},
+         "error: `env_reward` must be a column of numbers, got a column of string"),
     ],
 )
 def test_a_malformed_table_is_a_located_error_and_eval_writes_nothing(tmp_path: Path, overrides: dict[str, Any],
@@ -225,7 +228,8 @@ def test_a_table_sharing_no_field_with_the_rubric_is_an_error(tmp_path: Path, sc
 
 def test_convert_refuses_a_field_of_two_types_with_its_line(tmp_path: Path) -> None:
     jsonl = tmp_path / "t.jsonl"
-    lines = [{"episode": "a", "states": [{"n": 1}], "actions": []}, {"episode": "b", "states": [{"n": "x"}], "actions": []}]
+    lines = [{"episode": "a", "states": [{"n": 1}], "actions": []},
+             {"episode": "b", "states": [{"n": "x"}], "actions": []}]
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in lines))
     with pytest.raises(DataError) as caught:
         convert_trajectories(jsonl, tmp_path / "t.parquet")

@@ -3,8 +3,9 @@ never punished, random ones are, and its capabilities tell them apart.
 
 The rubric's `service` schema is tau-bench's retail seen by a support desk; `service_record` turns a tau2 episode
 into it (identity verified by a user lookup, orders checked by `get_order_details`, cancellations and returns
-accepted so far), from what the environment's steps gave (the toolenv facts and the tool results). Its instructions read "You are NAME (EMAIL). Cancel order #W...", so each task's instruction is
-written from its one cancel, return or exchange.
+accepted so far), from what the environment's steps gave (the toolenv facts and the tool results). Its instructions read
+"You are NAME (EMAIL). Cancel order #W...", so each task's instruction is written from its one cancel, return or
+exchange.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def _careful(task: Task, email: str) -> Task:
     """The gold calls, after verifying the user by email and looking the order up, as the policy asks."""
     change = next(a for a in task.actions if a.name in WANTS)
     first = [GoldAction(action_id="verify", name="find_user_id_by_email", arguments={"email": email}),
-             GoldAction(action_id="check", name="get_order_details", arguments={"order_id": change.arguments["order_id"]})]
+             GoldAction(action_id="check", name="get_order_details",
+                        arguments={"order_id": change.arguments["order_id"]})]
     return dataclasses.replace(task, actions=(*first, *task.actions))
 
 
@@ -150,7 +152,8 @@ class RandomAgent:
 
     def act(self, messages):
         if self.rng.random() < 0.2:
-            return self.rng.choice(["Let me look into that.", "<action>transfer_to_human_agents(summary=\"help\")</action>"])
+            return self.rng.choice(["Let me look into that.",
+                                    "<action>transfer_to_human_agents(summary=\"help\")</action>"])
         tool = self.rng.choice(self.tools)
         arguments = {p.name: self.rng.choice(self.values) for p in tool.params if self.rng.random() < 0.9}
         return format_tool_call(tool.name, arguments)

@@ -84,7 +84,8 @@ def target(request: pytest.FixtureRequest) -> Any:
         domain = request.getfixturevalue("domains")["retail"]
         gold: dict[str, Any] = {}  # the gold databases, replayed once for every environment of the group
         mutations = [t.id for t in domain.tasks.values() if any(a.name.startswith("cancel") for a in t.actions)]
-        yield Target(make=lambda: tau2.Tau2Environment(domain, user=tau2.gold_user(), task_ids=mutations[:2], gold=gold),
+        yield Target(make=lambda: tau2.Tau2Environment(domain, user=tau2.gold_user(), task_ids=mutations[:2],
+                                                       gold=gold),
                      solver=tau2.GoldAgent, idle=Idle("All done. I am sorry, I cannot help with that."),
                      rubric=REPO / "examples" / "tau2.rubric", seeds=(0, 1), max_turns=60)
     else:

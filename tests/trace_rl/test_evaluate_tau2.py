@@ -35,7 +35,8 @@ def _do_nothing_value(domain, task) -> float:  # type: ignore[no-untyped-def]
     return 1.0 if untouched == gold and not task.communicate_info else 0.0
 
 
-CONDITIONS = [Condition(name="gold", make_agent=GoldAgent), Condition(name="nothing", make_agent=lambda env: NullAgent())]
+CONDITIONS = [Condition(name="gold", make_agent=GoldAgent),
+              Condition(name="nothing", make_agent=lambda env: NullAgent())]
 
 
 def test_gold_scores_one_and_doing_nothing_scores_the_benchmarks_value(domains, tmp_path: Path) -> None:

@@ -63,13 +63,15 @@ def test_429_then_success_waits_as_the_server_asks_and_says_so() -> None:
 
 
 def test_retries_are_bounded_and_the_error_says_what_the_server_said() -> None:
-    with ChatServer([Status(500, body='{"error": {"message": "overloaded"}}')] * 4).running() as server, pytest.raises(LLMError, match=r"HTTP 500: overloaded \(gave up after 4 tries\)"):
+    with (ChatServer([Status(500, body='{"error": {"message": "overloaded"}}')] * 4).running() as server,
+          pytest.raises(LLMError, match=r"HTTP 500: overloaded \(gave up after 4 tries\)")):
         backend(server).sample(MESSAGES, Sampling())
     assert len(server.requests) == 4
 
 
 def test_a_client_error_is_not_retried() -> None:
-    with ChatServer([Status(401, body='{"error": {"message": "invalid api key"}}')]).running() as server, pytest.raises(LLMError, match="answered HTTP 401: invalid api key"):
+    with (ChatServer([Status(401, body='{"error": {"message": "invalid api key"}}')]).running() as server,
+          pytest.raises(LLMError, match="answered HTTP 401: invalid api key")):
         backend(server).sample(MESSAGES, Sampling())
     assert len(server.requests) == 1
 
@@ -77,7 +79,8 @@ def test_a_client_error_is_not_retried() -> None:
 def test_a_timeout_is_retried_then_reported() -> None:
     with ChatServer([Stall(1.0), Reply("on time")]).running() as server:
         assert backend(server, timeout_s=0.2).sample(MESSAGES, Sampling()) == ["on time"]
-    with ChatServer([Stall(1.0), Stall(1.0)]).running() as server, pytest.raises(LLMError, match=r"no reply within 0.2 s \(gave up after 2 tries\)"):
+    with (ChatServer([Stall(1.0), Stall(1.0)]).running() as server,
+          pytest.raises(LLMError, match=r"no reply within 0.2 s \(gave up after 2 tries\)")):
         backend(server, timeout_s=0.2, retries=1).sample(MESSAGES, Sampling())
 
 

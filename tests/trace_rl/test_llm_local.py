@@ -86,7 +86,8 @@ def test_local_models_by_name() -> None:
 
 def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if it were not installed (the trainer asks the same helper)
-    with pytest.raises(LLMError, match=r"vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec\[gpu\]'"):
+    with pytest.raises(LLMError,
+                       match=r"vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec\[gpu\]'"):
         open_backend(BackendSettings(backend="vllm", model="tiny"), {})
 
 

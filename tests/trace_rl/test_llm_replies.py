@@ -45,7 +45,8 @@ def test_a_bad_reply_says_what_is_wrong_in_words_for_the_model(reply: str, says:
 
 
 _VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                       lambda inner: (st.lists(inner, max_size=3)
+                                      | st.dictionaries(st.text(max_size=5), inner, max_size=3)),
                        max_leaves=10)
 
 

@@ -28,7 +28,8 @@ SHIPPED = (LIBRARY / "precondition_verification.rubric").read_text()
 WRITTEN = SHIPPED.replace("cancel_unshipped", "careful_cancel").replace(
     "capability precondition_verification", "capability careful_order_cancellation")
 TYPE_ERRORS = WRITTEN.replace("status == pending", "status == pendng").replace("get_order(x.id); ", "get_ordr(x.id); ")
-NO_GOLD = WRITTEN.replace("solution get_order(x.id); get_order(y.id); cancel_order(open.id)", "solution get_order(x.id)")
+NO_GOLD = WRITTEN.replace("solution get_order(x.id); get_order(y.id); cancel_order(open.id)",
+                          "solution get_order(x.id)")
 TARGET = Target(name="careful_order_cancellation", description="looks at each order before cancelling the right one",
                 excerpts=("agent: <action>cancel_order(order=\"O1\")</action>\n  -> shipped order cancelled",))
 
@@ -189,7 +190,8 @@ def test_synth_rubric_repairs_until_every_operator_passes_validation(tmp_path: P
     replies = [fenced(typo, "Rubric:"), fenced(dead), fenced(GOOD_RUBRIC)]
     out = tmp_path / "toolenv_ops.rubric"
     with ChatServer([], fallback=lambda body: replies.pop(0)).running() as server:
-        code = main(["synth", "rubric", "--schema", "toolenv", "--env", str(LIBRARY / "precondition_verification.rubric"),
+        code = main(["synth", "rubric", "--schema", "toolenv",
+                     "--env", str(LIBRARY / "precondition_verification.rubric"),
                      "--seeds", "6", "-o", str(out), "--llm", "http", "--base-url", server.base_url,
                      "--model", "writer"])
         requests = server.requests

@@ -50,10 +50,12 @@ class Script:
 @pytest.fixture(scope="module")
 def trajectories(domains, tmp_path_factory):
     domain = domains["retail"]
-    task = next(t for t in domain.tasks.values() if any(a.name.startswith(("cancel", "exchange", "return")) for a in t.actions))
+    task = next(t for t in domain.tasks.values()
+                if any(a.name.startswith(("cancel", "exchange", "return")) for a in t.actions))
     env = Tau2Environment(domain, user=gold_user(), task_ids=[task.id])
     gold = run_episode(env, GoldAgent(env), 0, env.max_steps, episode="gold")
-    env = Tau2Environment(domain, user=scripted_user(["Hi, I need some help with my account.", "ok"]), task_ids=[task.id])
+    env = Tau2Environment(domain, user=scripted_user(["Hi, I need some help with my account.", "ok"]),
+                          task_ids=[task.id])
     careless = Careless([format_tool_call(a.name, a.arguments) for a in task.actions])
     path = tmp_path_factory.mktemp("tau2") / "episodes.jsonl"
     write_records([gold, run_episode(env, careless, 0, env.max_steps, episode="careless")], path)
@@ -112,12 +114,14 @@ class RandomAgent:
     def __init__(self, domain, task, seed: int):
         self.rng = random.Random(seed)
         self.tools = sorted(domain.toolkit.tools.values(), key=lambda tool: tool.name)
-        self.values = sorted({str(v) for a in task.actions for v in a.arguments.values() if isinstance(v, str)}) or ["x"]
+        self.values = sorted({str(v) for a in task.actions for v in a.arguments.values()
+                              if isinstance(v, str)}) or ["x"]
 
     def act(self, messages):
         roll = self.rng.random()
         if roll < 0.15:
-            return self.rng.choice(['<action>cancel_everything(now=true)</action>', '<action>get_user_details(</action>'])
+            return self.rng.choice(['<action>cancel_everything(now=true)</action>',
+                                    '<action>get_user_details(</action>'])
         if roll < 0.3:
             return self.rng.choice(["Can I help with anything else?", "Let me check that for you."])
         tool = self.rng.choice(self.tools)

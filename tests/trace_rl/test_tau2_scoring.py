@@ -76,7 +76,8 @@ def test_a_wrong_action_changes_the_hash_and_scores_zero(domains):
         gold, _ = replay_gold(domain, task)
         assert _final_hash(domain, task, arguments) != gold.db.stable_hash()
     right = play(
-        domain, task, Script(format_tool_call(exchange.name, exchange.arguments), "Done."), ["Please exchange my items."]
+        domain, task, Script(format_tool_call(exchange.name, exchange.arguments), "Done."),
+        ["Please exchange my items."],
     )
     assert right.score().reward == 1.0
 

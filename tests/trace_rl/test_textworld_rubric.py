@@ -126,7 +126,8 @@ def played(tmp_path_factory: pytest.TempPathFactory):
             name = f"tw-simple{seed}"
             gold.append(run_episode(env, WalkthroughAgent(env), seed, 60, episode=f"{name}-walkthrough"))
             episodes.append(run_episode(env, CarelessAgent(env), seed, 40, episode=f"{name}-careless"))
-            episodes += [run_episode(env, FlailingAgent(env, s), seed, 30, episode=f"{name}-random{s}") for s in range(3)]
+            episodes += [run_episode(env, FlailingAgent(env, s), seed, 30, episode=f"{name}-random{s}")
+                         for s in range(3)]
     path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
     write_records(gold + episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)

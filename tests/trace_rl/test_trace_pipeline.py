@@ -306,8 +306,8 @@ def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
     assert "| routed |" in rerun.stdout and rerun.stdout.rstrip().endswith("report.md")
 
 
-def test_a_missing_target_environment_is_said_at_its_line_when_the_config_loads(tmp_path: Path,
-                                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_target_environment_is_said_at_its_line_when_the_config_loads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from tracec.cli import main
 
     config = write_config(tmp_path)

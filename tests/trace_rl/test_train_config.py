@@ -33,7 +33,8 @@ def test_defaults_follow_trace() -> None:
 def test_a_saved_config_reads_back_equal(tmp_path_factory: pytest.TempPathFactory, group_size: int, lr: float,
                                          kind: str, lam: float | None, targets: list[str], name: str) -> None:
     config = load_config(None, [f"rollout.group_size={group_size}", f"optim.lr={lr!r}", f"advantage.kind={kind}",
-                                "advantage.rubric=examples/toolenv.rubric", f"lora.targets={targets!r}".replace("'", '"')])
+                                "advantage.rubric=examples/toolenv.rubric",
+                                f"lora.targets={targets!r}".replace("'", '"')])
     folder = tmp_path_factory.mktemp("cfg")
     config = config.replace(model=config.model.__class__(name=name), advantage=config.advantage.__class__(
         kind=kind, rubric=str(folder / "r.rubric"), lam=lam))

@@ -69,7 +69,8 @@ def says_yes(message: str) -> bool:
     for part in parts:
         if part.endswith("?") or _QUESTION_START.search(part):
             return False
-        if _REFUSE_START.search(part) or _NEGATED_ASSENT.search(part) or _HALT.search(part) or _RESERVATION.search(part):
+        if (_REFUSE_START.search(part) or _NEGATED_ASSENT.search(part) or _HALT.search(part)
+                or _RESERVATION.search(part)):
             return False
         affirmed = affirmed or _AFFIRM.search(part) is not None
     return affirmed

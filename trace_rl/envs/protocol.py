@@ -1,7 +1,7 @@
 """The one environment protocol: what the trainer, `evaluate` and the pipeline run, whatever the target.
 
-Capability environments (`trace_rl/envs/capability/`), TextWorld games and tau2-bench domains all speak it. An episode is a
-conversation: `reset(seed)` gives the system prompt's task-independent part (`system_prompt`) and the first
+Capability environments (`trace_rl/envs/capability/`), TextWorld games and tau2-bench domains all speak it. An episode
+is a conversation: `reset(seed)` gives the system prompt's task-independent part (`system_prompt`) and the first
 observation; each agent turn is one `step(action_text)`, which gives the next observation (a tool result or game
 text, or the simulated user's reply: the user lives inside the environment), whether the episode is over, the step's
 environment reward (the terminal reward on the last step, 0 before), and the transition's canonical facts (the state

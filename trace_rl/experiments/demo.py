@@ -117,7 +117,8 @@ def _section(title: str) -> None:
 
 def _parameters(folder: Path) -> str:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    return f"Llama, hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, vocabulary {config['vocab_size']}"
+    return (f"Llama, hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
+            f"vocabulary {config['vocab_size']}")
 
 
 def _train_methods(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Curve]:
@@ -226,9 +227,11 @@ def trust_region_summary(metrics: list[dict[str, Any]]) -> str:
     if not steps:
         return "no update taken"
     return (f"{len(steps)} optimizer steps, ratio p99 <= {max(s['ratio_p99'] for s in steps):.2f} (max "
-            f"{max(s['ratio_max'] for s in steps):.2f}), approx KL median {np.median([s['approx_kl'] for s in steps]):.4f}, "
+            f"{max(s['ratio_max'] for s in steps):.2f}), "
+            f"approx KL median {np.median([s['approx_kl'] for s in steps]):.4f}, "
             f"clipped {np.mean([s['clip_fraction'] for s in steps]):.1%}, grad norm <= "
-            f"{max(s['grad_norm'] for s in steps):.2f}, {sum(bool(m.get('early_stopped')) for m in metrics)} early stops")
+            f"{max(s['grad_norm'] for s in steps):.2f}, "
+            f"{sum(bool(m.get('early_stopped')) for m in metrics)} early stops")
 
 
 def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] | None:
@@ -239,9 +242,9 @@ def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] 
         return None
     small = replace(setup, family=replace(setup.family, eval_seeds=setup.family.eval_seeds[:budget.smol_eval_seeds]))
     spec = RunSpec(method="trca", model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=16.0),
-                   iterations=budget.smol_iterations, eval_every=budget.smol_iterations, groups_per_batch=budget.smol_groups,
-                   group_size=budget.smol_group_size, lr=budget.smol_lr, clip_eps=budget.clip_eps,
-                   target_kl=budget.target_kl, eval_episodes=1, threads=1)
+                   iterations=budget.smol_iterations, eval_every=budget.smol_iterations,
+                   groups_per_batch=budget.smol_groups, group_size=budget.smol_group_size, lr=budget.smol_lr,
+                   clip_eps=budget.clip_eps, target_kl=budget.target_kl, eval_episodes=1, threads=1)
     curve = learning_curve(small, spec, _run_dir(workdir, "smollm2"))
     before, after = curve.points[0], curve.points[-1]
     gain = paired_difference(_wins(before), _wins(after))

@@ -26,6 +26,8 @@ from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.trajectories.jsonl import Episode
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
+from tracec.config_io import ConfigError
+
 EPS = 1e-6
 CONSTANT = 1e-9
 
@@ -42,10 +44,11 @@ def grpo_advantages(rewards: np.ndarray, groups: np.ndarray, *, scale: str) -> n
 
 def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric: str) -> None:
     """Refuse a rubric whose schema names none of the fields the environment's states have: every fact would be
-    unknown, every operator silent and every advantage 0, a run that trains on nothing without a word."""
+    unknown, every operator silent and every advantage 0, a run that trains on nothing without a word: a config
+    error, said before the first rollout."""
     declared = set(scorer.compiled.schema.state)
     if declared and not declared & set(state):
-        raise ValueError(f"advantage.rubric = {rubric!r}: its schema {scorer.compiled.schema.name!r} reads the state "
+        raise ConfigError(f"advantage.rubric = {rubric!r}: its schema {scorer.compiled.schema.name!r} reads the state "
                          f"fields {', '.join(sorted(declared))}, and the environment's states have none of them "
                          f"(they have {', '.join(sorted(state)) or 'no fields'}); use the rubric written for this "
                          "environment")
@@ -61,7 +64,8 @@ def trca_step_advantages(scorer: RubricScorer, episodes: Sequence[EpisodeRollout
 
 def _as_episode(rollout: EpisodeRollout) -> Episode:
     record = rollout.trajectory
-    return Episode(episode=rollout.episode, task=f"group{rollout.group}", instruction=str(record.get("instruction", "")),
+    return Episode(episode=rollout.episode, task=f"group{rollout.group}",
+                   instruction=str(record.get("instruction", "")),
                    states=list(record["states"]), actions=list(record["actions"]),
                    env_reward=float(record.get("env_reward", 0.0)), success=record.get("success"))
 

@@ -2,10 +2,10 @@
 
 `environment_factory(section)` makes fresh environments of one target, all speaking the one protocol
 (`trace_rl.envs.protocol`): a capability environment compiled from its `.rubric` file, a TextWorld task family (one
-game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, or
-any class of your own (`kind = "python"`, `factory = "package.module:function"`). `TaskStream` hands out the seeds a run trains
-on: every seed of `first_seed .. first_seed + num_seeds - 1` once per pass, each pass in its own seeded order; its
-`position` is the data position a checkpoint records.
+game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, or any class of your own
+(`kind = "python"`, `factory = "package.module:function"`). `TaskStream` hands out the seeds a run trains on: every
+seed of `first_seed .. first_seed + num_seeds - 1` once per pass, each pass in its own seeded order; its `position`
+is the data position a checkpoint records.
 Left out: mixtures of environments in one run (TRACE trains one adapter per environment).
 """
 

@@ -44,7 +44,8 @@ def clean_model_folder(source: Path, target: Path) -> Path:
         if path.name != "config.json":
             (target / path.name).symlink_to(path.resolve())
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))
-    if isinstance(config.get("quantization_config"), dict) and config["quantization_config"].get("quant_method") == "gguf":
+    if (isinstance(config.get("quantization_config"), dict)
+            and config["quantization_config"].get("quant_method") == "gguf"):
         del config["quantization_config"]
     (target / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     return target

@@ -20,8 +20,8 @@ and in SmolLM2 tied to the embeddings) gets no gradient buffer at all.
 only the hidden states whose next token carries a loss through the head. It passes `attention_mask=None`,
 `use_cache=False` and position ids that restart per sequence: transformers (since 4.54, `masking_utils`; checked
 here with 5.24) then finds the sequence boundaries from the position ids and builds a block-diagonal causal mask for
-the eager, SDPA and flex attention kernels (flash attention, untested here, reads the same position ids). An all-ones mask or a
-cache turns that detection off and lets packed sequences attend to each other (the tests show both); an older
+the eager, SDPA and flex attention kernels (flash attention, untested here, reads the same position ids). An all-ones
+mask or a cache turns that detection off and lets packed sequences attend to each other (the tests show both); an older
 transformers is refused with an error.
 
 The tile arithmetic (fold a logits tile into the running statistics; turn a tile into the head's gradient) is the
@@ -217,8 +217,8 @@ def token_logprobs(hidden: Tensor, weight: Tensor, targets: Tensor, *, temperatu
 
     hidden (N, H) and weight (V, H) of one dtype, targets (N,) integer ids in [0, V). With `with_entropy`, also each
     row's entropy (N,), without gradient. The arithmetic is fp32 for fp32, bf16 and fp16 inputs, and fp64 for fp64
-    inputs (exact comparisons, gradient checks), and so are the results. `weight` gets a gradient only if it requires one. A tile of logits is
-    `rows_per_tile` x `chunk_size` (vocabulary entries) values. `backend`: "torch"
+    inputs (exact comparisons, gradient checks), and so are the results. `weight` gets a gradient only if it requires
+    one. A tile of logits is `rows_per_tile` x `chunk_size` (vocabulary entries) values. `backend`: "torch"
     (the reference, any device), "triton" (GPU kernels, or Triton's interpreter on CPU with TRITON_INTERPRET=1), or
     "auto" (Triton on CUDA tensors, torch elsewhere).
     """
@@ -256,7 +256,8 @@ def _check_arguments(hidden: Tensor, weight: Tensor, targets: Tensor, temperatur
 def sequence_logprobs(model: Any, batch: PackedBatch, *, temperature: float = 1.0, with_entropy: bool = False,
                       chunk_size: int = 4096,
                       backend: Backend = "auto") -> list[Tensor] | tuple[list[Tensor], list[Tensor]]:
-    """Per sequence of `batch`, the log-prob (fp32; fp64 for an fp64 model) of each token whose loss mask is true, in sequence order.
+    """Per sequence of `batch`, the log-prob (fp32; fp64 for an fp64 model) of each token whose loss mask is true, in
+    sequence order.
 
     Token i is scored under the logits at position i-1 of its own sequence. With `with_entropy`, also the entropy of
     those same distributions. `model` is a transformers causal LM (Llama-like) or a peft model wrapping one.

@@ -197,8 +197,8 @@ class RolloutEngine:
         self._offer_choices(episode)
         if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
             _close(env)
-            raise ConfigError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no room "
-                             f"for a turn of {self._room(episode)} in rollout.max_context_tokens = "
+            raise ConfigError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no "
+                             f"room for a turn of {self._room(episode)} in rollout.max_context_tokens = "
                              f"{self.settings.max_context_tokens}; raise rollout.max_context_tokens")
         return episode
 
@@ -248,8 +248,9 @@ class RolloutEngine:
         else:
             first, stop = self.template.action_token_range(turn.ids)
         if turn.choice is not None:
-            episode.choice_turns.append(ChoiceTurn(start=len(episode.ids), choices=tuple(map(tuple, episode.choice_ids)),
-                                                   chosen=turn.choice, old_logprob=turn.choice_logprob))
+            choices = tuple(map(tuple, episode.choice_ids))
+            episode.choice_turns.append(ChoiceTurn(start=len(episode.ids), choices=choices, chosen=turn.choice,
+                                                   old_logprob=turn.choice_logprob))
         episode.ids.extend(turn.ids)
         episode.logprobs.extend(turn.logprobs)
         episode.steps.extend(step if first <= i < stop else -1 for i in range(len(turn.ids)))

@@ -48,7 +48,8 @@ class LoraSpec:
 
 
 def lora_specs(adapters: Mapping[str, str | Path]) -> list[LoraSpec]:
-    """One spec per adapter, checked as `PeftAdapters` checks them: names other than `base`, LoRA folders with a rank."""
+    """One spec per adapter, checked as `PeftAdapters` checks them: names other than `base`, LoRA folders with a
+    rank."""
     specs = []
     for int_id, (name, folder) in enumerate(adapters.items(), start=1):
         check_adapter_name(name)

@@ -60,7 +60,8 @@ def test_key_prefixes_are_unique_and_short() -> None:
 
 GENERATED = compile_environment("""
 environment gen "every generator" {
-  table users(id: key, name: name, city: city, day: date, n: int -5..5, f: float 0.5..2.5, e: enum(a, b), ok: bool) rows 1..40
+  table users(id: key, name: name, city: city, day: date, n: int -5..5, f: float 0.5..2.5, \
+e: enum(a, b), ok: bool) rows 1..40
   table items(code: key, owner: ref users, m: int 7..7) rows 0..6
   let u = pick(users)
   task "{u.name} {u.id}"

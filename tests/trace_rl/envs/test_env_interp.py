@@ -44,7 +44,8 @@ def test_reset_is_a_pure_function_of_the_seed(program) -> None:  # type: ignore[
     assert first.reset(7) == second.reset(7) == Observation(text=first.scenario.task, role="user")  # type: ignore[union-attr]
     a, b = first.scenario, second.scenario
     assert a is not None and b is not None
-    assert (a.db.digest(), a.gold_digest, a.gold_calls, a.report) == (b.db.digest(), b.gold_digest, b.gold_calls, b.report)
+    assert ((a.db.digest(), a.gold_digest, a.gold_calls, a.report)
+            == (b.db.digest(), b.gold_digest, b.gold_calls, b.report))
     assert len({Environment(program).reset(seed) for seed in range(30)}) == 30
 
 
@@ -100,9 +101,11 @@ def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  #
 @pytest.mark.parametrize(
     "turn, error",
     [
-        ("<action>cancle(trip=T1)</action>", "unknown tool `cancle` (did you mean `cancel`?); tools are: find_user, list_trips, cancel"),
+        ("<action>cancle(trip=T1)</action>",
+         "unknown tool `cancle` (did you mean `cancel`?); tools are: find_user, list_trips, cancel"),
         ("<action>cancel(trip=</action>", "malformed <action> at column 13: expected a value"),
-        ("<action>cancel(trp=T1)</action>", "`cancel` has no argument `trp`; did you mean `trip`? (it takes cancel(trip: key) changes trips)"),
+        ("<action>cancel(trp=T1)</action>",
+         "`cancel` has no argument `trp`; did you mean `trip`? (it takes cancel(trip: key) changes trips)"),
         ("<action>cancel()</action>", "`cancel` needs the argument `trip` (it takes cancel(trip: key) changes trips)"),
         ("<action>cancel(trip=[1, 2])</action>", "argument `trip` of `cancel`: expected a string, got a list"),
         ("<action>cancel(trip=T0000)</action>", "trip T0000 is not active"),
@@ -185,7 +188,8 @@ def test_llm_user_sees_only_messages_and_stops_the_episode(program) -> None:  # 
     assert step(env, "Cancelled.") == ("Thank you, bye.", True)
     first = backend.calls[0]
     assert first[0]["role"] == "system" and task in first[0]["content"]
-    assert [(m["role"], m["content"]) for m in first[1:]] == [("assistant", task), ("user", "Is it the trip on Monday?")]
+    assert [(m["role"], m["content"]) for m in first[1:]] == [("assistant", task),
+                                                              ("user", "Is it the trip on Monday?")]
     assert len(backend.calls[1]) == 5
 
 

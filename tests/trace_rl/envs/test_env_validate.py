@@ -43,10 +43,13 @@ def test_render_shows_the_reports_figures_and_the_verdict() -> None:
          "seed 0: the gold solution scores 0.900 (state 1, report 1)"),
         ("; cancel(target.id)\n  report target.price\n  reward 0.6 * state + 0.4 * report", "\n  reward state",
          "seed 0: doing nothing scores 1; the task needs no change and no answer"),
-        ('task "Hi, I\'m {me.name}. Please cancel my trip from {target.origin} to {target.dest} on {target.day}, and tell me the refund."',
-         'task "Please cancel my trip."', "only 1 distinct tasks in 10 seeds (need 90%); the task text should name what the seed picked"),
+        (('task "Hi, I\'m {me.name}. Please cancel my trip from {target.origin} to {target.dest} on {target.day}, '
+          'and tell me the refund."'),
+         'task "Please cancel my trip."',
+         "only 1 distinct tasks in 10 seeds (need 90%); the task text should name what the seed picked"),
         ("status == active)", "status == active and price > 900)",
-         "seed 0: <string>:9:16: error: `pick(trips ...)` found no row in 32 draws of seed 0; loosen its condition or generate more rows"),
+         ("seed 0: <string>:9:16: error: `pick(trips ...)` found no row in 32 draws of seed 0; "
+          "loosen its condition or generate more rows")),
         ("set trips[$trip].status = cancelled", "set trips[$trip].status = active",
          "seed 0: doing nothing scores 1; the task needs no change and no answer"),
     ],

@@ -70,7 +70,8 @@ def test_llm_user_without_a_greeting_states_the_scenario_and_strips_the_end_toke
     system, *dialogue = model.calls[1]
     assert system == {"role": "system", "content": "Rules {with braces}.\nYou want: cancel T1"}
     assert dialogue == [{"role": "assistant", "content": "cancel T1"}, {"role": "user", "content": "Which trip?"},
-                        {"role": "assistant", "content": "Yes, the Monday one. "}, {"role": "user", "content": "Cancelled."}]
+                        {"role": "assistant", "content": "Yes, the Monday one. "},
+                        {"role": "user", "content": "Cancelled."}]
 
 
 def test_llm_user_answers_a_greeting_and_can_keep_the_end_token() -> None:

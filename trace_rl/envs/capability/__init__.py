@@ -27,7 +27,8 @@ def compile_environment(text: str, path: str = "<string>", *, name: str | None =
     if len(chosen) != 1:
         names = ", ".join(f"`{e.name}`" for e in envs) or "none"
         what = f"no environment `{name}`" if name is not None else "expected exactly one environment"
-        raise CheckError([source.diagnostic(module.decls[0].loc if module.decls else NOWHERE, f"{what} (found {names})")])
+        raise CheckError([source.diagnostic(module.decls[0].loc if module.decls else NOWHERE,
+                                            f"{what} (found {names})")])
     checked, errors = check_environment(chosen[0], source, limits=limits)
     if checked is None:
         raise CheckError(errors)

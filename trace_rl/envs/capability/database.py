@@ -27,7 +27,8 @@ class Database:
         }
 
     def copy(self) -> Database:
-        return Database({table: [dict(row) for row in table_rows] for table, table_rows in self.rows.items()}, self.keys)
+        return Database({table: [dict(row) for row in table_rows] for table, table_rows in self.rows.items()},
+                        self.keys)
 
     def digest(self) -> str:
         return hashlib.sha256(_CANONICAL.encode(self.rows).encode()).hexdigest()

@@ -126,9 +126,11 @@ class _Tool:
             changed |= row[column] != new
             row[column] = new
         updated = list({id(row): row for _, row, _, _ in changes}.values())
-        revealed = tuple(row[c] for table, row, _, _ in changes for c in self.reveal_by_table[table] if row[c] is not None)
+        revealed = tuple(row[c] for table, row, _, _ in changes for c in self.reveal_by_table[table]
+                         if row[c] is not None)
         return Outcome(kind="mutate", tool=self.name, accepted=True, changed=changed, target=target, args=shown,
-                       observation=render_result({"ok": True, "updated": updated}) if observe else "", revealed=revealed)
+                       observation=render_result({"ok": True, "updated": updated}) if observe else "",
+                       revealed=revealed)
 
 
 class Program:
@@ -181,7 +183,8 @@ class Program:
             tool = self.tools[call.tool]
             arguments = {p.name: fn(None, Frame(gold, lets)) for p, fn in zip(tool.info.params, args)}
             # A query changes nothing: checking its arguments is all the gold state needs from it.
-            error = tool.bind(arguments)[1] if tool.kind == "query" else tool.run(gold, lets, arguments, observe=False).error
+            error = (tool.bind(arguments)[1] if tool.kind == "query"
+                     else tool.run(gold, lets, arguments, observe=False).error)
             if error is not None:
                 raise self._error(call.loc, f"the solution's call to `{call.tool}` fails on seed {seed}: {error}")
             calls.append(ToolCall(name=call.tool, arguments=arguments))

@@ -114,7 +114,8 @@ class ValidationReport:
         row = (self.environment, str(self.seeds), f"{self.gold_mean:.3f}", f"{self.null_mean:.3f}",
                f"{self.random_mean:.3f}", str(self.distinct_tasks))
         widths = [max(len(h), len(c)) for h, c in zip(header, row)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)), "  ".join(c.ljust(w) for c, w in zip(row, widths))]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
+                 "  ".join(c.ljust(w) for c, w in zip(row, widths))]
         lines.append("ok" if self.ok else f"FAILED: {self.reason}")
         lines += [f"  also: {f}" for f in self.failures[1:5]]
         return "\n".join(lines)

@@ -77,7 +77,8 @@ def find_data_dir(explicit: Path | str | None = None) -> Path:
         if (candidate / "airline").is_dir() or (candidate / "retail").is_dir():
             return candidate
     tried = ", ".join(str(c) for c in candidates)
-    raise FileNotFoundError(f"tau2 data not found (tried {tried}); name the folder (env.tau2.data in a training config, "
+    raise FileNotFoundError(f"tau2 data not found (tried {tried}); name the folder "
+                            "(env.tau2.data in a training config, "
                             f"target.tau2.data in a pipeline's, --tau2-data for evaluate and route, --data-dir for "
                             f"tau2 replay) or set {DATA_ENV_VAR}")
 

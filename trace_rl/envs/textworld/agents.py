@@ -1,9 +1,10 @@
 """Scripted agents for TextWorld games, in the one agent protocol (`tracec.trace_rl.envs.agent`).
 
-Both hold the game they play in (a `TextWorldEnvironment`, or a task family's, through `Game`) and read what it knows, which the agent's observation
-does not carry: the walkthrough agent plays the first command of TextWorld's current winning plan
-(`policy_commands`), the random agent a seeded draw of the admissible commands (the same seed, the same episode;
-its draws restart with each conversation). An LLM agent is `trace_rl.envs.agent.ChatAgent` over any chat backend.
+Both hold the game they play in (a `TextWorldEnvironment`, or a task family's, through `Game`) and read what it knows,
+which the agent's observation does not carry: the walkthrough agent plays the first command of TextWorld's current
+winning plan (`policy_commands`), the random agent a seeded draw of the admissible commands (the same seed, the same
+episode; its draws restart with each conversation). An LLM agent is
+`trace_rl.envs.agent.ChatAgent` over any chat backend.
 Left out: batching several games, prompt tuning.
 """
 

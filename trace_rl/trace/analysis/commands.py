@@ -132,7 +132,8 @@ def _kept(path: Path, capabilities: Sequence[Capability]) -> bool:
     names = {c.name for c in capabilities}
     if set(run.labels) != names:
         raise UsageProblem(f"{path}: labelled against the capabilities {', '.join(sorted(run.labels))}, not this "
-                           f"dictionary's ({', '.join(sorted(names))}); pass --force to relabel it, or choose another -o")
+                           f"dictionary's ({', '.join(sorted(names))}); pass --force to relabel it, "
+                           "or choose another -o")
     return run.total_failed + run.total_passed > 0
 
 

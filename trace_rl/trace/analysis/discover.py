@@ -6,8 +6,9 @@ Each of the n runs is independent: its own sample of the trajectories (failures 
 the run's seed) and its own sampling seed, so the runs see different evidence and the merge measures agreement.
 A reply is accepted when it matches the schema, its names are distinct snake_case, and every example id is one the
 prompt showed; otherwise the problem goes back (`llm.repair`). Candidates merge by name (the schema holds names
-to snake_case, so `Multi-Step` and `multi_step` cannot both occur): the first run's description wins, examples are pooled, and `proposed_in` counts the runs that named
-it. The merged dictionary is ordered by that count, then by first appearance, and cut to `max_candidates`.
+to snake_case, so `Multi-Step` and `multi_step` cannot both occur): the first run's description wins, examples are
+pooled, and `proposed_in` counts the runs that named it. The merged dictionary is ordered by that count, then by first
+appearance, and cut to `max_candidates`.
 Left out: merging near-synonyms with different names (the labeling phase would disagree on them; review the
 dictionary, as TRACE advises, before labeling).
 """

@@ -54,7 +54,8 @@ def train_adapters(context: Context, folder: Path, built: Path) -> str:
         result = train(train_config, out=run_dir, resume=True, on_iteration=progress)
         rewards = [m.get("reward_mean") for m in result.metrics]
         trained[name] = {"adapter": result.adapter.relative_to(folder).as_posix(), "iterations": len(result.metrics),
-                         "first_reward": rewards[0] if rewards else None, "last_reward": rewards[-1] if rewards else None}
+                         "first_reward": rewards[0] if rewards else None,
+                         "last_reward": rewards[-1] if rewards else None}
     write_atomic(folder / ADAPTERS, [json.dumps(trained, indent=2) + "\n"])
     return ", ".join(f"{n}: reward {_num(t['first_reward'])} -> {_num(t['last_reward'])} in {t['iterations']} "
                      "iterations" for n, t in trained.items())

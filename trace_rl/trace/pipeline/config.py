@@ -68,7 +68,8 @@ class Tau2TargetSection:
 class TargetSection:
     kind: str = "capability"  # capability | textworld | tau2
     environments: tuple[str, ...] = ()  # capability: `.rubric` files, each a domain of the table
-    textworld: TextWorldEnvSection = field(default_factory=TextWorldEnvSection)  # textworld: the family (one game per seed)
+    # textworld: the family (one game per seed)
+    textworld: TextWorldEnvSection = field(default_factory=TextWorldEnvSection)
     tau2: Tau2TargetSection = Tau2TargetSection()
     max_turns: int = 8  # agent turns per episode, in collection and evaluation
 
@@ -179,7 +180,8 @@ class EvaluateSection:
     tasks: int = 8  # per domain
     trials: int = 1  # per task: 1 is TRACE's preset; k > 1 adds tau2-bench's pass^1..pass^k to the table
     max_new_tokens: int = 128
-    engine: str = "transformers"  # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
+    # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
+    engine: str = "transformers"
 
     def __post_init__(self) -> None:
         choice("engine", self.engine, ("transformers", "vllm"))

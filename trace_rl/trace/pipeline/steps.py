@@ -7,9 +7,10 @@ A step's key is the SHA-256 of its inputs: its config section, the digests of th
 of the files it reads from outside the run. `produce(folder)` writes into a staging folder `.partial/NAME-KEY/`,
 which is kept across a kill, so a step that resumes on its own (the trainer's checkpoints, an evaluation's
 result lines, labeling's progress file) continues there; when it returns, the folder's digest (every file's path
-and content, or only the files the next steps read) is taken, the folder replaces `NAME/` (a rename), and `steps/NAME.json` records key, digest and
-times, written atomically and last. A step whose record has the same key and whose folder is there is skipped;
-any other is run again, and the steps after it see its new digest, so a change flows downstream and no further.
+and content, or only the files the next steps read) is taken, the folder replaces `NAME/` (a rename), and
+`steps/NAME.json` records key, digest and times, written atomically and last. A step whose record has the same key and
+whose folder is there is skipped; any other is run again, and the steps after it see its new digest, so a change flows
+downstream and no further.
 Left out: garbage collection of stale staging folders from other keys (they are removed when their step runs).
 """
 

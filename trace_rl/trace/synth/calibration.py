@@ -34,7 +34,8 @@ class Bands:
         for name in ("mean_reward", "success_rate"):
             low, high = getattr(self, name)
             if not 0 <= low <= high <= 1:
-                raise ValueError(f"the {name.replace('_', ' ')} band {low:g}..{high:g} must satisfy 0 <= low <= high <= 1")
+                raise ValueError(f"the {name.replace('_', ' ')} band {low:g}..{high:g} "
+                                 "must satisfy 0 <= low <= high <= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

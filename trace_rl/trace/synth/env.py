@@ -7,11 +7,11 @@ For a capability (name, description, excerpts of trajectories that failed for la
 3. every candidate then passes three checks in order, and the first that fails is the problem the model gets
    back, with the rest of the repair loop's bound (`llm.repair`):
    - check: the compiler's located errors (`file:line:col`, the line, a caret);
-   - validate (`trace_rl.envs.capability.validate`): the gold solution scores 1, doing nothing scores below 1, random calls
-     do not hit the task, distinct seeds give distinct tasks;
+   - validate (`trace_rl.envs.capability.validate`): the gold solution scores 1, doing nothing scores below 1, random
+     calls do not hit the task, distinct seeds give distinct tasks;
    - calibrate (`calibration.py`, when a policy is given): the base policy's rewards fall inside the bands.
-Each attempt's source, and its calibration and rollouts when it got that far, is kept under `attempts/`; the call log under
-`llm_calls.jsonl`. An environment the library supplies is not rewritten when calibration fails: the failure says
+Each attempt's source, and its calibration and rollouts when it got that far, is kept under `attempts/`; the call log
+under `llm_calls.jsonl`. An environment the library supplies is not rewritten when calibration fails: the failure says
 why, and `--no-library` asks the LLM instead. The environment runs sandboxed by construction: the language has no
 I/O, and the interpreter enforces its limits (`dsl.env_model.Limits`).
 """
@@ -137,7 +137,8 @@ class Checks:
             easier = calibration.metrics["mean_reward"] < self.settings.calibration.bands.mean_reward[0] \
                 if self.settings.calibration else True
             raise self._failed("calibration", "a base policy's rewards make a poor training signal: "
-                              f"{'; '.join(calibration.failures)}", f". Make the task {'easier' if easier else 'harder'}"
+                              f"{'; '.join(calibration.failures)}",
+                              f". Make the task {'easier' if easier else 'harder'}"
                               " and keep the reward partial where the task allows (0.6 * state + 0.4 * report)")
         self.report(f"attempt {self.count}: accepted ({program.name})")
         return EnvResult(source=source, origin="llm", attempts=self.count, validation=validation.render(),

@@ -1,10 +1,10 @@
 """Episodes of a capability environment: played by the validator's scripted agents or by a policy model.
 
 Every episode goes through the one episode loop, `trace_rl.envs.agent.run_episode`, on the capability environment of
-`trace_rl.envs.capability` (the one environment protocol), and comes back as its trajectory record (trajectory JSONL, with the
-`toolenv` facts). Scripted agents (gold, do-nothing, random: `trace_rl.envs.capability.validate`) give labeled episodes for
-validating a rubric; a policy (`SamplingBackend`) gives the rollouts of a calibration: groups of K episodes that
-share a seed, each turn of sample k sampled under a seed of its own, the policy seeing the environment's system
+`trace_rl.envs.capability` (the one environment protocol), and comes back as its trajectory record (trajectory JSONL,
+with the `toolenv` facts). Scripted agents (gold, do-nothing, random: `trace_rl.envs.capability.validate`) give labeled
+episodes for validating a rubric; a policy (`SamplingBackend`) gives the rollouts of a calibration: groups of K episodes
+that share a seed, each turn of sample k sampled under a seed of its own, the policy seeing the environment's system
 prompt, the task and every observation after its own turns.
 Left out: batching the K rollouts of a group into one decode (the trainer's token-level engine does that).
 """

@@ -3,20 +3,32 @@
 The program is a 15-operator household rubric built by hand in the IR (5 evidence, 5 execution, 5 invalidity over
 location / holding / visible / opened, the verb enum, obj / recep entities, `parsed`, two lifted text bools, two
 bindings; context prev.location, prev.holding), on random fact columns with ~10% missing. Every side computes O
-and a context key (plain Python: the key tuple a user would build) and is checked against the kernels at 10^3.
-The copy reads every fact column the kernel reads, writes a copy, and writes O and the keys: the bandwidth bound.
+and a context key (plain Python: the key tuple a user would build) and is checked against the C kernel's first.
+The numpy side computes each distinct mask once and reuses it, as the kernel shares subexpressions. The copy reads
+every fact column the kernel reads, writes a copy and writes O and the keys, into fresh memory: the bandwidth floor.
+Each kernel and the copy run 1 thread and all (os.cpu_count()); the plain Python and numpy baselines run one and
+compare with the 1-thread rows. Measured by bench/sides.py: interleaved rounds, medians, paired ratios.
 Also: compile times in fresh processes (cold cache, warm cache, C artifact load) and the design alternatives
 (Numba `cfunc` vs `njit` vs `prange` compile time; branch-free vs short-circuit evaluation).
 Writes bench/RESULTS.md, section "kernels".
+
+Environment overrides, for a quick trial (the figures in RESULTS.md come from the defaults):
+KERNELS_SIZES (comma-separated transitions, e.g. `1000`; default 1e3,1e4,1e5,1e6; the branch comparison runs at
+the largest), KERNELS_ROUNDS (rounds of the run and branch tables, default bench.sides.ROUNDS = 5) and
+KERNELS_COMPILE_ROUNDS (new processes per compile figure, default 5).
 """
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import functools
+import itertools
 import json
+import os
 import pickle
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -25,6 +37,7 @@ import numpy as np
 import pytest
 from tracec.compiler import c_backend, interp, numba_backend
 from tracec.compiler.backends import compile_kernel
+from tracec.compiler.c_backend import CKernel
 from tracec.compiler.cache import KernelCache
 from tracec.compiler.ir import (
     CONTEXT_PRIME,
@@ -36,13 +49,13 @@ from tracec.compiler.ir import (
     entity_id,
 )
 from tracec.compiler.kernel_abi import allocate, marshal
+from tracec.compiler.threads import MIN_ITEMS_PER_PART, even_cuts, run_parts
 from tracec.dsl.types import BOOL, ENTITY, INT, SET, enum
 
 from bench.results import markdown_table, record
-from bench.sides import best_times
+from bench.sides import ROUNDS, Rounds, Spread, collected, describe, interleaved, load_average
 
 COMMAND = "pytest bench/test_kernels_bench.py --benchmark-only -p no:xdist"
-SIZES = (10**3, 10**4, 10**5, 10**6)
 VERB = enum("go", "take", "put", "open", "close", "toggle", "clean", "heat", "cool", "use", "examine", "look",
             "inventory")
 SCALARS = {"prev.location": ENTITY, "next.location": ENTITY, "act.verb": VERB, "act.obj": ENTITY,
@@ -50,7 +63,10 @@ SCALARS = {"prev.location": ENTITY, "next.location": ENTITY, "act.verb": VERB, "
            "bind.dest": ENTITY}
 SETS = {"prev.holding": (0, 2), "next.holding": (0, 2), "prev.visible": (2, 6), "next.visible": (2, 6),
         "prev.opened": (0, 3), "next.opened": (0, 3)}  # sizes per transition
-NAMES = ["kitchen", "livingroom", "bathroom", "bedroom", "garage", "garden", "cellar", "attic", "hall", "office", "mug", "cup", "apple", "knife", "plate", "bowl", "pan", "pot", "spoon", "fork", "sponge", "towel", "soap", "book", "pen", "lamp", "key", "box", "cabinet", "drawer", "fridge", "microwave", "sinkbasin", "countertop", "shelf", "desk", "bed", "sofa", "toilet", "safe"]
+NAMES = ["kitchen", "livingroom", "bathroom", "bedroom", "garage", "garden", "cellar", "attic", "hall", "office", "mug",
+         "cup", "apple", "knife", "plate", "bowl", "pan", "pot", "spoon", "fork", "sponge", "towel", "soap", "book",
+         "pen", "lamp", "key", "box", "cabinet", "drawer", "fridge", "microwave", "sinkbasin", "countertop", "shelf",
+         "desk", "bed", "sofa", "toilet", "safe"]
 
 
 # --- the program -------------------------------------------------------------------------------------------------
@@ -224,23 +240,31 @@ def python_scores(steps: list[dict]) -> tuple[list[list[int]], list[tuple]]:
 
 
 def numpy_scores(f: dict[str, Col], n: int) -> tuple[np.ndarray, np.ndarray]:
-    rows = {name: np.repeat(np.arange(n), np.diff(f[name].set_offsets)) for name in SETS}
-    scalar = {name: (f[name].values, f[name].known.astype(bool)) for name in SCALARS}
+    """As a careful numpy user writes it: each distinct mask (a membership, a verb test, an equality, a set's rows)
+    computed once and reused wherever operators share it, as the kernel shares subexpressions."""
+    known = {name: col.known.view(np.bool_) for name, col in f.items()}  # known flags are 0/1 bytes: a free view
 
+    @functools.cache
+    def rows(set_name: str) -> np.ndarray:
+        return np.repeat(np.arange(n), np.diff(f[set_name].set_offsets))
+
+    @functools.cache
     def has(entity: str, set_name: str) -> tuple[np.ndarray, np.ndarray]:
-        (x, kx), col, r = scalar[entity], f[set_name], rows[set_name]
+        x, col, r = f[entity].values, f[set_name], rows(set_name)
         hit = np.zeros(n, bool)
         hit[r[col.values == x[r]]] = True
-        return hit, kx & col.known.astype(bool)
+        return hit, known[entity] & known[set_name]
 
+    @functools.cache
     def eq(a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
-        return scalar[a][0] == scalar[b][0], scalar[a][1] & scalar[b][1]
+        return f[a].values == f[b].values, known[a] & known[b]
 
+    @functools.cache
     def verb(name: str) -> tuple[np.ndarray, np.ndarray]:
-        return scalar["act.verb"][0] == VERB.members.index(name), scalar["act.verb"][1]
+        return f["act.verb"].values == VERB.members.index(name), known["act.verb"]
 
     def flag(name: str) -> tuple[np.ndarray, np.ndarray]:
-        return scalar[name][0] != 0, scalar[name][1]
+        return f[name].values != 0, known[name]
 
     def not_(a: tuple) -> tuple[np.ndarray, np.ndarray]:
         return ~a[0], a[1]
@@ -254,23 +278,22 @@ def numpy_scores(f: dict[str, Col], n: int) -> tuple[np.ndarray, np.ndarray]:
     def same_set(a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
         ca, cb = f[a], f[b]
         la, lb = np.diff(ca.set_offsets), np.diff(cb.set_offsets)
-        ra = rows[a]
-        inside = np.flatnonzero((la == lb)[ra])
+        ra = rows(a)
+        same = la == lb
+        inside = np.flatnonzero(same[ra])
         position = inside - ca.set_offsets[ra[inside]]
         differs = ca.values[inside] != cb.values[cb.set_offsets[ra[inside]] + position]
-        same = la == lb
         same[ra[inside][differs]] = False
-        return same, ca.known.astype(bool) & cb.known.astype(bool)
+        return same, known[a] & known[b]
 
-    moved = (scalar["next.location"][0] != scalar["prev.location"][0],
-             scalar["next.location"][1] & scalar["prev.location"][1])
+    moved = (f["next.location"].values != f["prev.location"].values, known["next.location"] & known["prev.location"])
     opened = np.diff(f["next.opened"].set_offsets) > np.diff(f["prev.opened"].set_offsets)
     ops = [
         and_(has("bind.target", "next.visible"), not_(has("bind.target", "prev.visible"))),
         and_(moved, has("bind.dest", "next.visible")),
         and_(has("bind.dest", "next.visible"), not_(has("bind.dest", "prev.visible"))),
         and_(moved, has("bind.target", "next.visible")),
-        (opened, f["next.opened"].known.astype(bool) & f["prev.opened"].known.astype(bool)),
+        (opened, known["next.opened"] & known["prev.opened"]),
         and_(verb("take"), eq("act.obj", "bind.target"), has("bind.target", "next.holding")),
         and_(verb("put"), eq("act.recep", "bind.dest"), not_(has("bind.target", "next.holding"))),
         and_(verb("open"), eq("act.obj", "bind.dest"), has("bind.dest", "next.opened")),
@@ -282,7 +305,7 @@ def numpy_scores(f: dict[str, Col], n: int) -> tuple[np.ndarray, np.ndarray]:
         and_(flag("lift.1"), same_set("next.holding", "prev.holding")),
         and_(verb("open"), has("act.obj", "prev.opened")),
     ]
-    fired = np.stack([v & k for v, k in ops], axis=1).astype(np.uint8)
+    fired = np.stack([v & k for v, k in ops], axis=1).view(np.uint8)  # bools are 0/1 bytes: a view, no copy
     return fired, numpy_context_keys(f, n)
 
 
@@ -378,8 +401,32 @@ class ShortCircuit:
 
 # --- measurements ------------------------------------------------------------------------------------------------
 
-KERNELS = ("numba", "numba-1thread", "c")
-IMPLS = ("python", "numpy", "interp", *KERNELS, "copy")
+THREADS = os.cpu_count() or 1  # the all-threads rows
+THREAD_COUNTS = tuple(sorted({1, THREADS}))
+TARGET_SIZE = 10**6  # where the targets apply
+
+
+def _sizes() -> tuple[int, ...]:
+    setting = os.environ.get("KERNELS_SIZES", "").strip()
+    return tuple(int(float(size)) for size in setting.split(",")) if setting else (10**3, 10**4, 10**5, 10**6)
+
+
+SIZES = _sizes()
+RUN_ROUNDS = int(os.environ.get("KERNELS_ROUNDS", str(ROUNDS)))
+COMPILE_ROUNDS = int(os.environ.get("KERNELS_COMPILE_ROUNDS", str(ROUNDS)))
+BRANCH_N = max(SIZES)  # the branch-free / short-circuit comparison's transitions (10^6 unless KERNELS_SIZES says)
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" + ("" if count == 1 else "s")
+
+
+# {side: (name in the tables, threads)}; a kernel or copy side is "<what>/<threads>".
+SIDES = {"python": ("plain Python, a dict per step", 1), "numpy": ("numpy masks, each distinct mask once", 1),
+         "interp": ("interpreter", 1),
+         **{f"numba/{t}": ("Numba", t) for t in THREAD_COUNTS}, **{f"c/{t}": ("C", t) for t in THREAD_COUNTS},
+         **{f"copy/{t}": ("memory copy into fresh memory", t) for t in THREAD_COUNTS}}
+
 
 COMPILE = """
 import json, pickle, sys, time
@@ -415,7 +462,8 @@ variant, data, scratch = sys.argv[1:4]
 program = pickle.loads(Path(data).read_bytes())
 source = numba_backend.generate_source(program)
 if variant == "prange":
-    source = source.replace("range(start, stop)", "numba.prange(start, stop)").replace("import numpy", "import numba\\nimport numpy")
+    source = source.replace("range(start, stop)", "numba.prange(start, stop)")
+    source = source.replace("import numpy", "import numba\\nimport numpy")
 namespace = {}
 exec(compile(source, "<variant>", "exec"), namespace)
 from numba.core.registry import cpu_target
@@ -442,6 +490,35 @@ def _fresh_process(script: str, *args: object) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def omp_threads(kernel: CKernel) -> Callable[[int], None]:
+    """`omp_set_num_threads` of the OpenMP runtime the C kernel's library loaded (found through the library's own
+    handle, so it is that runtime's): it sets the threads of the parallel regions the calling thread starts next.
+    The kernel ABI has no thread argument; the kernel runs on the calling thread, so this is its thread control."""
+    library = ctypes.CDLL(str(kernel.path))
+    set_threads = library.omp_set_num_threads
+    set_threads.argtypes, set_threads.restype = [ctypes.c_int], None
+    return set_threads
+
+
+def copy_floor(arrays: list[np.ndarray], n: int, width: int, threads: int) -> None:
+    """The bandwidth floor: read every column array the kernel reads and write a copy of it, then write O `(n,
+    width)` uint8 and the keys `(n,)` int64, all into memory from `np.empty` this call (as `Kernel.run` writes its
+    outputs into a new `kernel_abi.allocate` block each call, so both pay fresh memory's page faults alike). With
+    `threads` > 1 the transitions are cut as the Numba kernel cuts them (`threads.even_cuts`), each part copying
+    its share of every array on the kernel's thread pool (`threads.run_parts`); numpy's copies release the GIL."""
+    copies = [np.empty_like(array) for array in arrays]
+    fired, keys = np.empty((n, width), np.uint8), np.empty(n, np.int64)
+
+    def part(lo: int, hi: int) -> None:
+        for source, target in zip(arrays, copies):
+            size = source.shape[0]
+            np.copyto(target[size * lo // n:size * hi // n], source[size * lo // n:size * hi // n])
+        fired[lo:hi] = 1
+        keys[lo:hi] = 1
+
+    run_parts(part, even_cuts(n, threads), threads)
+
+
 @pytest.fixture(scope="module")
 def found() -> Iterator[dict]:
     results: dict = {}
@@ -453,8 +530,7 @@ def found() -> Iterator[dict]:
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict:
     cache = KernelCache(tmp_path_factory.mktemp("kernels"))
     program = household()
-    return {"numba": compile_kernel(program, "numba", cache), "c": compile_kernel(program, "c", cache),
-            "numba-1thread": numba_backend.compile_numba(program, cache, threads=1)}
+    return {"numba": compile_kernel(program, "numba", cache), "c": compile_kernel(program, "c", cache)}
 
 
 @pytest.fixture(scope="module")
@@ -468,71 +544,83 @@ def test_kernels(benchmark, found, kernels, facts, size) -> None:
     reference = kernels["c"].run(f, size)
     steps = to_steps(f, size)
     arrays = marshal(program.columns, f, size)
-    copies = [np.empty_like(a) for a in arrays]
-    outputs = allocate(size, len(program.operators), True)
-    fired_copy, keys_copy = outputs.fired, outputs.keys
+    width = len(program.operators)
+    set_c_threads = omp_threads(kernels["c"])
 
-    def copy() -> None:
-        for source, target in zip(arrays, copies):
-            np.copyto(target, source)
-        fired_copy.fill(1)
-        keys_copy.fill(1)
+    def numba_side(threads: int) -> Callable[[], tuple]:
+        kernel = dataclasses.replace(kernels["numba"], threads=threads)
+        return lambda: kernel.run(f, size)
 
-    # Every side computes the same O (and context keys) before anything is timed; this also warms the kernels.
-    np.testing.assert_array_equal(np.array(python_scores(steps)[0], dtype=np.uint8), reference[0])
-    for got in (numpy_scores(f, size), *(kernels[k].run(f, size) for k in KERNELS)):
-        np.testing.assert_array_equal(got[0], reference[0])
-        np.testing.assert_array_equal(got[1], reference[1])
-    def kernel_side(k: str) -> Callable[[], object]:
-        return lambda: kernels[k].run(f, size)
+    def c_side(threads: int) -> Callable[[], tuple]:
+        def run() -> tuple:
+            set_c_threads(threads)
+            return kernels["c"].run(f, size)
+        return run
 
-    fast = max(5, min(100, 10**6 // size))
+    def copy_side(threads: int) -> Callable[[], None]:
+        return lambda: copy_floor(arrays, size, width, threads)
+
+    fast = max(5, min(100, 10**6 // size))  # runs a round of each fast side
     sides: dict[str, tuple[Callable[[], object], int]] = {
         "python": (lambda: python_scores(steps), 1), "numpy": (lambda: numpy_scores(f, size), fast)}
     if size <= 10**4:
-        np.testing.assert_array_equal(interp.run(program, f, size)[0], reference[0])
         sides["interp"] = (lambda: interp.run(program, f, size), 1)
-    sides.update({k: (kernel_side(k), fast) for k in KERNELS})
-    sides["copy"] = (copy, fast)
+    sides.update({f"numba/{t}": (numba_side(t), fast) for t in THREAD_COUNTS})
+    sides.update({f"c/{t}": (c_side(t), fast) for t in THREAD_COUNTS})
+    sides.update({f"copy/{t}": (copy_side(t), fast) for t in THREAD_COUNTS})
+    # Every side computes the same O (and context keys) before anything is timed; this also warms every side, so
+    # the rounds need no warming run (which would cost plain Python at 10^6 another 12 s).
+    for name, (run, _) in sides.items():
+        got = run()
+        if name == "python":
+            np.testing.assert_array_equal(np.array(got[0], dtype=np.uint8), reference[0])  # type: ignore[index]
+        elif got is not None:
+            np.testing.assert_array_equal(got[0], reference[0])  # type: ignore[index]
+            np.testing.assert_array_equal(got[1], reference[1])  # type: ignore[index]
     benchmark.group = f"kernels {size:.0e} transitions"
-    best = best_times(benchmark, sides, rounds=2 if size >= 10**6 else 3)
-    found.update({(impl, size): seconds for impl, seconds in best.items()})
-    found[("bytes", size)] = sum(a.nbytes for a in arrays) + fired_copy.nbytes + keys_copy.nbytes
+    try:
+        found[("rounds", size)] = interleaved(benchmark, sides, RUN_ROUNDS, warm=False)
+    finally:
+        set_c_threads(THREADS)
+    found[("bytes", size)] = (sum(a.nbytes for a in arrays), size * width + 8 * size)
 
 
 def test_compile_times(benchmark, found, tmp_path) -> None:
+    """Every figure from a new process; each round runs every side in turn (bench/sides.py `collected`)."""
     data = tmp_path / "program.pickle"
     data.write_bytes(pickle.dumps(household()))
-    for backend in ("numba", "c"):
-        cold, warm, start = [], [], []
-        for attempt in range(3):
-            cache = tmp_path / f"{backend}-{attempt}"
-            first = _fresh_process(COMPILE, backend, cache, data)
-            second = _fresh_process(COMPILE, backend, cache, data)
-            assert not first["from_cache"] and second["from_cache"]
-            cold.append(first["seconds"])
-            warm.append(second["seconds"])
-            start += [first["start"], second["start"]]
-            found["import"] = min(found.get("import", 1e9), first["import"], second["import"])
-        found[("cold", backend)], found[("warm", backend)] = min(cold), min(warm)
-        found[("start", backend)] = min(start)
     artifact = tmp_path / "household.so"
-    c_backend.write_artifact(household(), artifact, KernelCache(tmp_path / "c-0"))
-    loads = [_fresh_process(COMPILE, "artifact", artifact, data)["seconds"] for _ in range(3)]
-    found["artifact"] = min(loads)
-    for variant in ("cfunc", "njit", "prange"):
-        found[("variant", variant)] = _fresh_process(VARIANT, variant, data, tmp_path / f"v-{variant}")["seconds"]
-    benchmark.pedantic(c_backend.load_artifact, args=(artifact,), rounds=5)
+    c_backend.write_artifact(household(), artifact, KernelCache(tmp_path / "artifact-cache"))
+    fresh = itertools.count()
+
+    def backend(name: str) -> Callable[[], dict[str, float]]:
+        def run() -> dict[str, float]:
+            cache = tmp_path / f"{name}-{next(fresh)}"  # an empty cache folder, then the one it filled
+            first = _fresh_process(COMPILE, name, cache, data)
+            second = _fresh_process(COMPILE, name, cache, data)
+            assert not first["from_cache"] and second["from_cache"]
+            return {"cold": first["seconds"], "warm": second["seconds"], "start": first["start"],
+                    "import": first["import"]}
+        return run
+
+    def variant(name: str) -> Callable[[], dict[str, float]]:
+        return lambda: _fresh_process(VARIANT, name, data, tmp_path / f"v-{name}-{next(fresh)}")
+
+    sides = {"numba": backend("numba"), "c": backend("c"),
+             "artifact": lambda: _fresh_process(COMPILE, "artifact", artifact, data),
+             **{f"variant/{name}": variant(name) for name in ("cfunc", "njit", "prange")}}
+    found["compile"] = collected(benchmark, sides, COMPILE_ROUNDS)
 
 
 def test_branch_free_against_short_circuit(benchmark, found) -> None:
-    """One thread, 10^6 transitions, the operators only (no context key), both compiled with `njit`."""
-    n = 10**6
+    """One thread, BRANCH_N transitions, the operators only (no context key), both compiled with `njit`."""
+    n = BRANCH_N
     program = household(context=False)
     f = make_facts(n, seed=1)
     arrays = marshal(program.columns, f, n)
-    expected = interp.run(program, f, 2000)[0]
-    runs = {}
+    checked = min(n, 2000)
+    expected = interp.run(program, f, checked)[0]
+    sides: dict[str, tuple[Callable[[], object], int]] = {}
     for name, source in (("branch-free", numba_backend.generate_source(program)),
                          ("short-circuit", "import numpy as np\n" + ShortCircuit(program).source())):
         namespace: dict = {}
@@ -543,68 +631,135 @@ def test_branch_free_against_short_circuit(benchmark, found) -> None:
         context_outputs = (outputs.words.reshape(-1), outputs.known.reshape(-1)) if name == "branch-free" else ()
         args = (0, n, *arrays, fired.reshape(-1), outputs.keys, *context_outputs)
         function(*args)
-        np.testing.assert_array_equal(fired[:2000], expected)
-        runs[name] = (function, args)
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(9):  # alternating, on CPU time: one thread each, so other load on the machine matters less
-        for name, (function, args) in runs.items():
-            start = time.process_time()
-            function(*args)
-            best[name] = min(best[name], time.process_time() - start)
-    found["branching"] = best
-    benchmark.pedantic(runs["branch-free"][0], args=runs["branch-free"][1], rounds=3)
+        np.testing.assert_array_equal(fired[:checked], expected)
+        sides[name] = (functools.partial(function, *args), 3)
+    found["branching"] = interleaved(benchmark, sides, RUN_ROUNDS)
 
 
-def _run_row(found: dict, size: int) -> list[str]:
-    numba_s = found[("numba", size)]
+# --- the report --------------------------------------------------------------------------------------------------
 
-    def ratio(impl: str, form: str) -> str:
-        return format(found[(impl, size)] / numba_s, form) if (impl, size) in found else "-"
 
-    cells = [f"{found[(impl, size)] * 1e3:.3g}" if (impl, size) in found else "-" for impl in IMPLS]
-    return [f"{size:.0e}", *cells, ratio("python", ".0f") + "x", ratio("numpy", ".1f") + "x", ratio("copy", ".0%")]
+@dataclass(frozen=True)
+class Comparison:
+    """One row of the ratio table: numerator / denominator seconds, paired round by round."""
+
+    name: str
+    numerator: str
+    denominator: str
+    percent: bool = False  # shown as a percentage (copy time / kernel time: the share of copy bandwidth)
+    target: float | None = None  # at TARGET_SIZE, as the median of the ratio (percent rows: in percent)
+
+    def cell(self, rounds: Rounds, size: int) -> str:
+        if self.numerator not in rounds.seconds or self.denominator not in rounds.seconds:
+            return "-"
+        spread = rounds.ratio(self.numerator, self.denominator).scaled(100 if self.percent else 1)
+        text = spread.cell(0, "%") if self.percent else spread.cell(suffix="x")
+        missed = self.target is not None and size == TARGET_SIZE and spread.median < self.target
+        return text + (" missed" if missed else "")
+
+    def target_text(self) -> str:
+        return "" if self.target is None else f">= {self.target:g}{'%' if self.percent else 'x'}"
+
+
+def _comparisons() -> list[Comparison]:
+    rows = [Comparison("plain Python / Numba, 1 thread each", "python", "numba/1", target=300),
+            Comparison("numpy masks / Numba, 1 thread each", "numpy", "numba/1", target=5),
+            *(Comparison(f"Numba at copy bandwidth (copy / Numba), {_threads(t)} each", f"copy/{t}", f"numba/{t}",
+                         percent=True, target=50) for t in THREAD_COUNTS),
+            Comparison("plain Python / C, 1 thread each", "python", "c/1"),
+            Comparison("numpy masks / C, 1 thread each", "numpy", "c/1"),
+            *(Comparison(f"C at copy bandwidth (copy / C), {_threads(t)} each", f"copy/{t}", f"c/{t}", percent=True)
+              for t in THREAD_COUNTS)]
+    if THREADS > 1:
+        rows += [Comparison(f"{what}: 1 thread / {_threads(THREADS)} (speed-up)", f"{side}/1", f"{side}/{THREADS}")
+                 for side, what in (("numba", "Numba"), ("c", "C"), ("copy", "memory copy"))]
+    return rows
+
+
+def _run_tables(found: dict) -> list[str]:
+    measured = [size for size in SIZES if ("rounds", size) in found]
+    if not measured:
+        return []
+    runs: dict[int, Rounds] = {size: found[("rounds", size)] for size in measured}
+    rows = []
+    for side, (name, threads) in SIDES.items():
+        if any(side in runs[size].seconds for size in measured):
+            rows.append([name, str(threads), *(runs[size].time(side).scaled(1e3).cell()
+                                               if side in runs[size].seconds else "-" for size in measured)])
+    times = markdown_table(["side", "threads", *(f"{size:.0e} ms" for size in measured)], rows)
+    comparisons = _comparisons()
+    ratios = markdown_table(["ratio (> 1x: the second side is faster)", *(f"{size:.0e}" for size in measured),
+                             f"target at {TARGET_SIZE:.0e}"],
+                            [[c.name, *(c.cell(runs[size], size) for size in measured), c.target_text()]
+                             for c in comparisons])
+    rounds = min(len(runs[size]) for size in measured)
+    inputs, outputs = found[("bytes", measured[-1])]
+    note = (describe(rounds, "in-process", f"plain Python, numpy and the interpreter 1; each kernel and the copy 1 "
+                                            f"and {THREADS} (os.cpu_count()), as the threads column says")
+            + f" Each round runs plain Python and the interpreter once and the other sides 5 to 100 times (a "
+            "round's figure: the median of those runs); every side is checked against the C kernel's O and keys "
+            "first, which also warms it. Numba's threads are its kernel's own thread pool (`NumbaKernel.threads`: "
+            "the transitions cut into parts, `compiler/threads.py`; the kernel is a serial `cfunc`, so "
+            "`numba.set_num_threads` does not apply); C's are OpenMP's, set by `omp_set_num_threads` before "
+            f"each call. Both split a batch only from {2 * MIN_ITEMS_PER_PART} (Numba) and "
+            f"{c_backend.MIN_ROWS_PER_RANGE} (C) transitions: below that their "
+            "all-threads rows run one thread, as does the all-threads copy, which cuts as Numba does. The numpy "
+            "baseline computes each of its 7 distinct memberships, the verb tests and equalities once and reuses "
+            "them, as the kernel shares subexpressions. The copy reads every column array the kernel reads "
+            f"({inputs / 1e6:.3g} MB at {measured[-1]:.0e}), writes a copy of them and O and the keys "
+            f"({outputs / 1e6:.3g} MB), all into fresh `np.empty` memory each call, as the kernels write their "
+            "outputs into a new block each call; 'at copy bandwidth' = copy time / kernel time at equal threads. "
+            f"Targets at {TARGET_SIZE:.0e}: Numba >= 300x plain Python and >= 5x numpy (1 thread each), >= 50% of "
+            "copy bandwidth (at each thread count); 'missed' marks a median short of its target. Load average "
+            f"(1 min) at the end: {load_average()}.")
+    return [times, ratios, note]
+
+
+def _compile_tables(found: dict) -> list[str]:
+    reports = found.get("compile")
+    if not reports:
+        return []
+
+    def spread(side: str, key: str) -> Spread:
+        return Spread.of([report[key] for report in reports[side]])
+
+    def cell(side: str, key: str, target: float | None = None) -> str:
+        figure = spread(side, key)
+        return figure.cell() + (" missed" if target is not None and figure.median > target else "")
+
+    table = [["cold: empty cache dir, new process", cell("numba", "cold", 1.5), cell("c", "cold", 1.5), "<= 1.5"],
+             ["warm: cache filled, new process", cell("numba", "warm", 0.25), cell("c", "warm", 0.25), "<= 0.25"],
+             ["C artifact load, new process", "-", cell("artifact", "seconds", 0.05), "<= 0.05"],
+             ["Numba's own start, once per process (not in the rows above)", cell("numba", "start"), "-", ""]]
+    imports = Spread.of([report["import"] for side in ("numba", "c", "artifact") for report in reports[side]])
+    rounds = min(len(rows) for rows in reports.values())
+    variants = [[name, cell(f"variant/{key}", "seconds")] for key, name in
+                (("cfunc", "`cfunc` over pointers (shipped)"), ("njit", "`njit` over arrays"),
+                 ("prange", "`njit(parallel=True)` with `prange`"))]
+    return [markdown_table(["compile_kernel(household), seconds", "Numba", "C", "target"], table),
+            describe(rounds, "in-process", "1 (a compile)") + f" Every figure is a new process's ({rounds} per row, "
+            "the rows' processes interleaved round by round), timed inside it after `import "
+            f"tracec.compiler.backends` (which takes {imports.cell()} s: Numba, cffi); 'missed' marks a median over "
+            "its target. Numba spends its start (building its typing and target registries) on the first thing it "
+            "compiles or loads in a process, whatever that is; in training, the reward kernels (also Numba) pay it "
+            "anyway, so it is timed apart.",
+            markdown_table(["Numba variant of the same source", "cold compile s, new process, after Numba's start"],
+                           variants)]
+
+
+def _branch_table(found: dict) -> list[str]:
+    branching: Rounds | None = found.get("branching")
+    if branching is None:
+        return []
+    ms = {side: branching.time(side).scaled(1e3).cell() for side in ("branch-free", "short-circuit")}
+    table = markdown_table([f"evaluation ({BRANCH_N:.0e} transitions, 1 thread, no context)", "ms"],
+                           [["branch-free flags, shared subexpressions (shipped)", ms["branch-free"]],
+                            ["short-circuit branches, per operator", ms["short-circuit"]],
+                            ["short-circuit / branch-free",
+                             branching.ratio("short-circuit", "branch-free").cell(suffix="x")]])
+    return [table, describe(len(branching), "in-process", "1 each (`njit`, serial)")
+            + " Each round runs each side 3 times (a round's figure: their median), wall time."]
 
 
 def _report(found: dict) -> str:
-    parts = []
-    names = {"python": "plain Python", "numpy": "numpy masks", "interp": "interpreter", "numba": "Numba",
-             "numba-1thread": "Numba, 1 thread", "c": "C", "copy": "memory copy"}
-    rows = [_run_row(found, size) for size in SIZES if ("numba", size) in found]
-    if rows:
-        header = ["transitions", *(f"{names[i]} ms" for i in IMPLS), "Numba vs Python", "Numba vs numpy",
-                  "Numba at copy bandwidth"]
-        parts.append(markdown_table(header, rows))
-        # numba.config sets its NUMBA_* values at run time, out of mypy's sight.
-        threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]
-        parts.append(f"Sides interleaved: each round (3, 2 at 10^6) runs plain Python and the interpreter once and "
-                     "the others 5 to 100 times; best time of each side. Numba runs "
-                     f"{threads} threads (its default, NUMBA_NUM_THREADS = cores), C runs "
-                     "OpenMP's default; numpy, plain Python and the copy run one thread. The copy moves "
-                     f"{found.get(('bytes', SIZES[-1]), 0) / 1e6:.0f} MB at 10^6 (inputs read and written, O and "
-                     "keys written); 'at copy bandwidth' = copy time / Numba time. Targets at 10^6: Numba >= 300x "
-                     "plain Python, >= 5x numpy, >= 50% of copy bandwidth.")
-    if ("cold", "numba") in found:
-        table = [["cold: empty cache dir, new process", f"{found[('cold', 'numba')]:.2f}", f"{found[('cold', 'c')]:.2f}",
-                  "<= 1.5"],
-                 ["warm: cache filled, new process", f"{found[('warm', 'numba')]:.3f}", f"{found[('warm', 'c')]:.3f}",
-                  "<= 0.25"],
-                 ["C artifact load, new process", "-", f"{found['artifact']:.4f}", "<= 0.05"],
-                 ["Numba's own start, once per process (not in the rows above)", f"{found[('start', 'numba')]:.2f}",
-                  "-", ""]]
-        parts.append(markdown_table(["compile_kernel(household), seconds", "Numba", "C", "target"], table))
-        parts.append(f"Best of 3, timed inside the new process after `import tracec.compiler.backends` "
-                     f"(which takes {found['import']:.2f} s: Numba, cffi). Numba spends its start (building its "
-                     "typing and target registries) on the first thing it compiles or loads in a process, whatever "
-                     "that is; in training, the reward kernels (also Numba) pay it anyway, so it is timed apart.")
-        variants = [[name, f"{found[('variant', key)]:.2f}"] for key, name in
-                    (("cfunc", "`cfunc` over pointers (shipped)"), ("njit", "`njit` over arrays"),
-                     ("prange", "`njit(parallel=True)` with `prange`"))]
-        parts.append(markdown_table(["Numba variant of the same source",
-                                     "cold compile s, new process, after Numba's start"], variants))
-    if "branching" in found:
-        free, short = found["branching"]["branch-free"], found["branching"]["short-circuit"]
-        parts.append(markdown_table(["evaluation (10^6 transitions, 1 thread, no context)", "CPU ms, best of 9"],
-                                    [["branch-free flags, shared subexpressions (shipped)", f"{free * 1e3:.1f}"],
-                                     ["short-circuit branches, per operator", f"{short * 1e3:.1f}"],
-                                     ["short-circuit / branch-free", f"{short / free:.2f}x"]]))
-    return "\n\n".join(parts)
+    return "\n\n".join([*_run_tables(found), *_compile_tables(found), *_branch_table(found)])

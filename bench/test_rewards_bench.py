@@ -2,24 +2,41 @@
 
 Batches as the spec's training loop makes them: 15 operators (5 per category), episodes of 20..40 steps, task groups
 of 8 episodes, a context key with 20 distinct values. The Python side gets lists (what a loop-per-step
-implementation would hold); the conversion is not timed. Writes the table to bench/RESULTS.md, section "rewards".
+implementation would hold); the conversion is not timed. Each Numba side runs 1 thread and all (os.cpu_count());
+plain Python runs one and is compared with the 1-thread rows. Measured by bench/sides.py: interleaved rounds,
+medians, paired ratios. Writes the tables to bench/RESULTS.md, section "rewards".
+
+Environment overrides, for a quick trial (the figures in RESULTS.md come from the defaults): REWARDS_SIZES
+(comma-separated steps, e.g. `10000`; default 1e4,1e5,1e6) and REWARDS_ROUNDS (default bench.sides.ROUNDS = 5).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 from tracec.compiler.context import Component, ContextKeys
-from tracec.compiler.threads import default_threads
+from tracec.runtime.advantages import MIN_STEPS_PER_PART
 from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
 
 from bench.results import markdown_table, record
-from bench.sides import best_times
+from bench.sides import ROUNDS, Rounds, describe, interleaved, load_average
 
-SIZES = (10**4, 10**5, 10**6)
+
+def _sizes() -> tuple[int, ...]:
+    setting = os.environ.get("REWARDS_SIZES", "").strip()
+    return tuple(int(float(size)) for size in setting.split(",")) if setting else (10**4, 10**5, 10**6)
+
+
+SIZES = _sizes()
+RUN_ROUNDS = int(os.environ.get("REWARDS_ROUNDS", str(ROUNDS)))
+THREADS = os.cpu_count() or 1  # the all-threads rows
+THREAD_COUNTS = tuple(sorted({1, THREADS}))
+TARGET_SIZE, TARGET = 10**6, 100  # plain Python / Numba (1 thread each, a new output block) at 10^6
 CATEGORIES = ["evidence"] * 5 + ["execution"] * 5 + ["invalidity"] * 5
 COMMAND = "pytest bench/test_rewards_bench.py --benchmark-only -p no:xdist"
 
@@ -82,34 +99,64 @@ def _python_standardize(values, keys, eps):
     return out
 
 
-SIDES = {"numba": "numba", "numba-1thread": "numba, 1 thread", "numba-reused": "numba, output block reused",
-         "numba-tuples": "numba, context tuples checked"}
+# {variant: name in the tables}; a Numba side is "<variant>/<threads>".
+VARIANTS = {"numba": "Numba, a new output block", "reused": "Numba, output block reused",
+            "tuples": "Numba, context tuples checked"}
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" + ("" if count == 1 else "s")
+
+
+def _report(found: dict[int, Rounds]) -> str:
+    measured = [size for size in SIZES if size in found]
+    sides = [("python", "plain Python", 1),
+             *((f"{variant}/{t}", name, t) for variant, name in VARIANTS.items() for t in THREAD_COUNTS)]
+    times = markdown_table(["side", "threads", *(f"{size:.0e} ms" for size in measured)],
+                           [[name, str(t), *(found[size].time(side).scaled(1e3).cell() for size in measured)]
+                            for side, name, t in sides])
+    comparisons = [(f"plain Python / {name}, 1 thread each", "python", f"{variant}/1")
+                   for variant, name in VARIANTS.items()]
+    if THREADS > 1:
+        comparisons += [(f"{name}: 1 thread / {_threads(THREADS)} (speed-up)", f"{variant}/1", f"{variant}/{THREADS}")
+                        for variant, name in VARIANTS.items()]
+    comparisons += [(f"a new block / reused, {_threads(t)} each", f"numba/{t}", f"reused/{t}") for t in THREAD_COUNTS]
+
+    def cell(numerator: str, denominator: str, size: int) -> str:
+        ratio = found[size].ratio(numerator, denominator)
+        headline = (numerator, denominator) == ("python", "numba/1") and size == TARGET_SIZE
+        return ratio.cell(suffix="x") + (" missed" if headline and ratio.median < TARGET else "")
+
+    ratios = markdown_table(["ratio (> 1x: the second side is faster)", *(f"{size:.0e}" for size in measured),
+                             f"target at {TARGET_SIZE:.0e}"],
+                            [[name, *(cell(top, bottom, size) for size in measured),
+                              f">= {TARGET}x" if (top, bottom) == ("python", "numba/1") else ""]
+                             for name, top, bottom in comparisons])
+    rounds, split = min(len(found[size]) for size in measured), 2 * MIN_STEPS_PER_PART
+    note = (describe(rounds, "in-process", f"plain Python 1; each Numba side 1 and {THREADS} (os.cpu_count()), as "
+                                          "the threads column says")
+            + " r_F, r_B, r_TRCA, returns, A_E, A_S and A for one batch, jit warmed (each side checked against plain "
+            "Python first). Each round runs plain Python once and each Numba side 5 times (a round's figure: the "
+            "median of those runs). Numba's threads are `evaluate_rewards(threads=...)`: episodes and task groups "
+            f"shared among the calling thread and helpers (`compiler/threads.py`), a batch split only from {split} "
+            "steps of work, so below that the all-threads rows run one thread. 'a new output "
+            "block' writes new memory each call, as Python builds new lists; 'output block reused' fills one block "
+            "again, as `RubricScorer` does between batches once the last results are dropped (fresh memory costs the "
+            "kernel a page fault and zeroing per page). 'context tuples checked' is given what a compiled rubric's "
+            "kernel returns (`ContextKeys`: hashes and the tuples they came from, here one int64 field), so it also "
+            "checks every step's tuple against its step group's (`runtime/context_groups.py`), which plain int64 "
+            f"keys skip. Target: plain Python / Numba (a new block), 1 thread each, >= {TARGET}x at "
+            f"{TARGET_SIZE:.0e}; 'missed' marks a median short of it. Load average (1 min) at the end: "
+            f"{load_average()}.")
+    return f"{times}\n\n{ratios}\n\n{note}"
 
 
 @pytest.fixture(scope="module")
-def timings():
-    found: dict[tuple[int, str], float] = {}
+def timings() -> Iterator[dict[int, Rounds]]:
+    found: dict[int, Rounds] = {}
     yield found
-    rows = []
-    for size in SIZES:
-        if all((size, side) in found for side in ("python", *SIDES)):
-            python_s = found[(size, "python")]
-            rows.append([f"{size:.0e}", f"{python_s:.3f}", *(f"{found[(size, side)] * 1e3:.2f}" for side in SIDES),
-                         *(f"{python_s / found[(size, side)]:.0f}x" for side in SIDES)])
-    if rows:
-        headers = ["steps", "python s", *(f"{name} ms" for name in SIDES.values()),
-                   *(f"ratio, {name}" for name in SIDES.values())]
-        record("rewards", markdown_table(headers, rows)
-               + f"\n\nr_F, r_B, r_TRCA, returns, A_E, A_S and A for one batch, jit warmed. Sides interleaved: each "
-               "round runs python once and each Numba side 5 times (3 rounds, 2 at 1e6); best time of each side. "
-               f"Numba runs {default_threads()} threads (its default: one per core), episodes and task groups shared "
-               "among them; the plain Python transcription runs one. 'numba' writes a new output block each call, "
-               "as Python builds new lists; 'output block reused' fills one block again, as `RubricScorer` does "
-               "between batches once the last results are dropped (fresh memory costs the kernel a page fault and "
-               "zeroing per page). 'context tuples checked' is given what a compiled rubric's kernel returns "
-               "(`ContextKeys`: hashes and the tuples they came from, here one int64 field), so it also checks "
-               "every step's tuple against its step group's (`runtime/context_groups.py`), which plain int64 keys "
-               "skip. Target: >= 100x at 1e6.", COMMAND)
+    if found:
+        record("rewards", _report(found), COMMAND)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -119,22 +166,24 @@ def test_rewards(benchmark, timings, size):
     batch = make_batch(size)
     lists = [array.tolist() for array in batch]
     python_args = (*lists, fire.tolist(), coverage.tolist(), config)
-    # Both sides compute the same thing (which also warms the kernels).
-    np.testing.assert_allclose(python_rewards(*python_args)[-1], evaluate_rewards(*batch, fire, coverage, config).A,
-                               atol=1e-9)
-    benchmark.group = f"rewards {size:.0e} steps"
     block = np.empty((7, size))
     O, offsets, env_reward, task_group, context_key = batch
     # What a compiled rubric's kernel hands over: the hashes and the tuple (here one int64 field) they came from.
     tuples = ContextKeys(context_key, (Component("word", context_key, np.ones(size, np.uint8)),))
-    np.testing.assert_array_equal(evaluate_rewards(O, offsets, env_reward, task_group, tuples, fire, coverage, config).A,
-                                  evaluate_rewards(*batch, fire, coverage, config).A)
-    found = best_times(benchmark, {
-        "python": (lambda: python_rewards(*python_args), 1),
-        "numba": (lambda: evaluate_rewards(*batch, fire, coverage, config), 5),
-        "numba-1thread": (lambda: evaluate_rewards(*batch, fire, coverage, config, threads=1), 5),
-        "numba-reused": (lambda: evaluate_rewards(*batch, fire, coverage, config, out=block), 5),
-        "numba-tuples": (lambda: evaluate_rewards(O, offsets, env_reward, task_group, tuples, fire, coverage,
-                                                  config), 5),
-    }, rounds=2 if size >= 10**6 else 3)
-    timings.update({(size, impl): seconds for impl, seconds in found.items()})
+
+    def numba_side(variant: str, threads: int) -> Callable[[], object]:
+        keys = tuples if variant == "tuples" else context_key
+        out = block if variant == "reused" else None
+        return lambda: evaluate_rewards(O, offsets, env_reward, task_group, keys, fire, coverage, config,
+                                        threads=threads, out=out)
+
+    sides: dict[str, tuple[Callable[[], object], int]] = {"python": (lambda: python_rewards(*python_args), 1)}
+    sides.update({f"{variant}/{t}": (numba_side(variant, t), 5) for variant in VARIANTS for t in THREAD_COUNTS})
+    # Every side computes the same A before anything is timed, which also warms it (the rounds need no warming
+    # run, which would cost plain Python another 1.5 s at 10^6).
+    expected = python_rewards(*python_args)[-1]
+    for name, (run, _) in sides.items():
+        if name != "python":
+            np.testing.assert_allclose(run().A, expected, atol=1e-9)  # type: ignore[attr-defined]
+    benchmark.group = f"rewards {size:.0e} steps"
+    timings[size] = interleaved(benchmark, sides, RUN_ROUNDS, warm=False)

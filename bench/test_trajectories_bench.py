@@ -1,4 +1,5 @@
-"""Trajectories in, rewards out, for `examples/household.rubric` on deterministic household data (bench/household_data.py):
+"""Trajectories in, rewards out, for `examples/household.rubric` on deterministic household data
+(bench/household_data.py):
 
 - fact building from in-memory episodes: today's builder before the rewrite (bench/baseline_facts.py) against the
   new one with its native gatherer (runtime/_gather.c) and against the floor of touching every value the rubric
@@ -6,25 +7,29 @@
 - reading 10^5 steps of JSONL: the line reader and Arrow's columnar reader against parsing every line (json.loads
   with the collector paused, and with it running as a naive loop has it; orjson and msgspec when installed);
 - writing the per-step output: per-step dicts (what `tracec eval` did) against the columnar writers;
-- `tracec eval` end to end in-process on 10^5 steps, JSONL -> Parquet, Parquet -> Parquet, Arrow -> Parquet, against
-  the floor of parsing every line and writing the output table;
-- the first `tracec eval` of a fresh process at 10^4 steps: kernel caches empty, as after `make venv`, and warm.
+- `tracec eval` end to end on 10^5 steps, JSONL -> Parquet, Parquet -> Parquet, Arrow -> Parquet, in-process against
+  floors that are lower bounds (Arrow's own multi-threaded parse of the same fields, or reading the file's bytes,
+  then writing the output table), and as a command;
+- the first `tracec eval` of a fresh process at 10^4 steps: the rubric's kernel cache empty, everything empty
+  (TRACEC_CACHE_DIR, NUMBA_CACHE_DIR and XDG_CACHE_HOME new folders), and warm.
 
-Sides are interleaved round by round (bench/sides.py). Writes the section "trajectories" of bench/RESULTS.md.
+Every part follows bench/sides.py: interleaved rounds, medians with their range, paired ratios. Writes the section
+"trajectories" of bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import itertools
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
 from tracec.runtime import columns
@@ -38,7 +43,7 @@ from tracec.runtime.trajectories.jsonl import Episode, gc_paused, read_trajector
 from bench import baseline_facts
 from bench.household_data import household_episodes, write_jsonl
 from bench.results import markdown_table, record
-from bench.sides import best_times
+from bench.sides import Rounds, describe, interleaved, load_average
 
 COMMAND = "pytest bench/test_trajectories_bench.py --benchmark-only -p no:xdist"
 RUBRIC = Path(__file__).resolve().parents[1] / "examples" / "household.rubric"
@@ -101,24 +106,16 @@ def test_fact_building(benchmark, found, plan, size) -> None:
             assert column.values.tolist() == new.columns[name].values.tolist()
             assert column.known.tolist() == new.columns[name].known.tolist()
         benchmark.group = f"fact building {size:.0e} steps"
-        sides = {
+        found[("facts", size)] = interleaved(benchmark, {
             "old": (lambda: baseline_facts.build_fact_batch(episodes, plan), 1),
             "new": (lambda: build_fact_batch(episodes, plan, native=True), 1),
             "floor": (lambda: touch_every_value(episodes, state_fields, action_fields), 1),
-        }
-        best = best_times(benchmark, sides, rounds=3 if size < 10**6 else 2)
-        cpu = dict.fromkeys(sides, float("inf"))
-        for _ in range(3):  # the same sides again, timed in CPU seconds (all three are single-threaded)
-            for side, (run, _repeats) in sides.items():
-                started = time.process_time()
-                run()
-                cpu[side] = min(cpu[side], time.process_time() - started)
-    found.update({("facts", size, side): seconds for side, seconds in best.items()})
-    found.update({("facts-cpu", size, side): seconds for side, seconds in cpu.items()})
+        })
 
 
 def test_reading_jsonl(benchmark, found, plan, files) -> None:
     lines = files["jsonl"].read_bytes().splitlines()
+    floor_options = _floor_options(files["jsonl"], plan)
 
     def parse_paused() -> None:
         with gc_paused():
@@ -138,17 +135,35 @@ def test_reading_jsonl(benchmark, found, plan, files) -> None:
         return lambda: _parse_with(loads, lines)
 
     sides: dict[str, tuple[Callable[[], object], int]] = {
+        ARROW_FLOOR: (lambda: pj.read_json(files["jsonl"], parse_options=floor_options), 1),
+        "Arrow JSON reader, plan's fields (what `tracec eval` runs)": (
+            lambda: json_table(str(files["jsonl"]), plan), 1),
         "json.loads, collector paused": (parse_paused, 1),
         "json.loads, collector running": (parse_collecting, 1),
-        "read_trajectories (line reader)": (line_reader, 1),
-        "Arrow JSON reader, plan's fields": (lambda: json_table(str(files["jsonl"]), plan), 1)}
+        "read_trajectories (line reader)": (line_reader, 1)}
     for module in ("orjson", "msgspec"):
         if importlib.util.find_spec(module) is not None:
             loads = __import__(module).loads if module == "orjson" else __import__("msgspec").json.decode
             sides[f"{module}, collector paused"] = (parsing_with(loads), 1)
     benchmark.group = "reading 1e5 steps of JSONL"
-    best = best_times(benchmark, sides, rounds=3)
-    found.update({("read", side): seconds for side, seconds in best.items()})
+    found["read"] = interleaved(benchmark, sides)
+
+
+FACTS_NOTE = (
+    "Fact building from in-memory episodes (the trainer's path), household rubric: 9 fields read (3 sets, 3 "
+    "entities, an enum, a bool, a text for a lift; prev and next of each state field), 2 bindings; the floor reads "
+    "each of those fields once per state or action and iterates each set's elements, in plain Python (a floor for "
+    "a Python-object input: the fields must be visited). The new builder reads the fields with its C extension "
+    "(runtime/_gather.c: every field of a state in one pass, set rows sorted and gathered in C). Collector paused "
+    "for all sides.")
+ARROW_FLOOR = "floor: Arrow's parse of the same fields (all threads)"
+
+
+def _floor_options(path: Path, plan) -> pj.ParseOptions:
+    """Arrow's parse options for the fields `tracec eval` reads of `path` (the schema its reader gives them)."""
+    table = json_table(str(path), plan)
+    assert table is not None, f"{path} was declined by the Arrow reader"
+    return pj.ParseOptions(explicit_schema=table.schema, unexpected_field_behavior="ignore")
 
 
 def _parse_with(loads, lines) -> None:
@@ -171,128 +186,147 @@ def test_writing_output(benchmark, found, files) -> None:
             handle.writelines(json.dumps(row) + "\n" for row in result.records())
 
     benchmark.group = "writing 1e5 steps"
-    best = best_times(benchmark, {
+    found["write"] = interleaved(benchmark, {
         "per-step dicts -> Parquet": (per_step_parquet, 1),
         "columns -> Parquet": (lambda: write_evaluation(result, out / "new.parquet"), 3),
         "per-step json.dumps -> JSONL": (per_step_jsonl, 1),
         "streamed columns -> JSONL": (lambda: write_evaluation(result, out / "new.jsonl"), 1),
-    }, rounds=3)
+    })
     assert (out / "new.jsonl").read_text() == (out / "old.jsonl").read_text()
-    found.update({("write", side): seconds for side, seconds in best.items()})
 
 
-def test_end_to_end(benchmark, found, files, monkeypatch) -> None:
+def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(files["folder"] / "kernels"))
-    lines = files["jsonl"].read_bytes().splitlines()
     result = RubricScorer.from_file(RUBRIC).evaluate(files["parquet"])
     table = evaluation_table(result)
     out = files["folder"] / "e2e.parquet"
+    floor_options = _floor_options(files["jsonl"], plan)
 
-    def floor() -> None:
-        with gc_paused():
-            parsed = [json.loads(line) for line in lines]
+    def jsonl_floor() -> None:
+        pj.read_json(files["jsonl"], parse_options=floor_options)
+        pq.write_table(table, out)
+
+    def bytes_floor(kind: str) -> Callable[[], None]:
+        def floor() -> None:
+            files[kind].read_bytes()
             pq.write_table(table, out)
-            del parsed
+        return floor
 
     def evaluating(kind: str) -> Callable[[], str]:
         return lambda: evaluate_file(RubricScorer.from_file(RUBRIC), files[kind], out)
 
-    sides: dict[str, tuple[Callable[[], object], int]] = {
-        "floor: json.loads every line + write the table": (floor, 1)}
-    for kind in ("jsonl", "parquet", "arrow"):
+    sides: dict[str, tuple[Callable[[], object], int]] = {}
+    for kind, floor in (("jsonl", jsonl_floor), ("parquet", bytes_floor("parquet")), ("arrow", bytes_floor("arrow"))):
         sides[f"eval {kind} -> parquet"] = (evaluating(kind), 1)
+        sides[f"floor {kind}"] = (floor, 1)
     benchmark.group = "tracec eval, 1e5 steps, in-process"
-    best = best_times(benchmark, sides, rounds=3)
-    found.update({("e2e", side): seconds for side, seconds in best.items()})
-    for kind in ("jsonl", "parquet"):  # the whole command, a new process each time (interpreter and imports too)
-        found[("e2e-process", kind)] = min(_eval_process(files[kind], out, os.environ) for _ in range(2))
+    found["e2e"] = interleaved(benchmark, sides)
+    commands: dict[str, tuple[Callable[[], object], int]] = {  # the whole command, a new process each run
+        kind: (functools.partial(_eval_process, files[kind], out, os.environ), 1) for kind in ("jsonl", "parquet")}
+    found["e2e-command"] = interleaved(None, commands, warm=False)
 
 
-def _eval_process(trajectories: Path, out: Path, env, backend: str = "auto") -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of `tracec eval` in a new process: CPU time tells more on a loaded machine."""
-    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+def _eval_process(trajectories: Path, out: Path, env, backend: str = "auto") -> None:
+    """`tracec eval` in a new process."""
     tracec = Path(sys.executable).with_name("tracec")
     done = subprocess.run([str(tracec), "eval", str(RUBRIC), "--trajectories", str(trajectories), "-o", str(out),
                            "--backend", backend], env=dict(env), capture_output=True, text=True, timeout=600,
                           check=False)
-    wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
     assert done.returncode == 0, done.stderr
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def test_first_eval_in_a_fresh_process(benchmark, found, files) -> None:
     folder, out = files["folder"], files["folder"] / "first.parquet"
-    cold, numba_cold = "empty kernel cache (default: auto, the C kernel)", "empty kernel cache, --backend numba"
-    warm, numba_warm = "warm kernel cache (auto)", "warm kernel cache, --backend numba"
-    timings: dict[str, list[tuple[float, float]]] = {cold: [], numba_cold: [], warm: [], numba_warm: []}
-    for attempt in range(3):  # the sides interleaved, each in a new cache folder
-        for backend, first, second in (("auto", cold, warm), ("numba", numba_cold, numba_warm)):
-            env = dict(os.environ, TRACEC_CACHE_DIR=str(folder / f"cold-{backend}-{attempt}"))
-            timings[first].append(_eval_process(files["small"], out, env, backend))
-            timings[second].append(_eval_process(files["small"], out, env, backend))
-    env = dict(os.environ, TRACEC_CACHE_DIR=str(folder / "bare"), NUMBA_CACHE_DIR=str(folder / "bare-numba"))
-    timings["everything empty (no install step; auto)"] = [_eval_process(files["small"], out, env)]
-    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
-    found.update({("first", side): min(values) for side, values in timings.items()})
+    fresh = itertools.count()
+
+    def empty(*variables: str) -> dict[str, str]:
+        """The environment with each of `variables` a new, empty folder."""
+        return dict(os.environ, **{name: str(folder / f"empty-{next(fresh)}") for name in variables})
+
+    everything = ("TRACEC_CACHE_DIR", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
+    warm_env = empty("TRACEC_CACHE_DIR")
+    _eval_process(files["small"], out, warm_env)
+    _eval_process(files["small"], out, warm_env, "numba")
+    sides = {
+        "kernel cache empty (auto: the C kernel)": lambda: _eval_process(files["small"], out, empty(everything[0])),
+        "kernel cache empty, --backend numba": lambda: _eval_process(files["small"], out, empty(everything[0]),
+                                                                     "numba"),
+        "everything empty (auto)": lambda: _eval_process(files["small"], out, empty(*everything)),
+        "everything empty, --backend numba": lambda: _eval_process(files["small"], out, empty(*everything), "numba"),
+        "warm (auto)": lambda: _eval_process(files["small"], out, warm_env),
+        "warm, --backend numba": lambda: _eval_process(files["small"], out, warm_env, "numba"),
+    }
+    found["first"] = interleaved(benchmark, {name: (run, 1) for name, run in sides.items()}, warm=False)
+
+
+def _verdict(value: float, target: float) -> str:
+    return "met" if value <= target else "missed"
 
 
 def _report(found: dict) -> str:
     parts = []
     rows = []
     for size in SIZES:
-        if ("facts", size, "new") not in found:
+        if ("facts", size) not in found:
             continue
-        for clock in ("facts", "facts-cpu"):
-            old, new, floor = (found[(clock, size, side)] for side in ("old", "new", "floor"))
-            rows.append([f"{size:.0e}", "wall" if clock == "facts" else "CPU", f"{old / size * 1e6:.2f}",
-                         f"{new / size * 1e6:.2f}", f"{floor / size * 1e6:.2f}", f"{old / new:.1f}x",
-                         f"{new / floor:.2f}x"])
+        facts: Rounds = found[("facts", size)]
+        rows.append([f"{size:.0e}", *(facts.time(side).scaled(1e6 / size).cell(2) for side in ("old", "new", "floor")),
+                     facts.ratio("old", "new").cell(1, "x"), facts.ratio("new", "floor").cell(2, "x"),
+                     _verdict(facts.time("new").median / size * 1e6, 1.0)])
     if rows:
-        headers = ["steps", "clock", "old builder us/step", "new builder (native) us/step",
-                   "touch-every-value floor us/step",
-                   "new vs old", "new / floor"]
+        headers = ["steps", "old builder us/step", "new builder (native) us/step", "touch-every-value floor us/step",
+                   "old / new", "new / floor", "target <= 1 us/step"]
         parts.append(markdown_table(headers, rows)
-                     + "\n\nFact building from in-memory episodes (the trainer's path), household rubric: 9 fields read "
-                     "(3 sets, 3 entities, an enum, a bool, a text for a lift; prev and next of each state field), 2 "
-                     "bindings; the floor reads each of those fields once per state or action and iterates each set's "
-                     "elements, in plain Python. The new builder reads the fields with its C extension "
-                     "(runtime/_gather.c: every field of a state in one pass, set rows sorted and gathered in C). "
-                     "Target: <= 1 us/step. Collector paused for all sides.")
-    reads = {key[1]: s for key, s in found.items() if key[0] == "read"}
-    if reads:
-        floor = reads["json.loads, collector paused"]
-        parts.append(markdown_table(["reading 1e5 steps of JSONL (24 MB)", "ms", "vs json.loads floor"],
-                                    [[side, f"{s * 1e3:.0f}", f"{s / floor:.2f}x"] for side, s in reads.items()])
-                     + "\n\nTarget: <= 1.2x the parse of every line. The line reader builds `Episode`s (for "
-                     "`read_trajectories` and every error's line); `tracec eval` reads JSONL with Arrow's reader.")
-    writes = {key[1]: s for key, s in found.items() if key[0] == "write"}
-    if writes:
+                     + "\n\n" + FACTS_NOTE + " "
+                     + describe(len(found[("facts", SIZES[0])]), "in-process", "1, every side"))
+    if "read" in found:
+        reads: Rounds = found["read"]
+        parts.append(markdown_table(
+            ["reading 1e5 steps of JSONL (24 MB)", "ms", "vs Arrow's parse (floor)", "vs json.loads, paused"],
+            [[side, reads.time(side).scaled(1e3).cell(0), reads.ratio(side, ARROW_FLOOR).cell(2, "x"),
+              reads.ratio(side, "json.loads, collector paused").cell(2, "x")] for side in reads.seconds])
+            + "\n\nThe floor is Arrow's JSON reader given the same fields and nothing else (its multi-threaded "
+            "parse into columns); `tracec eval` adds the checks that decline a malformed file to the line reader "
+            "(UTF-8, one object a line). json.loads of every line, single-threaded, is what a user's own loop "
+            "pays. Target: the eval's reader <= 1.2x the floor. "
+            + describe(len(reads), "in-process", "Arrow's readers all cores (2), the others 1"))
+    if "write" in found:
+        writes: Rounds = found["write"]
         parts.append(markdown_table(["writing the output of 1e5 steps", "ms"],
-                                    [[side, f"{s * 1e3:.0f}"] for side, s in writes.items()]))
-    e2e = {key[1]: s for key, s in found.items() if key[0] == "e2e"}
-    if e2e:
-        floor = e2e["floor: json.loads every line + write the table"]
-        rows = [[side, f"{s * 1e3:.0f}", f"{s / floor:.2f}x"] for side, s in e2e.items()]
-        for kind in ("jsonl", "parquet"):
-            if ("e2e-process", kind) in found:
-                wall, cpu = found[("e2e-process", kind)]
-                rows.append([f"`tracec eval` {kind} -> parquet, new process (CPU ms)",
-                             f"{wall * 1e3:.0f} ({cpu * 1e3:.0f})", ""])
-        parts.append(markdown_table(["end to end, 1e5 steps", "ms", "vs floor"], rows)
+                                    [[side, writes.time(side).scaled(1e3).cell(0)] for side in writes.seconds])
+                     + "\n\n" + describe(len(writes), "in-process", "1"))
+    if "e2e" in found:
+        e2e: Rounds = found["e2e"]
+        rows = []
+        for kind, target in (("jsonl", None), ("parquet", 0.3), ("arrow", None)):
+            side = f"eval {kind} -> parquet"
+            rows.append([side, e2e.time(side).scaled(1e3).cell(0), e2e.time(f"floor {kind}").scaled(1e3).cell(0),
+                         e2e.ratio(side, f"floor {kind}").cell(2, "x"),
+                         "" if target is None else f"<= {target * 1e3:.0f} ms: "
+                         + _verdict(e2e.time(side).median, target)])
+        if "e2e-command" in found:
+            command: Rounds = found["e2e-command"]
+            for kind in command.seconds:
+                rows.append([f"`tracec eval` {kind} -> parquet, command", command.time(kind).scaled(1e3).cell(0),
+                             "", "", ""])
+        parts.append(markdown_table(["end to end, 1e5 steps", "ms", "floor ms", "vs floor", "target"], rows)
                      + "\n\nIn-process: `evaluate_file` (load the rubric, its kernel from the cache, read, build "
-                     "facts, kernel, rewards, write). Targets: JSONL <= 1.5x the floor, Parquet input <= 0.3 s. The "
-                     "new-process rows add the interpreter and the imports.")
-    first = {key[1]: s for key, s in found.items() if key[0] == "first"}
-    if first:
-        parts.append(markdown_table(["first `tracec eval` of a process, 1e4 steps -> Parquet", "wall s", "CPU s"],
-                                    [[side, f"{s[0]:.2f}", f"{s[1]:.2f}"] for side, s in first.items()])
-                     + "\n\nBest of 3 (1 for everything empty), the sides interleaved. 'Empty kernel cache' is a new "
-                     "TRACEC_CACHE_DIR, so the rubric's own kernel is built: by the C compiler under `auto`, by Numba "
-                     "with `--backend numba`; the fixed reward kernels are the package's C extension "
-                     "(tracec.runtime._fixed) and the parser's tables come from beside the grammar, which `make venv` "
-                     "fills (`python -m tracec.dsl.syntax`). 'Everything empty' also empties NUMBA_CACHE_DIR, which "
-                     "the C path never reads. Target: <= 2 s with empty caches. CPU s is "
-                     "user + system time of the process (both threads), which the other engineers' load on the "
-                     "machine inflates less than wall time.")
-    return "\n\n".join(parts) + f"\n\nMachine load while measured: {os.getloadavg()[0]:.1f} (1-minute average)."
-
+                     "facts, kernel, rewards, write). Floors, lower bounds of the same work: JSONL, Arrow's parse of "
+                     "the fields the rubric reads, then writing the output table; Parquet and Arrow IPC, reading the "
+                     "file's bytes (from the page cache), then writing the output table. Target: JSONL <= 1.5x its "
+                     "floor: " + _verdict(e2e.ratio("eval jsonl -> parquet", "floor jsonl").median, 1.5) + ". The "
+                     "command rows are the same evaluation as a fresh process (interpreter, imports, kernel load). "
+                     + describe(len(e2e), "in-process", "Arrow's readers all cores (2), the rest 1")
+                     + " The command rows: the same discipline, a fresh process each run.")
+    if "first" in found:
+        first: Rounds = found["first"]
+        empty = first.time("everything empty (auto)").median
+        parts.append(markdown_table(["first `tracec eval` of a process, 1e4 steps -> Parquet", "wall ms"],
+                                    [[side, first.time(side).scaled(1e3).cell(0)] for side in first.seconds])
+                     + "\n\n'Kernel cache empty' is a new TRACEC_CACHE_DIR, so the rubric's own kernel is built: by "
+                     "the C compiler under `auto`, by Numba with `--backend numba`. 'Everything empty' also gives new "
+                     "NUMBA_CACHE_DIR and XDG_CACHE_HOME folders, as a fresh container has them: the fixed reward "
+                     "kernels are the package's C extension (tracec.runtime._fixed), compiled when it was built, and "
+                     "the parser's tables lie beside the grammar (`make venv`). Target: <= 2 s with everything empty "
+                     f"(auto): {_verdict(empty, 2.0)}. " + describe(len(first), "command", "the command's own"))
+    return "\n\n".join(parts) + f"\n\nMachine load while measured: {load_average()} (1-minute average)."

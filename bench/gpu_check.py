@@ -113,7 +113,8 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
                                max_tokens_per_row=4096)
         with torch.no_grad():
             trainer, _ = PackedLogprobs(policy.model, config.rollout.temperature)(batch, False)
-        diffs = torch.cat([t.cpu() - torch.from_numpy(e.sampler_logprobs[e.sampled]) for t, e in zip(trainer, episodes)])
+        diffs = torch.cat([t.cpu() - torch.from_numpy(e.sampler_logprobs[e.sampled])
+                           for t, e in zip(trainer, episodes)])
         return float(diffs.abs().mean()), float(diffs.abs().max())
 
     clock = time.perf_counter()

@@ -297,7 +297,8 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
 
 
 def _diagnostics(setup: Any) -> dict[str, Any]:
-    """How the rubric sees the training games: the walkthrough's steps it rewards, and returns of good and random play."""
+    """How the rubric sees the training games: the walkthrough's steps it rewards, and returns of good and random
+    play."""
     import numpy as np
     from tracec.runtime.evaluate import RubricScorer
     from tracec.runtime.trajectories.jsonl import IN_MEMORY, episode_from_record
@@ -404,7 +405,8 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
              + g["cloned"] + f" (greedy {g['cloned_greedy']:.3f}, final loss {g['cloned_losses'][-1]:.3f})."]
     oracle = summary["methods"].get(ORACLE[1])
     if oracle:
-        lines[-1] += f" Oracle credit at the same budget: {oracle['success'][-1]} (greedy {oracle['greedy_mean'][-1]:.3f})."
+        lines[-1] += (f" Oracle credit at the same budget: {oracle['success'][-1]} "
+                      f"(greedy {oracle['greedy_mean'][-1]:.3f}).")
     rows = [[label, m["seeds"], " ".join(f"{x:.3f}" for x in m["success_mean"]), m["success"][-1],
              f"{m['greedy_mean'][-1]:.3f}", " ".join(f"{x:.2f}" for x in m["per_seed_final"]),
              f"{m['train_success_last4']:.3f}", f"{m['constant_fraction']:.0%}",
@@ -425,7 +427,8 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
                                      "reach ratio 100%"], rows))
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
     if summary.get("not_run"):
-        lines += ["", "Not run (the experiment was stopped at the session's CPU budget): " + ", ".join(summary["not_run"])]
+        lines += ["", "Not run (the experiment was stopped at the session's CPU budget): "
+                  + ", ".join(summary["not_run"])]
     return "\n".join(lines)
 
 
@@ -458,7 +461,8 @@ def _credit_text(c: dict[str, Any]) -> str:
             f"game, scored as training groups): {c['on_plan_share']:.0%} of the steps are the winning plan's next "
             f"command. Steps with a non-zero advantage: TRCA {c['trca_nonzero_share']:.0%}, sparse GRPO "
             f"{c['grpo_nonzero_share']:.0%}. Mean advantage of on-plan vs other steps: TRCA "
-            f"{c['trca_mean_A_on_plan']:+.3f} vs {c['trca_mean_A_off_plan']:+.3f}, GRPO {c['grpo_mean_A_on_plan']:+.3f} "
+            f"{c['trca_mean_A_on_plan']:+.3f} vs {c['trca_mean_A_off_plan']:+.3f}, "
+            f"GRPO {c['grpo_mean_A_on_plan']:+.3f} "
             f"vs {c['grpo_mean_A_off_plan']:+.3f}; mean |A|: TRCA {c['trca_mean_abs_A']:.3f}, GRPO "
             f"{c['grpo_mean_abs_A']:.3f}.")
 

@@ -4,8 +4,9 @@
 
 The task is the GRPO benchmark's single-turn one (`bench/grpo_step.py`: 8 everyday questions, reward = the share of
 the letters a to m in the reply), which a policy can move on quickly; every question in every batch (8 groups of
-8), 24 new tokens, a tiny KL weight (1e-3) so that the KL to the base model is measured. Each rate's run is in this process, one after
-the other (this is about learning, not speed). Writes the "learning rate" section of bench/RESULTS.md.
+8), 24 new tokens, a tiny KL weight (1e-3) so that the KL to the base model is measured. Each rate's run is in
+this process, one after the other (this is about learning, not speed). Writes the "learning rate" section of
+bench/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tracec.cli.errors import UsageError
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
 from tracec.dsl.env_model import MAX_STEPS
@@ -91,6 +92,9 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.step == "env":  # the output, before any LLM is called
+        for flag, (low, high) in (("--mean-band", args.mean_band), ("--success-band", args.success_band)):
+            if low > high:
+                raise UsageError(f"{flag}: LOW {low:g} is above HIGH {high:g}; give the band as LOW HIGH")
         work_folder(args.output)
     else:
         output_file(args.output)

@@ -185,6 +185,8 @@ CASES = [
          r"argument --policy-temperature: must be a number at least 0, got -1"),
     Case("synth env --mean-band 0.2 1.5", lambda d: _synth_env(d, "--mean-band", "0.2", "1.5"), 2,
          r"argument --mean-band: must be a number between 0 and 1, got 1\.5"),
+    Case("synth env --success-band 0.6 0.2", lambda d: _synth_env(d, "--success-band", "0.6", "0.2"), 2,
+         r"--success-band: LOW 0\.6 is above HIGH 0\.2; give the band as LOW HIGH"),
     Case("synth env -o a file", lambda d: ["synth", "env", "--capability", "c", "--description", "d", "-o",
                                            _a_file(d)], 1, r"^plain: error: is a file, not a folder"),
     Case("synth rubric --seeds 0", lambda d: _synth_rubric(d, "--seeds", "0"), 2, rf"argument --seeds: {NOT_ONE}",

@@ -47,7 +47,7 @@ def main() -> None:
     spec = RunSpec(method=args.method, model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=32.0),
                    iterations=args.iterations, eval_every=args.iterations, groups_per_batch=args.groups,
                    group_size=args.group_size, lr=args.lr, clip_eps=0.28, target_kl=args.target_kl,
-                   eval_episodes=args.eval_episodes, eval_greedy=True, threads=0, device=args.device)
+                   eval_episodes=args.eval_episodes, eval_greedy=True, threads=args.threads, device=args.device)
     out = args.workdir / f"run-{args.method}"
     if out.exists():
         import shutil
@@ -85,6 +85,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--target-kl", type=float, default=0.05)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0: torch's own, all cores)")
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--section", default="learning, SmolLM2")
     return parser.parse_args()

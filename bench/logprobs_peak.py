@@ -10,9 +10,21 @@ forward and backward, read from the kernel's high-water mark (`VmHWM`, reset to 
 `/proc/self/clear_refs` just before; each code path has run once before on tiny inputs, so loading libraries does
 not count). That is the memory the tensors really occupy, allocator overhead included; glibc returns large
 blocks to the system on free, so a tensor freed early does not linger in it. On CUDA: `max_memory_allocated`.
-Variants: `naive` (full logits, log_softmax, gather), `trl_selective` (TRL's `selective_log_softmax` over the full
-logits, shaped as completions of 512 tokens), `trl_chunked` (TRL's `ChunkedLogProbFunction`, the chunked LM head its trainer patches in, at TRL's own
-vocabulary chunk of 32768), `liger` (Liger's fused linear cross-entropy: Triton only, so CUDA only), `ours`.
+Variants (TRL 1.16):
+- `naive`: full logits, log_softmax, gather.
+- `trl_selective`: TRL's `selective_log_softmax` utility over the full logits, shaped as completions of 512 tokens.
+  TRL's GRPO trainer does not call it (it scores through the fused LM head below). On CPU it is a torch loop over
+  the completions (a Triton kernel on CUDA).
+- `trl_chunked`: TRL's `ChunkedLogProbFunction`, the chunked LM head its GRPO trainer patches in
+  (`add_fused_lm_head`), called as the trainer calls it: outputs `("log_probs", "entropy")`, TRL's vocabulary
+  chunk of 32768, temperature 1, and no gradient through the entropy (the trainer's default `entropy_coef=0` uses
+  it for metrics and the high-entropy mask only), on the action tokens alone (as the trainer does where Triton runs;
+  elsewhere it scores every position, prompts too). On CPU this is TRL's torch fallback (`_forward_tile`,
+  `_backward_tile`); its Triton kernels run on CUDA and XPU only.
+- `liger`: Liger's fused linear cross-entropy (Triton only, so CUDA only).
+- `ours`: `token_logprobs` (log-probs only); `ours_entropy`: the same with `with_entropy=True` (no gradient through
+  the entropy either), the like-for-like side of `trl_chunked`.
+The JSON also says the process's torch threads (`threads`: torch's default unless `--threads` sets them).
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ from torch import Tensor
 
 LogProbs = Callable[[Tensor, Tensor, Tensor], Tensor]
 TRL_VOCABULARY_CHUNK = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE in TRL 1.16
+TRL_TRAINER_OUTPUTS = ("log_probs", "entropy")  # what trl.trainer.grpo_trainer asks of add_fused_lm_head
 COMPLETION_TOKENS = 512  # tokens per completion row for trl_selective
 
 
@@ -48,10 +61,14 @@ def trl_selective(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
 
 
 def trl_chunked(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    """As `add_fused_lm_head` calls it for TRL's GRPO policy: with the entropy, which is left without a gradient."""
     from trl.kernels import ChunkedLogProbFunction
 
     # (hidden, weight, bias, targets, temperature, vocabulary chunk, soft-capping, logit scale, extra outputs)
-    return ChunkedLogProbFunction.apply(hidden, weight, None, targets, 1.0, TRL_VOCABULARY_CHUNK, None, 1.0, ())[0]
+    logprobs, entropy, *_ = ChunkedLogProbFunction.apply(hidden, weight, None, targets, 1.0, TRL_VOCABULARY_CHUNK,
+                                                         None, 1.0, TRL_TRAINER_OUTPUTS)
+    assert entropy is not None
+    return logprobs
 
 
 def liger(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
@@ -68,8 +85,16 @@ def ours(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
     return result
 
 
+def ours_entropy(hidden: Tensor, weight: Tensor, targets: Tensor) -> Tensor:
+    from tracec.trace_rl.policy.logprobs import token_logprobs
+
+    result = token_logprobs(hidden, weight, targets, with_entropy=True)
+    assert isinstance(result, tuple)
+    return result[0]
+
+
 VARIANTS: dict[str, LogProbs] = {"naive": naive, "trl_selective": trl_selective, "trl_chunked": trl_chunked,
-                                 "liger": liger, "ours": ours}
+                                 "liger": liger, "ours": ours, "ours_entropy": ours_entropy}
 
 
 def inputs(tokens: int, vocab: int, width: int, device: str, seed: int) -> tuple[Tensor, ...]:
@@ -117,7 +142,7 @@ def measure(variant: LogProbs, tokens: int, vocab: int, width: int, repeats: int
             peak = (torch.cuda.max_memory_allocated() if device == "cuda"
                     else input_bytes + _status_bytes("VmHWM") - resident)
     assert hidden.grad is not None
-    return {"peak_bytes": peak, "input_bytes": input_bytes, "times": times,
+    return {"peak_bytes": peak, "input_bytes": input_bytes, "times": times, "threads": torch.get_num_threads(),
             "logprob_sum": float(logprobs.double().sum()), "grad_norm": float(hidden.grad.double().norm())}
 
 
@@ -130,7 +155,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     try:
         result = measure(VARIANTS[args.variant], args.tokens, args.vocab, args.width, args.repeats, args.device,
                          args.seed)

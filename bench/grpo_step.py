@@ -7,8 +7,23 @@ The work, the same for every side: an iteration is PROMPTS of the 8 prompts belo
 SmolLM2's template), GROUP = 8 completions of each (a GRPO group), up to 32 new tokens at temperature 1,
 SmolLM2-135M-Instruct with LoRA r16 on q, k, v, o, lr 1e-5, no KL, optimizer steps of 8 completions (TRL:
 per-device batch 8; ours: mini-batches), and the same reward (the share of the letters a to m in the completion).
-One warm-up iteration, then ITERATIONS timed; the JSON holds each timed iteration's seconds, completion tokens and
-time in generation.
+One warm-up iteration, then ITERATIONS timed. The JSON holds, per timed iteration, its wall seconds, its CPU seconds
+(the process's), its completion tokens and its seconds by phase (PHASES): generation, scoring, old log-probs,
+forward, backward, optimizer step, and `other` (the iteration's seconds the phases leave).
+
+How each side measures its phases:
+- ours: the trainer's own metrics (`time_rollout`, `time_score`, `time_old_logprobs`, and the learner's
+  `time_forward`, `time_backward`, `time_optimizer`; `trace_rl/grpo/learner.py` says what each covers);
+- TRL: the time inside `GenerationMixin.generate`, inside `_calculate_rewards`, inside
+  `_get_per_token_logps_and_entropies` when called without gradients (the old log-probs, which TRL computes only
+  when a generation batch spans several optimizer steps), inside `compute_loss` (the forward, with its loss),
+  inside `accelerator.backward`, and inside `_clip_grad_norm` plus from `on_pre_optimizer_step` to
+  `on_optimizer_step` (the optimizer); an iteration is its STEPS optimizer steps, each from `on_step_begin` to
+  `on_step_end` (the logging between steps is left out).
+Ours also measures floors for the timed iteration's own sequences, in the same process and thread: the prefill of
+its 32 prompts and the decode steps for its longest completion at batch 32 with a KV cache (a plain `model(...)`
+loop, the adapter merged as ours' sampler decodes), and one forward + backward of all 32 sequences, padded with
+transformers' own loss (a user's way) and packed in ours' rows (`sequence_logprobs`).
 """
 
 from __future__ import annotations
@@ -17,6 +32,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +53,8 @@ PROMPTS, GROUP, NEW_TOKENS, ITERATIONS = 4, 8, 32, 1
 STEPS = PROMPTS * GROUP // 8  # optimizer steps of 8 completions an iteration
 THREADS = 1  # torch threads of every side: the machine's two cores are shared, and two threads on a busy machine
 # spend more time waiting for each other than computing
+PHASES = ("generation", "scoring", "old_logprobs", "forward", "backward", "optimizer")
+FLOORS = ("floor_prefill", "floor_decode", "floor_fwd_bwd_padded", "floor_fwd_bwd_packed")
 
 
 def reward(text: str) -> float:
@@ -70,22 +88,122 @@ def question_env() -> QuestionEnv:
     return QuestionEnv()
 
 
+def _with_other(row: dict[str, float]) -> dict[str, float]:
+    row["other"] = row["seconds"] - sum(row[phase] for phase in PHASES)
+    return row
+
+
 def ours() -> list[dict[str, float]]:
     from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.learner import Learner
     from tracec.trace_rl.grpo.train import train
 
     config = load_config(None, [
         "env.kind=python", "env.python.factory=bench.grpo_step:question_env", "env.num_seeds=8", "env.max_turns=1",
         f"rollout.group_size={GROUP}", f"rollout.groups_per_batch={PROMPTS}", f"rollout.max_new_tokens={NEW_TOKENS}",
         "rollout.max_context_tokens=512", "rollout.loss_tokens=turn", "advantage.filter_constant_groups=false",
-        "optim.lr=1e-5", f"optim.mini_batches={STEPS}", f"model.threads={THREADS}", f"iterations={1 + ITERATIONS}", "checkpoint_every=1000"])
+        "optim.lr=1e-5", f"optim.mini_batches={STEPS}", f"model.threads={THREADS}", f"iterations={1 + ITERATIONS}",
+        "checkpoint_every=1000"])
+    learned: list[Any] = []  # each update's sequences, for the floors: the learner's input, taken on the way in
+    update = Learner.update
+
+    def keeping(self: Learner, local: Any, table: Any, **kwargs: Any) -> Any:
+        learned.append(list(local))
+        return update(self, local, table, **kwargs)
+
+    Learner.update = keeping  # type: ignore[method-assign]
+    cpu = [time.process_time()]  # at the end of each iteration
     with tempfile.TemporaryDirectory() as out:
-        metrics = train(config, out=out).metrics
-    return [{"seconds": m["time_total"], "tokens": m["sampled_tokens"], "generate": m["time_rollout"],
-             "score": m["time_score"], "learn": m["time_learn"]} for m in metrics[1:]]
+        result = train(config, out=out, on_iteration=lambda _: cpu.append(time.process_time()))
+    Learner.update = update  # type: ignore[method-assign]
+    floor = floors(result.policy, learned[-1])
+    return [_with_other({"seconds": m["time_total"], "cpu": cpu[i + 1] - cpu[i], "tokens": m["sampled_tokens"],
+                         "generation": m["time_rollout"], "scoring": m["time_score"],
+                         "old_logprobs": m["time_old_logprobs"], "forward": m["time_forward"],
+                         "backward": m["time_backward"], "optimizer": m["time_optimizer"], "learn": m["time_learn"],
+                         **floor})
+            for i, m in enumerate(result.metrics) if i >= 1]
+
+
+def floors(policy: Any, sequences: list[Any]) -> dict[str, float]:
+    """The floors (see the module) for `sequences`, one run each, in seconds."""
+    import inspect
+
+    import numpy as np
+    import torch
+    import transformers
+    from tracec.trace_rl.grpo.learner import row_width
+    from tracec.trace_rl.policy.logprobs import sequence_logprobs
+    from tracec.trace_rl.policy.packing import pack_sequences
+
+    model, pad = policy.model, int(policy.tokenizer.pad_token_id)
+    ids = [s.token_ids.tolist() for s in sequences]
+    masks = [s.loss_mask.tolist() for s in sequences]
+    prompts = [tokens[:int(np.argmax(s.loss_mask))] for tokens, s in zip(ids, sequences, strict=True)]
+    new_tokens = max(int(s.loss_mask.sum()) for s in sequences)
+    out: dict[str, float] = {}
+    width = max(len(p) for p in prompts)
+    prompt_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    generator = torch.Generator().manual_seed(0)
+
+    def draw(logits: torch.Tensor) -> torch.Tensor:
+        return torch.multinomial(torch.softmax(logits[:, -1].float(), dim=-1), 1, generator=generator)
+
+    base = model.get_base_model()
+    cache = {"cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values":
+             transformers.DynamicCache()}  # filled in place; transformers 5 renames the argument
+    model.eval()
+    with torch.no_grad(), policy.merged():
+        start = time.perf_counter()
+        token = draw(model(input_ids=prompt_ids, attention_mask=attention, use_cache=True, logits_to_keep=1,
+                           position_ids=(attention.cumsum(-1) - 1).clamp(min=0), **cache).logits)
+        out["floor_prefill"] = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(new_tokens - 1):
+            attention = torch.cat([attention, torch.ones_like(token)], dim=1)
+            token = draw(model(input_ids=token, attention_mask=attention, use_cache=True, **cache,
+                               position_ids=attention.sum(-1, keepdim=True) - 1).logits)
+        out["floor_decode"] = time.perf_counter() - start
+    model.train()
+    longest = max(len(tokens) for tokens in ids)
+    padded = torch.tensor([tokens + [pad] * (longest - len(tokens)) for tokens in ids])
+    present = torch.arange(longest) < torch.tensor([len(tokens) for tokens in ids])[:, None]
+    scored = torch.tensor([mask + [False] * (longest - len(mask)) for mask in masks])
+    labels = torch.where(scored, padded, -100)  # transformers' loss shifts them: position i - 1 predicts token i
+    start = time.perf_counter()
+    model(input_ids=padded, attention_mask=present.long(), labels=labels).loss.backward()
+    out["floor_fwd_bwd_padded"] = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    batch = pack_sequences(ids, masks, max_tokens_per_row=row_width([len(tokens) for tokens in ids], 512), pad_id=pad)
+    start = time.perf_counter()
+    torch.cat(sequence_logprobs(model, batch)).sum().backward()  # type: ignore[arg-type]
+    out["floor_fwd_bwd_packed"] = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    return out
+
+
+class Phases:
+    """Seconds spent inside chosen callables, by phase: `timed` wraps a callable to add its time to a phase."""
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+
+    def timed(self, phase: str, function: Callable[..., Any], when: Callable[[], bool] = lambda: True) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if not when():
+                return function(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[phase] += time.perf_counter() - start
+
+        return run
 
 
 def trl(generation_batch: int) -> list[dict[str, float]]:
+    import torch
     import transformers
     from datasets import Dataset
     from peft import LoraConfig
@@ -97,7 +215,6 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)  # a plain checkpoint (`tracec models install`)
     prompts = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS]
-    per_iteration = STEPS
     tokens: list[int] = []
 
     # TRL's reward functions return list[float | None] (None: no reward for that completion).
@@ -105,31 +222,29 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
         tokens.append(sum(len(ids) for ids in completion_ids))
         return [reward(c[0]["content"] if isinstance(c, list) else c) for c in completions]
 
-    generate_time = [0.0]
-    original = transformers.GenerationMixin.generate
-
-    def timed_generate(self: Any, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            generate_time[0] += time.perf_counter() - start
-
-    transformers.GenerationMixin.generate = timed_generate  # type: ignore[method-assign]
-    steps: list[float] = []
+    phases = Phases()
+    transformers.GenerationMixin.generate = phases.timed(  # type: ignore[method-assign]
+        "generation", transformers.GenerationMixin.generate)
+    steps: list[tuple[float, float, dict[str, float]]] = []  # each step's seconds, CPU seconds, phases so far
 
     class Clock(TrainerCallback):  # type: ignore[misc]
         def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
-            self.started = time.perf_counter()
+            self.started, self.cpu = time.perf_counter(), time.process_time()
 
         def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-            steps.append(time.perf_counter() - self.started)
+            steps.append((time.perf_counter() - self.started, time.process_time() - self.cpu, dict(phases.seconds)))
+
+        def on_pre_optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+            self.stepping = time.perf_counter()
+
+        def on_optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+            phases.seconds["optimizer"] += time.perf_counter() - self.stepping
 
     with tempfile.TemporaryDirectory() as out:
         args = GRPOConfig(output_dir=out, per_device_train_batch_size=8, num_generations=GROUP,
                           generation_batch_size=generation_batch, max_completion_length=NEW_TOKENS, temperature=1.0,
                           top_p=1.0, top_k=0, learning_rate=1e-5, beta=0.0, num_iterations=1,
-                          max_steps=per_iteration * (1 + ITERATIONS), logging_steps=1, report_to="none",
+                          max_steps=STEPS * (1 + ITERATIONS), logging_steps=1, report_to="none",
                           save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False, seed=0,
                           disable_dropout=True, shuffle_dataset=False)
         trainer = GRPOTrainer(model=model, reward_funcs=[share_reward], args=args, processing_class=tokenizer,
@@ -137,22 +252,24 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
                               peft_config=LoraConfig(r=16, lora_alpha=16, lora_dropout=0.0, task_type="CAUSAL_LM",
                                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]),
                               callbacks=[Clock()])
-        marks: list[float] = []
-
-        class Generation(TrainerCallback):  # type: ignore[misc]
-            def on_step_end(self, *args: Any, **kwargs: Any) -> None:
-                marks.append(generate_time[0])
-
-        trainer.add_callback(Generation())
+        always, without_grad = (lambda: True), (lambda: not torch.is_grad_enabled())
+        for owner, name, phase, when in ((trainer, "_calculate_rewards", "scoring", always),
+                                         (trainer, "_get_per_token_logps_and_entropies", "old_logprobs", without_grad),
+                                         (trainer, "compute_loss", "forward", always),
+                                         (trainer.accelerator, "backward", "backward", always),
+                                         (trainer, "_clip_grad_norm", "optimizer", always)):
+            # an instance attribute shadows the method the trainer calls as self.<name>
+            setattr(owner, name, phases.timed(phase, getattr(owner, name), when))
         trainer.train()
-    out_rows = []
-    calls_per_iteration = PROMPTS * GROUP // generation_batch
+    rows = []
+    calls = PROMPTS * GROUP // generation_batch  # reward calls an iteration
     for i in range(1, 1 + ITERATIONS):
-        window = slice(i * per_iteration, (i + 1) * per_iteration)
-        generate = marks[window.stop - 1] - marks[window.start - 1]
-        out_rows.append({"seconds": sum(steps[window]), "generate": generate,
-                         "tokens": sum(tokens[i * calls_per_iteration:(i + 1) * calls_per_iteration])})
-    return out_rows
+        window = steps[i * STEPS:(i + 1) * STEPS]
+        before, after = steps[i * STEPS - 1][2], window[-1][2]
+        rows.append(_with_other({"seconds": sum(s[0] for s in window), "cpu": sum(s[1] for s in window),
+                                 "tokens": sum(tokens[i * calls:(i + 1) * calls]),
+                                 **{phase: after[phase] - before[phase] for phase in PHASES}}))
+    return rows
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def test_only_the_lora_weights_move() -> None:
     learner = Learner(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2),
                       config_from_dict({"optim": {"mini_batches": 2}}), Distributed())
     stats = learner.update(batch, _table(batch), seed=0, iteration=0)
-    assert stats.steps == 2
+    assert stats.steps == 2 and min(stats.time_forward, stats.time_backward, stats.time_optimizer) > 0
     moved = {name for name, p in policy.model.named_parameters() if not torch.equal(p, before[name])}
     assert moved and all("lora_" in name for name in moved)
     # B starts at zero, so the first step moves B (A's gradient is B-weighted); both train

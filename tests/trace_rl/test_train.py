@@ -54,6 +54,8 @@ def test_grpo_on_a_toy_environment_trains_and_records_everything(tmp_path: Path)
         assert 0 <= record["reward_mean"] <= 1 and 0 <= record["clip_fraction"] <= 1 and record["kl"] >= 0
         assert record["groups_trained"] == 2 and record["optimizer_steps"] == 2  # rewards differ within groups
         assert record["time_rollout"] > 0 and record["tokens_per_s"] > 0 and record["entropy"] > 0
+        learning = [record[f"time_{phase}"] for phase in ("forward", "backward", "optimizer")]
+        assert min(learning) > 0 and sum(learning) <= record["time_learn"] and record["time_old_logprobs"] >= 0
         first, second = record["steps"]  # each optimizer step's trust region, measured before it
         assert first["ratio_max"] == pytest.approx(1.0, abs=1e-3) and second["ratio_max"] != pytest.approx(1.0)
         assert record["ratio_p99"] == max(first["ratio_p99"], second["ratio_p99"]) >= record["ratio_p50"]

@@ -26,6 +26,9 @@ The sequence table (which sequences exist, their lengths and loss-token counts, 
 rank plans every part and micro-batch alike, runs its own sequences of each, and pads with empty micro-batches to
 the longest rank's count, so DDP sees the same number of backward passes everywhere. Loss weights use the part's
 totals over all ranks, which makes the averaged gradient equal to the one-process gradient.
+An update also reports where its time went (`LearnStats.time_*`): forward (packing, the model and the loss),
+backward, and the optimizer (gradient clipping, the step, zeroing the gradients); host wall time, so on a GPU,
+whose kernels run asynchronously, work lands in the phase that next waits for it.
 Left out: gradient checkpointing, mixed precision on CPU, learning-rate schedules per optimizer step.
 """
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +117,9 @@ class LearnStats:
     ratio_max: float = 1.0
     early_stopped: bool = False
     per_step: tuple[StepStats, ...] = ()
+    time_forward: float = 0.0  # seconds in the micro-batches' forwards (packing, the model, the loss)
+    time_backward: float = 0.0  # in their backwards
+    time_optimizer: float = 0.0  # in gradient clipping, the optimizer's steps and zeroing the gradients
 
 
 def row_width(lengths: Sequence[int], most: int) -> int:
@@ -171,6 +178,7 @@ class Learner:
         steps: list[StepStats] = []
         entropy_sum = entropy_count = 0.0
         stopped = False
+        seconds = np.zeros(3)  # forward, backward, optimizer
         for epoch in range(self.optim.epochs):
             permutation = np.random.default_rng([seed, iteration, epoch]).permutation(len(order))
             for part in np.array_split(permutation, self.optim.mini_batches):
@@ -179,7 +187,7 @@ class Learner:
                 if total_tokens == 0:
                     continue
                 step, entropy = self._step(members, by_key, total_tokens, with_entropy=epoch == 0,
-                                           may_stop=bool(steps))
+                                           may_stop=bool(steps), seconds=seconds)
                 steps.append(step)
                 entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
                 if not step.taken:
@@ -197,12 +205,13 @@ class Learner:
                           ratio_p50=float(np.median([s.ratio_p50 for s in steps])) if steps else 1.0,
                           ratio_p99=max((s.ratio_p99 for s in steps), default=1.0),
                           ratio_max=max((s.ratio_max for s in steps), default=1.0), early_stopped=stopped,
-                          per_step=tuple(steps))
+                          per_step=tuple(steps), time_forward=float(seconds[0]), time_backward=float(seconds[1]),
+                          time_optimizer=float(seconds[2]))
 
     def _step(self, members: list[SequenceInfo], by_key: dict[tuple[int, int], LearnSequence], total_tokens: int, *,
-              with_entropy: bool, may_stop: bool) -> tuple[StepStats, tuple[float, float]]:
+              with_entropy: bool, may_stop: bool, seconds: np.ndarray) -> tuple[StepStats, tuple[float, float]]:
         """One optimizer step on a mini-batch (not taken when `may_stop` and its KL is past `target_kl`); its
-        diagnostics and entropy sums."""
+        diagnostics and entropy sums. Adds the seconds of its forwards, backwards and optimizer to `seconds`."""
         total_sequences = sum(1 for m in members if m.loss_tokens)
         plans = [self._micro_batches([m for m in members if m.rank == rank]) for rank in range(self.dist.world)]
         mine = plans[self.dist.rank]
@@ -215,20 +224,25 @@ class Learner:
             sequences = [by_key[m.key] for m in mine[index]] if index < len(mine) else []
             sync = contextlib.nullcontext() if last or not self.dist.active else self.module.no_sync()  # type: ignore[operator]
             with sync:
+                started = time.perf_counter()
                 loss, parts, unit_ratios, entropy = self._micro_batch(sequences, total_tokens, total_sequences,
                                                                       with_entropy)
+                forward = time.perf_counter()
                 loss.backward()
+                seconds[:2] += forward - started, time.perf_counter() - forward
             terms += parts
             ratios.append(unit_ratios)
             entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
         totals = self._sum_over_ranks(torch.cat([terms, torch.tensor([entropy_sum, entropy_count])]))
         spread = self._ratio_quantiles(torch.cat(ratios))
         taken = not (may_stop and self.loss.target_kl and float(totals[4]) > self.loss.target_kl)
+        started = time.perf_counter()
         norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(),
                                               self.optim.max_grad_norm or float("inf"))
         if taken:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        seconds[2] += time.perf_counter() - started
         stats = StepStats(loss=float(totals[0]), clip_fraction=float(totals[1]), kl=float(totals[2]),
                           ratio_mean=float(totals[3]), approx_kl=float(totals[4]), ratio_p50=spread[0],
                           ratio_p99=spread[1], ratio_max=spread[2], grad_norm=float(norm), taken=taken)

@@ -144,6 +144,7 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
     merged = run.policy.merged() if config.rollout.backend == "transformers" else contextlib.nullcontext()
     with merged:
         batch = collect_batch(run.engine, run.stream, run.scorer, config, dist, iteration)
+    corrected = time.perf_counter()
     if config.rollout.backend == "vllm":  # sampled by another engine: the trainer's own old log-probs
         batch.sequences = run.learner.off_policy_correction(batch.sequences, cap=config.loss.importance_cap)
     elif any(s.hinted for s in batch.sequences):  # sampled under the hint: old log-probs on the plain prompt
@@ -152,6 +153,7 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
                                                    cap=config.loss.importance_cap)
         batch.sequences = sorted(plain + hinted, key=lambda s: s.key)
     learned = time.perf_counter()
+    batch.metrics["time_old_logprobs"] = learned - corrected  # 0 unless another engine or a hint sampled them
     run.policy.model.train()  # LoRA dropout, if any, acts in the update only
     stats = run.learner.update(batch.sequences, batch.table, seed=config.run.seed, iteration=iteration)
     run.policy.model.eval()
@@ -164,7 +166,8 @@ def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) 
             "kl": stats.kl, "entropy": stats.entropy, "ratio": stats.ratio, "grad_norm": stats.grad_norm, "lr": lr,
             "optimizer_steps": stats.steps, "approx_kl": stats.approx_kl, "ratio_p50": stats.ratio_p50,
             "ratio_p99": stats.ratio_p99, "ratio_max": stats.ratio_max, "early_stopped": stats.early_stopped,
-            "steps": [dataclasses.asdict(step) for step in stats.per_step],
+            "steps": [dataclasses.asdict(step) for step in stats.per_step], "time_forward": stats.time_forward,
+            "time_backward": stats.time_backward, "time_optimizer": stats.time_optimizer,
             "time_learn": time.perf_counter() - learned, "time_total": time.perf_counter() - began}
 
 
@@ -203,17 +206,10 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     # Before any rollout: the next task's first prompt fits the context, and the rubric reads its facts.
     opening = engine.opening_state(stream.peek(1)[0])
     if scorer is not None:
-        _check_rubric_fits(scorer, opening, config)
+        check_rubric_fits(scorer, opening, rubric=config.advantage.rubric)
     return _Run(policy=policy, optimizer=optimizer, scheduler=scheduler, stream=stream, sampler=sampler,
                 engine=engine, learner=Learner(policy, optimizer, config, dist), scorer=scorer,
                 start=start, adapter=start_from / "adapter" if start_from is not None else None)
-
-
-def _check_rubric_fits(scorer: RubricScorer, opening: dict[str, Any], config: TrainConfig) -> None:
-    try:
-        check_rubric_fits(scorer, opening, rubric=config.advantage.rubric)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
 
 
 def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScorer | None, config: TrainConfig,

@@ -53,7 +53,9 @@ def main() -> None:
     body = (f"SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), GRPO, {args.iterations} iterations of {args.groups} "
             "groups x 8 on "
             "the single-turn letters task of `bench/grpo_step.py` (reward: share of a-m in the reply), 2 "
-            "mini-batches, clip 0.28, KL weight 1e-3 (measured, hardly felt).\n\n"
+            "mini-batches, clip 0.28, KL weight 1e-3 (measured, hardly felt). A learning measurement, not a timing "
+            "one: one run per rate, in-process, one training seed; each figure is the mean reward of the iterations "
+            f"named; torch threads: {args.threads or 'torch default'}.\n\n"
             + markdown_table(["lr", "reward, iterations 1-2", "reward, last 2", "change", "KL at the end",
                               "clip fraction at the end", "reward per iteration"], rows))
     record("learning rate", body, "python bench/lr_sweep.py")

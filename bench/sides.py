@@ -58,10 +58,14 @@ class Rounds:
     def time(self, side: str) -> Spread:
         return Spread.of(self.seconds[side])
 
-    def ratio(self, numerator: str, denominator: str) -> Spread:
-        """numerator / denominator, paired round by round (> 1: the denominator side is faster)."""
+    def ratios(self, numerator: str, denominator: str) -> list[float]:
+        """numerator / denominator in each round (> 1: the denominator side was faster in that round)."""
         pairs = zip(self.seconds[numerator], self.seconds[denominator], strict=True)
-        return Spread.of([top / bottom for top, bottom in pairs])
+        return [top / bottom for top, bottom in pairs]
+
+    def ratio(self, numerator: str, denominator: str) -> Spread:
+        """The per-round ratios' median and range."""
+        return Spread.of(self.ratios(numerator, denominator))
 
 
 def interleaved(benchmark: object | None, sides: Mapping[str, tuple[Callable[[], object], int]],
@@ -83,11 +87,7 @@ def interleaved(benchmark: object | None, sides: Mapping[str, tuple[Callable[[],
                 times.append(time.perf_counter() - start)
             seconds[name].append(statistics.median(times))
 
-    if benchmark is None:
-        for _ in range(rounds):
-            one_round()
-    else:
-        benchmark.pedantic(one_round, rounds=rounds, iterations=1)  # type: ignore[attr-defined]
+    _drive(benchmark, one_round, rounds)
     return Rounds(seconds)
 
 
@@ -101,17 +101,28 @@ def collected(benchmark: object | None, sides: Mapping[str, Callable[[], Mapping
         for name, run in sides.items():
             reports[name].append(run())
 
+    _drive(benchmark, one_round, rounds)
+    return reports
+
+
+def _drive(benchmark: object | None, one_round: Callable[[], None], rounds: int) -> None:
+    """Run `one_round` `rounds` times: through pytest-benchmark when given (its own figure is the whole round)."""
     if benchmark is None:
         for _ in range(rounds):
             one_round()
     else:
         benchmark.pedantic(one_round, rounds=rounds, iterations=1)  # type: ignore[attr-defined]
-    return reports
+
+
+def derived(reports: Mapping[str, Sequence[Mapping[str, float]]],
+            value: Callable[[Mapping[str, float]], float]) -> Rounds:
+    """A figure computed from each round's report of self-measured sides, as aligned rounds."""
+    return Rounds({name: [value(report) for report in rows] for name, rows in reports.items()})
 
 
 def field(reports: Mapping[str, Sequence[Mapping[str, float]]], key: str) -> Rounds:
     """One figure of self-measured reports as aligned rounds."""
-    return Rounds({name: [report[key] for report in rows] for name, rows in reports.items()})
+    return derived(reports, lambda report: report[key])
 
 
 def describe(rounds: int, where: str, threads: str) -> str:

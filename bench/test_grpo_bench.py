@@ -36,7 +36,7 @@ import pytest
 
 from bench.results import markdown_table, record
 from bench.sides import ROUNDS as SIDES_ROUNDS
-from bench.sides import Rounds, collected, describe, field, load_average
+from bench.sides import collected, derived, describe, field, load_average
 
 ROUNDS = int(os.environ.get("GRPO_BENCH_ROUNDS", SIDES_ROUNDS))
 OURS, TRL8, TRL32 = "ours", "TRL, generation batch 8", "TRL, generation batch 32 (+ old-log-prob forward)"
@@ -57,20 +57,15 @@ def _side(args: list[str], out: Path) -> dict[str, float]:
     return dict(row)
 
 
-def _derived(reports: Mapping[str, Sequence[Mapping[str, float]]], value: Any) -> Rounds:
-    """A figure computed from each round's report, as aligned rounds."""
-    return Rounds({name: [value(report) for report in rows] for name, rows in reports.items()})
-
-
 def tables(reports: Mapping[str, Sequence[Mapping[str, float]]], wall: float, loads: tuple[str, str]) -> str:
     """The section's text: the headline, the iteration table, the phases, and ours against its floors."""
     rounds = len(reports[OURS])
     how = describe(rounds, "in-process", "1 torch thread each side")
     seconds = field(reports, "seconds")
-    per_token = _derived(reports, lambda r: r["seconds"] / r["tokens"])
-    rate = _derived(reports, lambda r: r["tokens"] / r["seconds"])
+    per_token = derived(reports, lambda r: r["seconds"] / r["tokens"])
+    rate = derived(reports, lambda r: r["tokens"] / r["seconds"])
     headline = seconds.ratio(TRL8, OURS)
-    met = sum(trl / ours >= TARGET for trl, ours in zip(seconds.seconds[TRL8], seconds.seconds[OURS], strict=True))
+    met = sum(ratio >= TARGET for ratio in seconds.ratios(TRL8, OURS))
     rows = [[name, seconds.time(name).cell(1), field(reports, "cpu").time(name).cell(1),
              field(reports, "tokens").time(name).cell(0), rate.time(name).cell(1),
              "1" if name == OURS else seconds.ratio(name, OURS).cell(2, "x"),
@@ -81,8 +76,8 @@ def tables(reports: Mapping[str, Sequence[Mapping[str, float]]], wall: float, lo
 
     def versus(phase: str, work: Any, floor: str, bound: Any) -> list[str]:
         """A row: ours' `work` (of a report) against `bound`, the ratio paired within each round."""
-        mine, least = _derived(ours, work).time(OURS), _derived(ours, bound).time(OURS)
-        ratio = _derived(ours, lambda r: work(r) / bound(r)).time(OURS)
+        mine, least = derived(ours, work).time(OURS), derived(ours, bound).time(OURS)
+        ratio = derived(ours, lambda r: work(r) / bound(r)).time(OURS)
         return [phase, mine.cell(2), floor, least.cell(2), ratio.cell(2, "x")]
 
     def fwd_bwd(r: Mapping[str, float]) -> float:

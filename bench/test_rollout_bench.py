@@ -257,7 +257,7 @@ def test_rollouts_kv_cache_kept_vs_reencode(benchmark: Any, tmp_path_factory: py
         setting = Rounds({side: rounds.seconds[_name(side, turns)] for side in sides})
         for side in sides:
             seconds = setting.seconds[side]
-            per_token = Spread.of([1000 * s / tokens[turns] for s in seconds])
+            per_token = setting.time(side).scaled(1000 / tokens[turns])
             rate = Spread.of([tokens[turns] / s for s in seconds])
             rows.append([turns, f"{context[turns]:.0f}", tokens[turns], side, setting.time(side).cell(1),
                          per_token.cell(0), rate.cell(1), setting.ratio(side, KV).cell(2, "x")])

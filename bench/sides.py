@@ -134,6 +134,18 @@ def describe(rounds: int, where: str, threads: str) -> str:
             f"ratio the median of the per-round paired ratios; {where}; threads: {threads}.")
 
 
+def from_env(name: str, default: Sequence[int]) -> tuple[int, ...]:
+    """Integers from the environment variable `name` (comma-separated; `1e6` reads as 10^6), the smaller sizes of a
+    quick trial; `default` where it is unset or blank. The figures in RESULTS.md come from the defaults."""
+    setting = os.environ.get(name, "").strip()
+    return tuple(int(float(part)) for part in setting.split(",") if part.strip()) if setting else tuple(default)
+
+
+def threads_text(count: int) -> str:
+    """`1 thread`, `2 threads`."""
+    return f"{count} thread" + ("" if count == 1 else "s")
+
+
 def load_average() -> str:
     """The 1-minute load average now, for the note under a table (other work on the machine slows every side)."""
     return f"{os.getloadavg()[0]:.1f}"

@@ -53,7 +53,7 @@ from tracec.compiler.threads import MIN_ITEMS_PER_PART, even_cuts, run_parts
 from tracec.dsl.types import BOOL, ENTITY, INT, SET, enum
 
 from bench.results import markdown_table, record
-from bench.sides import ROUNDS, Rounds, Spread, collected, describe, interleaved, load_average
+from bench.sides import ROUNDS, Rounds, Spread, collected, describe, from_env, interleaved, load_average, threads_text
 
 COMMAND = "pytest bench/test_kernels_bench.py --benchmark-only -p no:xdist"
 VERB = enum("go", "take", "put", "open", "close", "toggle", "clean", "heat", "cool", "use", "examine", "look",
@@ -406,19 +406,10 @@ THREAD_COUNTS = tuple(sorted({1, THREADS}))
 TARGET_SIZE = 10**6  # where the targets apply
 
 
-def _sizes() -> tuple[int, ...]:
-    setting = os.environ.get("KERNELS_SIZES", "").strip()
-    return tuple(int(float(size)) for size in setting.split(",")) if setting else (10**3, 10**4, 10**5, 10**6)
-
-
-SIZES = _sizes()
+SIZES = from_env("KERNELS_SIZES", (10**3, 10**4, 10**5, 10**6))
 RUN_ROUNDS = int(os.environ.get("KERNELS_ROUNDS", str(ROUNDS)))
 COMPILE_ROUNDS = int(os.environ.get("KERNELS_COMPILE_ROUNDS", str(ROUNDS)))
 BRANCH_N = max(SIZES)  # the branch-free / short-circuit comparison's transitions (10^6 unless KERNELS_SIZES says)
-
-
-def _threads(count: int) -> str:
-    return f"{count} thread" + ("" if count == 1 else "s")
 
 
 # {side: (name in the tables, threads)}; a kernel or copy side is "<what>/<threads>".
@@ -664,14 +655,14 @@ class Comparison:
 def _comparisons() -> list[Comparison]:
     rows = [Comparison("plain Python / Numba, 1 thread each", "python", "numba/1", target=300),
             Comparison("numpy masks / Numba, 1 thread each", "numpy", "numba/1", target=5),
-            *(Comparison(f"Numba at copy bandwidth (copy / Numba), {_threads(t)} each", f"copy/{t}", f"numba/{t}",
+            *(Comparison(f"Numba at copy bandwidth (copy / Numba), {threads_text(t)} each", f"copy/{t}", f"numba/{t}",
                          percent=True, target=50) for t in THREAD_COUNTS),
             Comparison("plain Python / C, 1 thread each", "python", "c/1"),
             Comparison("numpy masks / C, 1 thread each", "numpy", "c/1"),
-            *(Comparison(f"C at copy bandwidth (copy / C), {_threads(t)} each", f"copy/{t}", f"c/{t}", percent=True)
+            *(Comparison(f"C at copy bandwidth (copy / C), {threads_text(t)} each", f"copy/{t}", f"c/{t}", percent=True)
               for t in THREAD_COUNTS)]
     if THREADS > 1:
-        rows += [Comparison(f"{what}: 1 thread / {_threads(THREADS)} (speed-up)", f"{side}/1", f"{side}/{THREADS}")
+        rows += [Comparison(f"{what}: 1 thread / {threads_text(THREADS)} (speed-up)", f"{side}/1", f"{side}/{THREADS}")
                  for side, what in (("numba", "Numba"), ("c", "C"), ("copy", "memory copy"))]
     return rows
 

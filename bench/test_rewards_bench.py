@@ -24,15 +24,9 @@ from tracec.runtime.advantages import MIN_STEPS_PER_PART
 from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
 
 from bench.results import markdown_table, record
-from bench.sides import ROUNDS, Rounds, describe, interleaved, load_average
+from bench.sides import ROUNDS, Rounds, describe, from_env, interleaved, load_average, threads_text
 
-
-def _sizes() -> tuple[int, ...]:
-    setting = os.environ.get("REWARDS_SIZES", "").strip()
-    return tuple(int(float(size)) for size in setting.split(",")) if setting else (10**4, 10**5, 10**6)
-
-
-SIZES = _sizes()
+SIZES = from_env("REWARDS_SIZES", (10**4, 10**5, 10**6))
 RUN_ROUNDS = int(os.environ.get("REWARDS_ROUNDS", str(ROUNDS)))
 THREADS = os.cpu_count() or 1  # the all-threads rows
 THREAD_COUNTS = tuple(sorted({1, THREADS}))
@@ -104,10 +98,6 @@ VARIANTS = {"numba": "Numba, a new output block", "reused": "Numba, output block
             "tuples": "Numba, context tuples checked"}
 
 
-def _threads(count: int) -> str:
-    return f"{count} thread" + ("" if count == 1 else "s")
-
-
 def _report(found: dict[int, Rounds]) -> str:
     measured = [size for size in SIZES if size in found]
     sides = [("python", "plain Python", 1),
@@ -118,9 +108,10 @@ def _report(found: dict[int, Rounds]) -> str:
     comparisons = [(f"plain Python / {name}, 1 thread each", "python", f"{variant}/1")
                    for variant, name in VARIANTS.items()]
     if THREADS > 1:
-        comparisons += [(f"{name}: 1 thread / {_threads(THREADS)} (speed-up)", f"{variant}/1", f"{variant}/{THREADS}")
-                        for variant, name in VARIANTS.items()]
-    comparisons += [(f"a new block / reused, {_threads(t)} each", f"numba/{t}", f"reused/{t}") for t in THREAD_COUNTS]
+        comparisons += [(f"{name}: 1 thread / {threads_text(THREADS)} (speed-up)", f"{variant}/1",
+                         f"{variant}/{THREADS}") for variant, name in VARIANTS.items()]
+    comparisons += [(f"a new block / reused, {threads_text(t)} each", f"numba/{t}", f"reused/{t}")
+                    for t in THREAD_COUNTS]
 
     def cell(numerator: str, denominator: str, size: int) -> str:
         ratio = found[size].ratio(numerator, denominator)

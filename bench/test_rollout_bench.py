@@ -64,18 +64,15 @@ from tracec.trace_rl.rollouts.turns import TurnTemplate
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from bench.results import markdown_table, record
-from bench.sides import ROUNDS, Rounds, Spread, describe, interleaved, load_average
+from bench.sides import ROUNDS, Rounds, Spread, describe, from_env, interleaved, load_average
 
-
-def _sizes(name: str, default: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in os.environ.get(name, default).split(",") if part.strip())
-
-
-K = _sizes("ROLLOUT_BENCH_K", "2")[0]
-NEW_TOKENS = _sizes("ROLLOUT_BENCH_TOKENS", "8")[0]
-TURNS = _sizes("ROLLOUT_BENCH_TURNS", "2,4,8")
-TEXT_TURNS = TURNS if os.environ.get("ROLLOUT_BENCH_TEXT_TURNS") == "all" else _sizes("ROLLOUT_BENCH_TEXT_TURNS", "4")
-BENCH_ROUNDS = _sizes("ROLLOUT_BENCH_ROUNDS", str(ROUNDS))[0]
+K = from_env("ROLLOUT_BENCH_K", (2,))[0]
+NEW_TOKENS = from_env("ROLLOUT_BENCH_TOKENS", (8,))[0]
+TURNS = from_env("ROLLOUT_BENCH_TURNS", (2, 4, 8))
+_TEXT_SETTING = os.environ.get("ROLLOUT_BENCH_TEXT_TURNS")  # `all`, blank (none) or turns
+TEXT_TURNS = (TURNS if _TEXT_SETTING == "all" else () if _TEXT_SETTING is not None and not _TEXT_SETTING.strip()
+              else from_env("ROLLOUT_BENCH_TEXT_TURNS", (4,)))
+BENCH_ROUNDS = from_env("ROLLOUT_BENCH_ROUNDS", (ROUNDS,))[0]
 KV, REENCODE, TEXT = "kv cache kept", "batched re-encode", "text backend, one at a time"
 COMMAND = "pytest bench/test_rollout_bench.py --benchmark-only -p no:xdist"
 

@@ -1,6 +1,6 @@
 """`tracec env`: show a capability environment's task for a seed, play it by hand, or validate it.
 
-    tracec env FILE [--seed N] [--play] [--max-steps N] [--name ENV]
+    tracec env FILE [--seed N] [--play] [--max-steps N] [--call-format native|text] [--name ENV]
     tracec env validate FILE [--seeds N] [--first-seed N] [--name ENV]
 
 Exit 0 when all is well, 1 on a user error (a located message) or a failed validation (with its reason), 2 on a
@@ -20,7 +20,7 @@ from tracec.dsl.env_model import MAX_STEPS
 from tracec.arguments import integer
 
 USAGE = """
-  tracec env FILE [--seed N] [--play] [--max-steps N] [--name ENV]
+  tracec env FILE [--seed N] [--play] [--max-steps N] [--call-format native|text] [--name ENV]
   tracec env validate FILE [--seeds N] [--first-seed N] [--name ENV]"""
 
 
@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0), help="the task instance to show or play (default 0)")
     parser.add_argument("--play", action="store_true", help="type the agent's turns, one a line")
     parser.add_argument("--max-steps", type=integer(1, MAX_STEPS), help=f"1..{MAX_STEPS} (default: the file's limit)")
+    parser.add_argument("--call-format", choices=("native", "text"),
+                        help="--play: the tools as JSON schemas, calls as <tool_call> (native, the default), or listed "
+                             "with <action> calls (text); either spelling is read")
     parser.add_argument("--seeds", type=integer(1, 1_000_000), help="validate: how many seeds (default 100)")
     parser.add_argument("--first-seed", type=integer(0), help="validate: the first seed (default 0)")
 
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     validating = args.words[0] == "validate"
     if len(args.words) != (2 if validating else 1):
         raise UsageError(f"expected FILE or `validate FILE`, got {' '.join(args.words)}")
-    wrong = ("--seed", "--play", "--max-steps") if validating else ("--seeds", "--first-seed")
+    wrong = ("--seed", "--play", "--max-steps", "--call-format") if validating else ("--seeds", "--first-seed")
     given = [option for option in wrong if getattr(args, option[2:].replace("-", "_")) not in (None, False)]
     if given:
         form = "tracec env validate FILE" if validating else "tracec env FILE"
@@ -57,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.envs.capability.shell import describe, play
 
     if args.play:
-        play(program, args.seed or 0, sys.stdin, sys.stdout, max_steps=args.max_steps)
+        play(program, args.seed or 0, sys.stdin, sys.stdout, max_steps=args.max_steps,
+             call_format=args.call_format or "native")
     else:
         sys.stdout.write(describe(program, args.seed or 0))
     return EXIT_OK

@@ -12,7 +12,7 @@ from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.toolcall import format_tool_call
 
 REPO = Path(__file__).resolve().parents[2]
-TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"
+TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"
 
 
 def test_describe_shows_the_seeds_task_and_gold_solution(capsys: pytest.CaptureFixture[str]) -> None:

@@ -26,7 +26,7 @@ from tracec.trace_rl.envs.textworld.agents import WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
 
 REPO = Path(__file__).resolve().parents[2]
-TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"
+TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"
 
 
 class Recording:

@@ -242,7 +242,7 @@ def test_llm_agent_plays_textworld_and_random_text_scores_as_invalid(textworld_g
 
 
 def test_llm_user_answers_a_capability_environment_episode() -> None:
-    program = load_environment(str(REPO / "examples" / "envs" / "structured_data_reasoning.rubric"))
+    program = load_environment(str(REPO / "tests" / "data" / "cancel_trip.rubric"))
     user = LLMUser(tiny_backend(seed=11))
     env = Environment(program, user=user, max_steps=5)
     task = env.reset(4).text

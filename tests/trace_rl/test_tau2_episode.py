@@ -99,7 +99,8 @@ def test_malformed_and_unknown_calls_are_invalid_steps(domains):
         '{"name": "get_user_details", "arguments": {"user_id": ' + "[" * 500 + "]" * 500 + "}}",
         "Bye!",
     )
-    env = Tau2Environment(domain, user=scripted_user(["Hi, I am emma_kim_9957."]), task_ids=["0"])
+    env = Tau2Environment(domain, user=scripted_user(["Hi, I am emma_kim_9957."]), task_ids=["0"],
+                          call_format="text")  # the prompt's text format is checked below
     record = run_episode(env, agent, 0, env.max_steps, episode="e1")
     kinds = [a["kind"] for a in record["actions"]]
     assert kinds == ["invalid", "invalid", "query", "query", "message"]

@@ -61,5 +61,7 @@ def letter_env() -> LetterEnv:
 _PROGRAM = load_environment(str(REPO / "examples" / "envs" / "tool_calling_precision.rubric"))
 
 
-def capability_env() -> Any:
-    return Environment(_PROGRAM)
+def capability_env(call_format: str = "text") -> Any:
+    # text by default: the tiny tokenizer spells the native format's JSON schemas in ~1500 ids, more than these
+    # rollout tests' contexts; the native format has its own tests (test_native_tools.py)
+    return Environment(_PROGRAM, call_format=call_format)

@@ -2,7 +2,11 @@
 
 An agent maps the conversation so far to its next turn's text. The conversation is chat messages
 (`{"role": ..., "content": ...}`, the `ChatBackend` vocabulary): the environment's `system_prompt`, then each
-observation in its role (`user` or `tool`) and each of the agent's own turns as `assistant`. `run_episode` plays
+observation in its role (`user` or `tool`) and each of the agent's own turns as `assistant`. An environment that
+gives its agent tools as JSON schemas (`protocol.agent_tools`, the native call format) has them carried on the
+system message (`conversation.with_tools`: a JSON string under its `tools` key), so that any chat backend, which
+takes only messages, renders them by the one rule of `tracec.trace_rl.llm.conversation`; an agent that reads only
+`role` and `content` (a scripted one) is not disturbed. `run_episode` plays
 one episode: reset with the seed, alternate agent turns and steps until the environment is done or `max_turns`
 have been taken, and return the environment's trajectory record.
 
@@ -18,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from tracec.trace_rl.envs.protocol import Environment, Observation
+from tracec.trace_rl.envs.protocol import Environment, Observation, agent_tools
+from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.chat import ChatBackend
 
 Message = dict[str, str]
@@ -44,7 +49,8 @@ def run_episode(env: Environment, agent: Agent, seed: int, max_turns: int, *,
     `seed-N`). The agent gets a fresh copy of the conversation each turn."""
     if max_turns < 1:
         raise ValueError(f"run_episode: max_turns={max_turns} must be at least 1")
-    messages = [{"role": "system", "content": env.system_prompt}, observation_message(env.reset(seed))]
+    first = observation_message(env.reset(seed))
+    messages = [*conversation.with_tools([{"role": "system", "content": env.system_prompt}], agent_tools(env)), first]
     for _ in range(max_turns):
         text = agent.act([dict(message) for message in messages])
         result = env.step(text)

@@ -9,6 +9,13 @@ after the action and the action's facts, in the environment's schema). `trajecto
 record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Optional: `hint()`, after
 `reset(seed)`, is expert guidance for the task (how to solve it) or None; the trainer shows it to some rollouts
 (`rollout.hint_ratio`) and checks for it with `getattr`, so an environment without it simply gives no hint.
+Optional too: `tools`, the tools the agent is given as OpenAI-style JSON schemas (`[{"type": "function",
+"function": {"name", "description", "parameters": {"type": "object", "properties", "required"}}}]`), which the
+chat template renders (`tracec.trace_rl.llm.conversation`), and `call_format`: `native` (the default of the tool
+environments, capability and tau2: tools as schemas, calls as `<tool_call>{...}</tool_call>`, the system prompt
+without the prose tool list) or `text` (the tools listed in the system prompt, calls as `<action>f(a=...)</action>`;
+`tools` is then empty). An environment reads both spellings of a call whatever its format. `agent_tools(env)` is
+how every path that renders an agent's prompt reads them: an environment without `tools` (TextWorld) has none.
 
 The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
 Agents and the one episode loop (`run_episode`) are in `trace_rl.envs.agent`; users, in `trace_rl.envs.users`.
@@ -56,9 +63,17 @@ class Environment(Protocol):
         """The episode so far as one trajectory record (`episode`, `task`, `instruction`, `states`, `actions`,
         `env_reward`, `success`)."""
 
-    # Optional, not part of the protocol proper (the rollout engine reads it with `getattr`):
+    # Optional, not part of the protocol proper (the rollout engine reads them with `getattr`):
     #     def hint(self) -> str | None:
-    #         """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls), or None."""
+    #         """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls, in the
+    #         environment's call format), or None."""
+    #     tools: list[dict[str, Any]]  # the tools as JSON schemas; [] in the text format and without tools
+    #     call_format: str  # native | text (`tracec.trace_rl.envs.toolcall.CALL_FORMATS`)
+
+
+def agent_tools(env: Any) -> list[dict[str, Any]]:
+    """The JSON schemas of the tools `env` gives its agent: [] for an environment without any (or in text format)."""
+    return list(getattr(env, "tools", None) or [])
 
 
 EnvironmentFactory = Callable[[], Environment]  # a fresh instance; a group of K rollouts makes K of them

@@ -12,8 +12,11 @@ An agent turn is either a tool call or a plain message to the user. Two spelling
 `parse_tool_call` never raises: it returns a `ToolCall`, a `ToolCallError` with a short message for a call
 that is malformed, or `None` for a plain message. A flat call (strings, numbers, literals), the usual turn, is
 read by a regex first: exactly what the recursive parser would read, at a third of the cost.
-`format_tool_call` writes the `<action>` form and round-trips. Left out: several calls in one turn (the first
-one counts), positional arguments (an error: calls name their arguments).
+`format_tool_call` writes the `<action>` form, `format_native_call` the native one (Hermes-style `<tool_call>{"name":
+..., "arguments": {...}}</tool_call>`, what a model given tools as JSON schemas writes), `format_call` the one of an
+environment's `call_format` (`CALL_FORMATS`); all round-trip. A malformed JSON call's error is located
+(`<tool_call>: invalid JSON at line 1 column 17: ...`). Left out: several calls in one turn (the first one counts),
+positional arguments (an error: calls name their arguments).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+CALL_FORMATS = ("native", "text")  # how an agent is given tools and writes calls: JSON schemas and <tool_call>, or
+#   a prose tool list in the system prompt and <action>
 _MAX_DEPTH = 32
 _MAX_LEAF_DEPTH = 8
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -32,14 +37,7 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _ACTION = re.compile(r"<action>(.*?)(</action>|$)", re.IGNORECASE | re.DOTALL)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.IGNORECASE | re.DOTALL)
 _FENCE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
-_LITERALS: dict[str, Any] = {
-    "true": True,
-    "false": False,
-    "null": None,
-    "True": True,
-    "False": False,
-    "None": None,
-}
+_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "/": "/", "0": "\0"}
 # The usual turn, a flat call `name(key="text", key=12, key=true)`: one regex checks the whole body, a
 # second reads the arguments. It takes only what the full parser reads the same way (strings without escapes
@@ -89,6 +87,18 @@ def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
     return f"<action>{name}({args})</action>"
 
 
+def format_native_call(name: str, arguments: dict[str, Any]) -> str:
+    """The native spelling of a call, as Qwen-style templates write it: `<tool_call>` and one JSON object."""
+    return f"<tool_call>\n{_json_value({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def format_call(name: str, arguments: dict[str, Any], call_format: str) -> str:
+    """The call in `call_format` (one of `CALL_FORMATS`)."""
+    if call_format not in CALL_FORMATS:
+        raise ValueError(f"call_format={call_format!r}: expected one of {', '.join(CALL_FORMATS)}")
+    return format_native_call(name, arguments) if call_format == "native" else format_tool_call(name, arguments)
+
+
 def argument_leaves(value: Any, depth: int = 0) -> Iterator[str]:
     """A call argument's values as `args` facts: the leaves of lists and objects, strings as they are, numbers and
     booleans as JSON writes them, nulls dropped. Environments and tau2-bench record `args` this way."""
@@ -124,9 +134,7 @@ def _jsonable(obj: Any) -> Any:
 
 # Built once: `json.dumps` with options builds a new encoder on every call, a fifth of a small result's cost.
 # An encoder holds only its options, so sharing it is safe.
-_RESULT_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=_jsonable
-)
+_RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False, default=_jsonable)
 
 
 def _parse(text: str) -> ToolCall | ToolCallError | None:
@@ -186,11 +194,13 @@ def _unfence(body: str) -> str:
     return fence.group(1).strip() if fence else body
 
 
-def _load_json(body: str) -> Any:
+def _load_json(body: str, where: str) -> Any:
     try:
         return json.loads(body, parse_constant=_reject_constant)
+    except json.JSONDecodeError as err:
+        raise _Malformed(f"{where}: invalid JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     except ValueError as err:
-        raise _Malformed(f"invalid JSON: {err}") from None
+        raise _Malformed(f"{where}: invalid JSON: {err}") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -211,7 +221,7 @@ def _json_call_or_none(body: str) -> ToolCall | None:
 def _from_json(body: str, *, where: str) -> ToolCall:
     if not body:
         raise _Malformed(f"empty {where}")
-    obj = _load_json(body)
+    obj = _load_json(body, where)
     if not isinstance(obj, dict):
         raise _Malformed(f'{where} must hold an object {{"name": ..., "arguments": {{...}}}}')
     return _call_from_object(obj, where=where)
@@ -223,7 +233,7 @@ def _call_from_object(obj: dict[str, Any], *, where: str) -> ToolCall:
         raise _Malformed(f'{where}: "name" must be a tool name, got {json.dumps(name)[:40]}')
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):  # OpenAI-style calls carry the arguments as a JSON string
-        args = _load_json(args) if args.strip() else {}
+        args = _load_json(args, f'{where} "arguments"') if args.strip() else {}
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -262,9 +272,7 @@ class _ActionParser:
                 self.pos += 1
                 self._skip()
             elif not self._peek(")"):
-                raise self._error(
-                    "expected `,` or `)` after an argument (quote text with commas or brackets)"
-                )
+                raise self._error("expected `,` or `)` after an argument (quote text with commas or brackets)")
         self.pos += 1
         self._skip()
         if self.pos != len(self.text):

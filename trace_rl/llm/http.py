@@ -8,7 +8,9 @@ Transient failures retry with exponential backoff (`backoff * 2^k` seconds, capp
 (a bad key, an unknown model) fail at once with the server's own message. A body that is not a chat completion
 fails with an excerpt of it. A server that returns fewer choices than `n` (llama.cpp ignores `n`) is asked again
 for the rest. Every failure is an `LLMError` that names the URL and what to check.
-Left out: streaming, tool-call fields, and concurrency (calls go one at a time).
+Tools carried on the system message (`conversation.with_tools`) are sent folded into it as the Hermes block, so the
+reply is text that the agent's environment parses. Left out: streaming, tool-call fields (`tools=` and
+`tool_calls`: a server with a tool parser would answer outside the text), and concurrency (calls go one at a time).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
 
@@ -73,7 +76,8 @@ class OpenAIChatBackend:
         return replies
 
     def _body(self, messages: list[dict[str, str]], sampling: Sampling, n: int, already: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        # tools carried on the system message go as text: a server's tool parser would answer in `tool_calls` fields
+        body: dict[str, Any] = {"model": self.config.model, "messages": conversation.fold_tools(messages)}
         if n > 1:
             body["n"] = n
         fields = {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,

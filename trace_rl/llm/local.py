@@ -1,9 +1,11 @@
 """The CPU rollout backend: a `transformers` causal LM behind `ChatBackend` (`generate(messages) -> str`).
 
 Messages become the prompt's tokens by the one rule of `tracec.trace_rl.llm.conversation` (the tokenizer's chat
-template, else the fallback template); the prompt is left-truncated to the model's positions minus the new tokens,
-and replies are sampled by `model.generate` with exactly the temperature and top-p of `SamplingConfig` (top-k and
-repetition penalties a checkpoint's generation config may set are turned off, so samples follow the policy).
+template, else the fallback template; tools carried on the system message, `conversation.with_tools`, are rendered
+as the template renders tools, else as the Hermes block); the prompt is left-truncated to the model's positions
+minus the new tokens, and replies are sampled by `model.generate` with exactly the temperature and top-p of
+`SamplingConfig` (top-k and repetition penalties a checkpoint's generation config may set are turned off, so samples
+follow the policy).
 Call n of a backend samples under a seed drawn from (config.seed, n) inside a forked RNG: a fresh backend with the
 same seed replays the same replies, asking twice gives two samples, and the global RNG is left as it was.
 It also speaks `SamplingBackend`: `sample(messages, Sampling(...))` overrides max tokens, temperature and top-p for
@@ -88,14 +90,15 @@ class TransformersBackend:
     def uses_chat_template(self) -> bool:
         return conversation.uses_chat_template(self.tokenizer)
 
-    def render(self, messages: list[dict[str, str]]) -> str:
-        """The prompt text for `messages`, ending where the assistant's reply begins."""
-        return conversation.render(self.tokenizer, messages)
+    def render(self, messages: list[dict[str, str]], *, tools: conversation.Tools | None = None) -> str:
+        """The prompt text for `messages` (and `tools`, else those they carry), ending where the reply begins."""
+        return conversation.render(self.tokenizer, messages, tools=tools)
 
-    def prompt_ids(self, messages: list[dict[str, str]], max_new_tokens: int | None = None) -> list[int]:
+    def prompt_ids(self, messages: list[dict[str, str]], max_new_tokens: int | None = None, *,
+                   tools: conversation.Tools | None = None) -> list[int]:
         """The prompt's token ids, cut from the left to leave room for the reply (its start is what matters)."""
         room = self.max_prompt_tokens if max_new_tokens is None else self.positions - max_new_tokens
-        return conversation.encode(self.tokenizer, messages)[-room:]
+        return conversation.encode(self.tokenizer, messages, tools=tools)[-room:]
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         """The model's reply to `messages` under the backend's config: only the new text, special tokens removed."""

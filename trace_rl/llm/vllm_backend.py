@@ -2,7 +2,8 @@
 
 vLLM is optional (`pip install 'tracec[gpu]'`) and imported by `import_vllm` only, when an engine is made. The
 engine loads a local checkpoint folder (the caller resolves a model name from `tracec models` to its folder, so
-nothing is downloaded), renders messages with the model's chat template (`LLM.chat`), and samples each call with
+nothing is downloaded), renders messages with the model's chat template (`LLM.chat`; tools carried on the system
+message go as `tools=` or as the Hermes block, by `conversation.prepare`), and samples each call with
 its own `SamplingParams`, so n samples, stop strings and a per-call seed behave as on the other backends.
 `clean_model_folder` and `engine_rank` are what every vLLM engine here (this backend, the trainer's sampler, the
 adapter server) needs of a local checkpoint and its adapters. Left out: tensor parallelism flags beyond what
@@ -17,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
 
@@ -83,7 +85,9 @@ class VLLMBackend:
                   "top_p": _first(sampling.top_p, self.default.top_p), "seed": sampling.seed,
                   "stop": list(sampling.stop) or None}
         params = self._vllm.SamplingParams(**{k: v for k, v in fields.items() if v is not None})
-        outputs = self.engine.chat([messages], params, use_tqdm=False)
+        # carried tools: `tools=` when the model's template renders them, else the Hermes block (one rule)
+        messages, tools = conversation.prepare(self.engine.get_tokenizer(), messages)
+        outputs = self.engine.chat([messages], params, use_tqdm=False, **({} if tools is None else {"tools": tools}))
         return [cut_at_stop(choice.text, sampling.stop) for choice in outputs[0].outputs]
 
 

@@ -8,7 +8,8 @@ A group is K episodes of one task instance (K environments reset with the same s
 of a call advances in lockstep, one agent turn at a time, through one `TurnSampler` (the KV-cache sampler over the
 model's forward, or vLLM): decoding 16 sequences costs about 1.3 times 8 here, so the larger batch is the cheaper
 one. Between turns each environment steps on the decoded text of its episode's turn; its observation is tokenized
-by the chat template (`TurnTemplate`) and appended, so an episode is one growing token sequence whose sampled ids
+by the chat template (`TurnTemplate`, given the environment's tools as JSON schemas, `protocol.agent_tools`, in
+the native call format) and appended, so an episode is one growing token sequence whose sampled ids
 and sampler log-probabilities are kept exactly as drawn. Which sampled tokens carry the turn's advantage
 (`loss_tokens`: the action only, or the whole turn) is decided here, once, per turn.
 
@@ -23,7 +24,8 @@ Expert guidance (`rollout.hint_ratio = [low, high]`, TRACE's hint injection): pe
 drawn uniformly in [low, high] from the group's own generator (seeded by run seed, iteration and group), see the
 environment's optional `hint()` in an `<expert_guidance>` block appended to the system prompt: the hint is the
 trainer's instruction, not the user's words, so the user's opening message (which the user and the rubric read)
-stays as the task states it. An environment without a hint leaves those members plain. The learner must learn to act
+stays as the task states it (in the native call format the hint writes its calls as `<tool_call>`s, the tools
+rendered as without it). An environment without a hint leaves those members plain. The learner must learn to act
 WITHOUT the hint, so a hinted episode's finished stream has its first prompt replaced by the plain one (the prompt
 carries no loss; the sampled turns and observations are kept as drawn) and is marked `hinted`: its sampler log-probs
 were drawn under the hinted context, so the trainer recomputes them (`grpo.train`).
@@ -43,7 +45,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory, agent_tools
 from tracec.trace_rl.policy.choice_policy import ChoiceTurn
 from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
@@ -119,6 +121,7 @@ class _Live:
     choice_turns: list[ChoiceTurn] = field(default_factory=list)
     plain_prompt: list[int] | None = None  # hinted: the first prompt without the guidance, what the learner sees
     prompt_length: int = 0  # tokens of the first prompt as sampled
+    tools: list[dict[str, Any]] = field(default_factory=list)  # the JSON schemas the agent is given (native format)
 
 
 def episode_generator(seed: int, iteration: int, group: int, member: int) -> torch.Generator:
@@ -183,13 +186,15 @@ class RolloutEngine:
                hinted: bool = False) -> _Live:
         env = self.make_env()
         first = env.reset(task.seed)
-        prompt = self.template.prompt_ids(env.system_prompt, first)
+        tools = agent_tools(env)
+        prompt = self.template.prompt_ids(env.system_prompt, first, tools=tools)
         plain: list[int] | None = None
         offer = getattr(env, "hint", None) if hinted else None
         hint = offer() if callable(offer) else None
         if hint:
-            plain, prompt = prompt, self.template.prompt_ids(guided_system_prompt(env.system_prompt, hint), first)
-        episode = _Live(key=key, group=task, member=member, env=env,
+            plain, prompt = prompt, self.template.prompt_ids(guided_system_prompt(env.system_prompt, hint), first,
+                                                             tools=tools)
+        episode = _Live(key=key, group=task, member=member, env=env, tools=tools,
                         generator=episode_generator(seed, iteration, task.group, member), ids=list(prompt),
                         new_ids=list(prompt), logprobs=[0.0] * len(prompt), steps=[-1] * len(prompt),
                         sampled=[False] * len(prompt), plain_prompt=plain,
@@ -261,7 +266,7 @@ class RolloutEngine:
         if result.done or episode.turns >= self.max_turns:
             return True
         self._offer_choices(episode)
-        observation = self.template.observation_ids(result.observation, closed=turn.closed)
+        observation = self.template.observation_ids(result.observation, closed=turn.closed, tools=episode.tools)
         if len(episode.ids) + len(observation) + self._room(episode) > self.settings.max_context_tokens:
             episode.truncated = True
             return True

@@ -11,6 +11,8 @@ from tracec.trace_rl.envs.toolcall import (
     _ActionParser,
     _flat_call,
     _Malformed,
+    format_call,
+    format_native_call,
     format_tool_call,
     parse_tool_call,
     render_result,
@@ -112,6 +114,18 @@ _NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True)
 @given(name=_NAMES, arguments=st.dictionaries(_NAMES, _JSON, max_size=5))
 def test_format_then_parse_round_trips(name, arguments):
     assert parse_tool_call(format_tool_call(name, arguments)) == ToolCall(name=name, arguments=arguments)
+    native = format_native_call(name, arguments)  # also with `</tool_call>` inside a string: it is escaped
+    assert native.startswith("<tool_call>\n{") and native.endswith("}\n</tool_call>")
+    assert parse_tool_call(native) == ToolCall(name=name, arguments=arguments)
+    assert parse_tool_call(format_call(name, arguments, "native")) == parse_tool_call(
+        format_call(name, arguments, "text"))
+
+
+def test_a_native_calls_json_error_is_located():
+    message = parse_tool_call('<tool_call>\n{"name": "f",\n "arguments": {"a": 1,}}\n</tool_call>').message
+    assert message == '<tool_call>: invalid JSON at line 2 column 23: Expecting property name enclosed in double quotes'
+    assert parse_tool_call('<tool_call>{"name": "f", "arguments": "{1"}</tool_call>').message == (
+        '<tool_call> "arguments": invalid JSON at line 1 column 2: Expecting property name enclosed in double quotes')
 
 
 @settings(deadline=None)

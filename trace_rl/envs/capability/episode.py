@@ -3,13 +3,18 @@
 `reset(seed)` draws the seed's task (the user's opening message, and the first observation); `step(agent_text)`
 takes one turn: a tool call (`<action>tool(arg=value)</action>` or a JSON function call, read by
 `trace_rl.envs.toolcall`), whose JSON result comes back as a `tool` observation, or a message to the user, who answers
-it as a `user` observation (and may end the episode). The user lives inside the environment (`trace_rl.envs.users`).
+it as a `user` observation (and may end the episode). The user lives inside the environment (`trace_rl.envs.users`):
+`ScriptedUser` by default (validation, gold runs, training), or an `LLMUser` whose chat model plays the customer
+from the task text and ends the episode with `###STOP###`.
 Every step records the canonical `toolenv` facts (`trace_rl.envs.toolfacts`, schema in `grammars/toolenv.rubric`), so a
 rubric can score the episode and `trajectory()` can write it as a line of trajectory JSONL (write them with
 `runtime.output.write_records`). Scores: `state` = the final tables hash like the gold state's, `report` = every
 reported value appears in the agent's last message to the user, `reward` = the environment's formula over the two,
-given as the last step's reward. `hint()` is the task's hidden solution as the tool calls it expects, in the
-`<action>` call format (the trainer's expert guidance, `rollout.hint_ratio`).
+given as the last step's reward. `call_format` (`native`, the default, or `text`) is how the agent is given the
+tools: as JSON schemas (`tools`, from `capability.schemas`), the system prompt keeping only the instructions, or
+listed in the system prompt (`tools` empty); either way both spellings of a call are read. `hint()` is the task's
+hidden solution as the tool calls it expects, in the call format (`<tool_call>` or `<action>`; the trainer's
+expert guidance, `rollout.hint_ratio`).
 Left out: several tool calls in one turn (the first one counts, as in `trace_rl.envs.toolcall`).
 """
 
@@ -22,8 +27,9 @@ from typing import Any
 from tracec.dsl.env_model import MAX_STEPS
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
+from tracec.trace_rl.envs.capability.schemas import tool_schemas
 from tracec.trace_rl.envs.protocol import Observation, StepResult
-from tracec.trace_rl.envs.toolcall import ToolCallError, format_tool_call, parse_tool_call, render_result
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, ToolCallError, format_call, parse_tool_call, render_result
 from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import ScriptedUser, User
 
@@ -41,10 +47,14 @@ class Scores:
 class Environment(RecordsToolFacts):
     """Episodes of one compiled environment; `user` answers the agent's messages (default: `ScriptedUser()`)."""
 
-    def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None):
+    def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None,
+                 call_format: str = "native"):
         limit = program.limits.max_steps if max_steps is None else max_steps
         if not 1 <= limit <= MAX_STEPS:
             raise ValueError(f"max_steps must be between 1 and {MAX_STEPS}, got {limit}")
+        if call_format not in CALL_FORMATS:
+            raise ValueError(f"call_format must be one of {', '.join(CALL_FORMATS)}, got {call_format!r}")
+        self.call_format = call_format
         self.program, self.max_steps = program, limit
         self.user: User = user if user is not None else ScriptedUser()
         self.scenario: Scenario | None = None
@@ -53,13 +63,23 @@ class Environment(RecordsToolFacts):
 
     @property
     def system_prompt(self) -> str:
-        """The call format and the tools."""
+        """The instructions; in the text format also how to write a call and the tools (native: `tools`)."""
+        closing = ("Anything else you write goes to the user; when you have finished, tell the user you are done and "
+                   "give any answer they asked for.")
+        if self.call_format == "native":
+            return f"You help a user by calling tools. Call one tool per turn. {closing}"
         tools = "\n".join(f"- {t.info.signature()}" for t in self.program.tools.values())
         return (
             "You help a user by calling tools. Call one tool per turn, written as <action>tool(arg=value, ...)"
-            '</action> or as {"name": "tool", "arguments": {...}}. Anything else you write goes to the user; '
-            f"when you have finished, tell the user you are done and give any answer they asked for.\nTools:\n{tools}"
+            f'</action> or as {{"name": "tool", "arguments": {{...}}}}. {closing}\nTools:\n{tools}'
         )
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools as JSON schemas in the native format; none in the text format (the prompt lists them)."""
+        if self.call_format != "native":
+            return []
+        return tool_schemas([t.info for t in self.program.tools.values()])
 
     def reset(self, seed: int) -> Observation:
         self.scenario = self.program.scenario(seed)
@@ -75,7 +95,7 @@ class Environment(RecordsToolFacts):
         """The solution of the task `reset(seed)` drew, as the calls it expects, one per turn; None without one."""
         if self.scenario is None:
             raise RuntimeError("no task to hint at: call reset(seed)")
-        calls = [format_tool_call(call.name, call.arguments) for call in self.scenario.gold_calls]
+        calls = [format_call(call.name, call.arguments, self.call_format) for call in self.scenario.gold_calls]
         if not calls and not self.scenario.report:
             return None
         lines = [f"{i}. {call}" for i, call in enumerate(calls, 1)]

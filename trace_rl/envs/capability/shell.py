@@ -13,6 +13,7 @@ from tracec.trace_rl.envs.capability.episode import Environment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Program
 from tracec.trace_rl.envs.toolcall import format_tool_call
+from tracec.trace_rl.llm import conversation
 
 
 def describe(program: Program, seed: int) -> str:
@@ -29,11 +30,14 @@ def describe(program: Program, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: int | None = None) -> Scores:
-    """An interactive episode; returns its scores (also when the input ends before the episode does)."""
-    env = Environment(program, max_steps=max_steps)
+def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: int | None = None,
+         call_format: str = "native") -> Scores:
+    """An interactive episode; returns its scores (also when the input ends before the episode does). The prompt
+    shown is the system message as a model without a tools-aware template reads it (native: the Hermes block)."""
+    env = Environment(program, max_steps=max_steps, call_format=call_format)
     opening = env.reset(seed)
-    out.write(f"{env.system_prompt}\n\n{opening.role}: {opening.text}\n")
+    (system,) = conversation.fold_tools([{"role": "system", "content": env.system_prompt}], env.tools)
+    out.write(f"{system['content']}\n\n{opening.role}: {opening.text}\n")
     done = False
     while not done:
         out.write("agent> ")

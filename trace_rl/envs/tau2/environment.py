@@ -8,6 +8,10 @@ user, and the user's answer as the first observation. Each `step` is one agent t
 `###OUT-OF-SCOPE###`) or after `max_steps` turns, and is scored as the benchmark scores it (`scoring.py`): the
 reward of the last step and the trajectory's `env_reward`.
 
+`call_format` says how the agent is given the tools: `native` (the default) as the toolkit's JSON schemas
+(`tools`), the system prompt the policy and how to act; `text`, listed in the system prompt with the `<action>`
+call format (`CALL_FORMAT`), `tools` empty. Both spellings of a call are read either way.
+
 The environment owns its user (`trace_rl.envs.users`): `tau2_user` is the LLM simulator with the benchmark's
 guidelines, `scripted_user` and `gold.gold_user` are scripted ones. The agent's conversation starts with the
 user's first message: the greeting is the user's context only (many chat templates want a user turn first).
@@ -31,7 +35,7 @@ from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
-from tracec.trace_rl.envs.toolcall import argument_leaves, parse_tool_call
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, argument_leaves, parse_tool_call
 from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import OUT_OF_SCOPE, SCENARIO, STOP, TRANSFER, LLMUser, ScriptedUser, User
 from tracec.trace_rl.llm.chat import ChatBackend
@@ -45,6 +49,10 @@ Each turn, do exactly one of these:
 - call one tool: <action>tool_name(arg="value", other=[1, 2])</action> (arguments by name, values as JSON);
 - or write a message to the user (plain text, no tool call in it).
 The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
+NATIVE_FORMAT = """\
+## How to act
+Each turn, do exactly one of these: call one tool, or write a message to the user (plain text, no tool call in it).
+The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
 
 
 class Tau2Environment(RecordsToolFacts):
@@ -52,9 +60,14 @@ class Tau2Environment(RecordsToolFacts):
     first use; pass one mapping to the environments of a group so that they replay each task once."""
 
     def __init__(self, domain: Domain, *, user: User, task_ids: Sequence[str] | None = None, max_steps: int = 60,
-                 greeting: str = GREETING, gold: MutableMapping[str, Db] | None = None) -> None:
+                 greeting: str = GREETING, gold: MutableMapping[str, Db] | None = None,
+                 call_format: str = "native") -> None:
         if max_steps < 1:
             raise ValueError(f"Tau2Environment: max_steps must be at least 1, got {max_steps}")
+        if call_format not in CALL_FORMATS:
+            raise ValueError(f"Tau2Environment: call_format must be one of {', '.join(CALL_FORMATS)}, "
+                             f"got {call_format!r}")
+        self.call_format = call_format
         self.tasks = tuple(domain.task(task_id) for task_id in (domain.tasks if task_ids is None else task_ids))
         if not self.tasks:
             raise ValueError(f"Tau2Environment: no tasks to play in the {domain.name} domain")
@@ -66,15 +79,22 @@ class Tau2Environment(RecordsToolFacts):
 
     @property
     def system_prompt(self) -> str:
-        """Policy, tools and call format."""
+        """Policy and how to act; in the text format also the tools and how to write a call (native: `tools`)."""
+        if self.call_format == "native":
+            return f"{self.domain.policy.strip()}\n\n{NATIVE_FORMAT}"
         return f"{self.domain.policy.strip()}\n\n## Tools\n{self.domain.toolkit.describe()}\n\n{CALL_FORMAT}"
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The domain's tools as JSON schemas in the native format; none in the text format (the prompt lists them)."""
+        return self.domain.toolkit.schemas() if self.call_format == "native" else []
 
     def task_for(self, seed: int) -> Task:
         return self.tasks[seed % len(self.tasks)]
 
     def reset(self, seed: int) -> Observation:
         self.task = self.task_for(seed)
-        self.tools = Tau2Tools(self.domain)
+        self.service = Tau2Tools(self.domain)  # the episode's database and tools (`tools` are their schemas)
         self.steps, self.done, self.end = 0, False, "max_steps"
         self.agent_messages: list[str] = []
         self._score: Score | None = None
@@ -88,7 +108,7 @@ class Tau2Environment(RecordsToolFacts):
         self.steps += 1
         call = parse_tool_call(action)
         if call is not None:
-            outcome = self.tools.execute(call)
+            outcome = self.service.execute(call)
             self.done = self.steps >= self.max_steps
             self._facts.tool_call(action, outcome, args=argument_leaves(outcome.arguments),
                                   target=primary_target(outcome.arguments), done=self.done)
@@ -112,7 +132,7 @@ class Tau2Environment(RecordsToolFacts):
             return self._score
         if self.task.id not in self.gold:
             self.gold[self.task.id] = replay_gold(self.domain, self.task)[0].db
-        result = score(self.task, self.tools.db, self.agent_messages, gold=self.gold[self.task.id])
+        result = score(self.task, self.service.db, self.agent_messages, gold=self.gold[self.task.id])
         if self.done:
             self._score = result
         return result

@@ -6,7 +6,10 @@ before the function sees them, the way the benchmark's typed models do (lax: `"3
 3, an integer id is its digits as a string; extra keys inside objects are dropped), and a refusal is a
 `ToolError` whose message is what the agent reads after `Error: `.
 
-Left out: JSON-schema export of the tools (the prompt lists signatures in text).
+`Toolkit.schemas()` is the same specs as OpenAI-style JSON schemas (the native call format: every parameter
+required, `str` a string, `int` an integer, a choice a string enum, lists arrays, records objects with their
+fields required), `describe()` as the text list a text-format prompt shows.
+Left out: optional parameters (every tool here takes all of its arguments).
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ class Scalar:
     def show(self) -> str:
         return self.kind
 
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string" if self.kind == "str" else "integer"}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Choice:
@@ -39,6 +45,9 @@ class Choice:
 
     def show(self) -> str:
         return " | ".join(f'"{value}"' for value in self.values)
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "string", "enum": list(self.values)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +57,9 @@ class ListOf:
     def show(self) -> str:
         return f"list[{self.item.show()}]"
 
+    def schema(self) -> dict[str, Any]:
+        return {"type": "array", "items": self.item.schema()}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
@@ -55,6 +67,10 @@ class Record:
 
     def show(self) -> str:
         return "{" + ", ".join(f"{name}: {kind.show()}" for name, kind in self.fields) + "}"
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {name: kind.schema() for name, kind in self.fields},
+                "required": [name for name, _ in self.fields]}
 
 
 ParamType = Scalar | Choice | ListOf | Record
@@ -90,6 +106,13 @@ class Tool:
     def signature(self) -> str:
         args = ", ".join(f"{param.name}: {param.type.show()}" for param in self.params)
         return f"{self.name}({args})"
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as `{"type": "function", "function": {"name", "description", "parameters"}}`."""
+        properties = {p.name: {**p.type.schema(), **({"description": p.doc} if p.doc else {})} for p in self.params}
+        parameters = {"type": "object", "properties": properties, "required": [p.name for p in self.params]}
+        return {"type": "function", "function": {"name": self.name, "description": self.doc,
+                                                 "parameters": parameters}}
 
 
 def param(name: str, kind: ParamType = STR, doc: str = "") -> Param:
@@ -127,6 +150,10 @@ class Toolkit:
         with db.transaction() as done:
             result = spec.run(db, args)
         return result, done.changed
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tools as JSON schemas, by name (the order `describe` lists them in)."""
+        return [spec.schema() for spec in sorted(self.tools.values(), key=lambda t: t.name)]
 
     def describe(self) -> str:
         """The tool list for the agent's prompt: one signature and one line of description each."""

@@ -1,6 +1,6 @@
 """The environment interpreter against the same environment written by hand in Python, side by side.
 
-The environment is examples/envs/structured_data_reasoning.rubric (cancel_trip). `HandTrips` draws the same tables
+The environment is tests/data/cancel_trip.rubric (the library's first cancel_trip). `HandTrips` draws the same tables
 from the same seeds, answers every turn with the same observation and records the same `toolenv` facts (checked
 before timing), so both sides do the same work; only the interpreter reads it from the `.rubric`.
 Timed: `reset` (tables, picks, task, gold replay) and `step` over a fixed turn sequence per episode (three gold
@@ -43,7 +43,7 @@ from tracec.trace_rl.envs.toolcall import (
 from bench.results import markdown_table, record
 from bench.sides import Rounds, describe, load_average
 
-PATH = Path(__file__).resolve().parents[1] / "examples" / "envs" / "structured_data_reasoning.rubric"
+PATH = Path(__file__).resolve().parents[1] / "tests" / "data" / "cancel_trip.rubric"
 COMMAND = "pytest bench/test_env_bench.py --benchmark-only -p no:xdist"
 N_EPISODES = 200
 ROUNDS = 30  # many short rounds (each well under a second): their median is steady

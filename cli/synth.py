@@ -2,6 +2,7 @@
 
     tracec synth env --capability NAME --description TEXT -o OUT/ [--trajectories T...] [LLM flags]
     tracec synth env --selected selected_capabilities.json [--capability NAME] -o OUT/ [--trajectories T...]
+                     [--tools FILE.json | --tools tau2:airline,retail]
     tracec synth rubric --schema FILE|toolenv --description TEXT -o OUT.rubric
                         [--trajectories T.jsonl] [--random-trajectories R.jsonl] [--env ENV.rubric] [LLM flags]
 
@@ -34,7 +35,7 @@ __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
 # SynthFailed is named, not imported: its module imports torch (see `tracec.cli`), and only it raises SynthFailed.
 USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, "tracec.trace_rl.trace.synth.commands:SynthFailed",
-               MissingReference)
+               MissingReference, "tracec.trace_rl.trace.synth.tool_schemas:ToolsFileError")
 
 
 def add_arguments(synth: argparse.ArgumentParser) -> None:
@@ -53,6 +54,9 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
     env.add_argument("--no-library", action="store_true", help="always ask the LLM to write the environment")
     env.add_argument("--validate-seeds", type=integer(1), default=50,
                      help="seeds the environment is validated on (default 50)")
+    env.add_argument("--tools", metavar="FILE.json|tau2[:DOMAINS]",
+                     help="the target's tools the environment must keep: a JSON list of OpenAI-style function "
+                     "schemas, or tau2-bench's (tau2, tau2:airline, tau2:retail); default: free tools")
     env.add_argument("--excerpts", type=integer(0), default=3, help="failure excerpts in the prompt (default 3)")
     calibration = env.add_argument_group("calibration")
     calibration.add_argument("--no-calibrate", action="store_true",
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, policy_temperature=args.policy_temperature,
             policy_max_tokens=args.policy_max_tokens, mean_band=tuple(args.mean_band),
             success_band=tuple(args.success_band), max_constant_groups=args.max_constant_groups, tries=args.tries,
-            llm=backend_settings(args))
+            llm=backend_settings(args), tools=args.tools)
     return commands.rubric(args.output, schema=args.schema, schema_name=args.schema_name,
                            description=args.description, trajectories=args.trajectories,
                            random_trajectories=args.random_trajectories, environment=args.env, seeds=args.seeds,

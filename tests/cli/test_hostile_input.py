@@ -150,7 +150,7 @@ LONG_FACT = _jsonl_with(("states", 1, "open", 0), "-" + "1" * 5000)
 LONE_CR = DOOR_RUBRIC.replace("rubric door_rubric", "# note\rrubric door_rubric")
 LONE_CR_LINE = LONE_CR.split("\n").index(next(line for line in LONE_CR.split("\n") if "\r" in line)) + 1
 EMPTY_BRACES = "\n" + (REPO / "examples/envs/datetime_reasoning.rubric").read_text().replace(
-    "My visit {visit.id}", "My visit {}", 1)
+    "I want to fly from {flight.origin}", "I want to fly from {}", 1)
 BRACES_LINE = next(i for i, line in enumerate(EMPTY_BRACES.split("\n"), 1) if "{}" in line)
 BRACES_COLUMN = EMPTY_BRACES.split("\n")[BRACES_LINE - 1].index("{}") + 2
 NEGATED = DOOR_RUBRIC.replace("rubric door_rubric for door {", "rubric door_rubric for door {\n  bind n: int = -(4)")

@@ -3,6 +3,7 @@ is what the task says it is, and is the only row that fits the description."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from tracec.trace_rl.envs.capability import Scenario, load_environment
 
 ENVS = Path(__file__).resolve().parents[2] / "examples" / "envs"
-SEEDS = range(1500)  # cancel_trip drew a trip from a city to itself in about 3% of seeds
+SEEDS = range(1500)  # cancel_trip once drew a trip from a city to itself in about 3% of seeds
 
 
 def _rows(scenario: Scenario, table: str, **equal: Any) -> list[dict[str, Any]]:
@@ -20,52 +21,54 @@ def _rows(scenario: Scenario, table: str, **equal: Any) -> list[dict[str, Any]]:
 
 def _trip(s: Scenario) -> None:
     me, trip = s.lets["me"], s.lets["target"]
-    for row in s.db.rows["trips"]:  # the task's trip, and every other one the agent may list
-        assert row["origin"] != row["dest"], f"trip {row['id']} goes from {row['origin']} to itself"
-    described = _rows(s, "trips", user=me["id"], origin=trip["origin"], dest=trip["dest"], day=trip["day"],
-                      status="active")
-    assert described == [trip], "the description fits another active trip"
+    for row in s.db.rows["reservations"]:  # the task's flight, and every other one the agent may list
+        assert row["origin"] != row["destination"], f"reservation {row['id']} goes from {row['origin']} to itself"
+    described = _rows(s, "reservations", user=me["id"], origin=trip["origin"], destination=trip["destination"],
+                      day=trip["day"], status="active")
+    assert described == [trip], "the description fits another active reservation"
 
 
-def _visit(s: Scenario) -> None:
-    me, visit = s.lets["me"], s.lets["visit"]
-    by_id = visit["id"] in s.task  # the task may name the visit by its id as well as its day
-    described = [row for row in _rows(s, "visits", patient=me["id"], day=visit["day"])
-                 if not by_id or row["id"] == visit["id"]]
-    assert described == [visit], "the description fits another visit of that day"
-    assert visit["status"] == "booked" and s.lets["new"] > visit["day"]
+def _flight(s: Scenario) -> None:
+    me, flight = s.lets["me"], s.lets["flight"]
+    gap = datetime.date.fromisoformat(flight["day"]) - datetime.date.fromisoformat(s.lets["since"])
+    assert gap.days == 7 * me["weeks"] + me["days"] and s.lets["since"] in s.task
+    same = _rows(s, "flights", origin=flight["origin"], destination=flight["destination"], day=flight["day"])
+    assert same == [flight] and flight["origin"] != flight["destination"], "the search finds another flight"
 
 
-def _bill(s: Scenario) -> None:
-    me, chk, sav, bill = (s.lets[k] for k in ("me", "chk", "sav", "bill"))
-    assert chk["owner"] == sav["owner"] == bill["customer"] == me["id"] and bill["status"] == "open"
-    assert chk["balance"] < bill["amount"] <= sav["balance"], "the transfer must be needed and possible"
+def _bags_after_refund(s: Scenario) -> None:
+    me, card, a, b = (s.lets[k] for k in ("me", "g", "a", "b"))
+    assert a["user"] == b["user"] == card["user"] == me["id"] and a["payment"] == card["id"] and a["id"] != b["id"]
+    assert a["status"] == b["status"] == "active"
+    assert card["balance"] < 50 * me["bags"] <= card["balance"] + a["price"], "the refund must be needed and enough"
 
 
-def _line(s: Scenario) -> None:
-    line = s.lets["line"]
-    assert not line["roaming"] or line["spend_lock"], "the pass must be blocked, or there is nothing to recover from"
+def _locked(s: Scenario) -> None:
+    order, alt = s.lets["o"], s.lets["alt"]
+    assert order["status"] == "pending" and order["locked"], "the cancel must be blocked: else nothing to recover"
+    assert alt["user"] == order["user"] and not alt["locked"]
 
 
 def _orders(s: Scenario) -> None:
     me, x, y, open_ = (s.lets[k] for k in ("me", "x", "y", "open"))
-    assert x["id"] != y["id"] and {x["status"], y["status"]} == {"pending", "shipped"}
-    assert (x["customer"] == y["customer"] == me["id"] and open_["status"] == "pending"
+    assert x["id"] != y["id"] and {x["status"], y["status"]} == {"pending", "delivered"}
+    assert (x["user"] == y["user"] == me["id"] and open_["status"] == "pending"
             and open_["id"] in (x["id"], y["id"]))
 
 
-def _room(s: Scenario) -> None:
-    me, room = s.lets["me"], s.lets["room"]
-    assert room["status"] == "free" and 1 <= me["nights"] <= 30 and room["id"] in s.task
+def _bags(s: Scenario) -> None:
+    me, reservation, payment = s.lets["me"], s.lets["r"], s.lets["p"]
+    assert reservation["status"] == "active" and reservation["user"] == payment["user"] == me["id"]
+    assert 0 <= me["nonfree"] <= me["total"] <= 9 and reservation["id"] in s.task and payment["id"] in s.task
 
 
 SENSE: dict[str, Callable[[Scenario], None]] = {
     "structured_data_reasoning.rubric": _trip,
-    "datetime_reasoning.rubric": _visit,
-    "multi_step_completion.rubric": _bill,
-    "permission_error_recovery.rubric": _line,
+    "datetime_reasoning.rubric": _flight,
+    "multi_step_completion.rubric": _bags_after_refund,
+    "permission_error_recovery.rubric": _locked,
     "precondition_verification.rubric": _orders,
-    "tool_calling_precision.rubric": _room,
+    "tool_calling_precision.rubric": _bags,
 }
 
 

@@ -51,7 +51,7 @@ class Recording:
 
 
 def _engine(policy: Policy, make_env: Any, **settings: Any) -> tuple[RolloutEngine, TurnTemplate]:
-    rollout = RolloutSection(temperature=0.9, max_new_tokens=24, max_context_tokens=1024, **settings)
+    rollout = RolloutSection(temperature=0.9, max_new_tokens=24, max_context_tokens=2048, **settings)
     template = TurnTemplate(policy.tokenizer)
     sampler = KVCacheSampler(policy.model, temperature=rollout.temperature, end_of_turn_ids=template.end_of_turn_ids,
                              pad_id=policy.tokenizer.pad_token_id or 0)
@@ -134,8 +134,9 @@ def test_a_run_with_hints_trains_and_reports_the_hinted_share(tmp_path: Path) ->
     rubric = Path(__file__).resolve().parents[2] / "examples" / "envs" / "tool_calling_precision.rubric"
     config = load_config(None, ["model.name=tiny", "model.threads=1", "lora.rank=4", "lora.alpha=8",
                                 "rollout.group_size=4", "rollout.groups_per_batch=2", "rollout.max_new_tokens=16",
-                                "rollout.max_context_tokens=1024", "optim.lr=3e-3", "iterations=1",
-                                f"env.capability.path={rubric}", "env.max_turns=2", "rollout.hint_ratio=[0.5, 0.5]",
+                                "rollout.max_context_tokens=2048", "optim.lr=3e-3", "iterations=1",
+                                f"env.capability.path={rubric}", "env.call_format=text", "env.max_turns=2",
+                                "rollout.hint_ratio=[0.5, 0.5]",
                                 "advantage.filter_constant_groups=false"])
     result = train(config, out=tmp_path)
     assert result.metrics[0]["hinted_fraction"] == 0.5

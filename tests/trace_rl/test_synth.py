@@ -27,11 +27,12 @@ SHIPPED = (LIBRARY / "precondition_verification.rubric").read_text()
 # An environment "the LLM wrote": the shipped one under a capability the library does not know by name.
 WRITTEN = SHIPPED.replace("cancel_unshipped", "careful_cancel").replace(
     "capability precondition_verification", "capability careful_order_cancellation")
-TYPE_ERRORS = WRITTEN.replace("status == pending", "status == pendng").replace("get_order(x.id); ", "get_ordr(x.id); ")
-NO_GOLD = WRITTEN.replace("solution get_order(x.id); get_order(y.id); cancel_order(open.id)",
-                          "solution get_order(x.id)")
+TYPE_ERRORS = WRITTEN.replace("status == pending", "status == pendng").replace("get_order_details(x.id); ",
+                                                                                "get_ordr_details(x.id); ")
+NO_GOLD = WRITTEN.replace('solution get_order_details(x.id); get_order_details(y.id); cancel_pending_order(open.id, '
+                          '"ordered by mistake")', "solution get_order_details(x.id)")
 TARGET = Target(name="careful_order_cancellation", description="looks at each order before cancelling the right one",
-                excerpts=("agent: <action>cancel_order(order=\"O1\")</action>\n  -> shipped order cancelled",))
+                excerpts=('agent: <action>cancel_pending_order(order_id="O1")</action>\n  -> shipped order cancelled',))
 
 
 def fenced(source: str, before: str = "Here is the environment.") -> str:
@@ -120,12 +121,12 @@ def test_the_llm_repairs_type_errors_then_a_failed_validation(tmp_path: Path) ->
     prompt = llm.calls[0][1]["content"]
     assert "## 7. Environments" in prompt and "## 5. Rubrics" not in prompt  # only the sections it needs
     assert prompt.count("```rubric\n") == 2 and "capability careful_order_cancellation" in prompt
-    assert 'cancel_order(order=\\"O1\\")' in prompt or 'cancel_order(order="O1")' in prompt  # the failure excerpt
+    assert 'cancel_pending_order(order_id="O1")' in prompt  # the failure excerpt
     # The checker's located errors went back, with the line and a caret; then the validation failure.
     feedback = llm.calls[1][-1]["content"]
     assert re.search(r"attempt_1.rubric:\d+:\d+: error: `pendng` is not a member .*did you mean `pending`", feedback)
-    assert re.search(r"attempt_1.rubric:18:12: error: unknown tool `get_ordr`; did you mean `get_order`\?\n"
-                     r" +solution get_ordr\(x.id\);.*\n +\^{8}\n", feedback)  # both errors, each with its caret
+    assert re.search(r"attempt_1.rubric:21:12: error: unknown tool `get_ordr_details`; did you mean "
+                     r"`get_order_details`\?\n +solution get_ordr_details\(x.id\);.*\n +\^{16}\n", feedback)
     assert "validation over 50 seeds failed: seed 0: doing nothing scores 1" in llm.calls[2][-1]["content"]
     assert sorted(p.name for p in (tmp_path / "attempts").iterdir()) == [f"attempt_{i}.rubric" for i in (1, 2, 3)]
     verdicts = [json.loads(line)["verdict"] for line in (tmp_path / "llm_calls.jsonl").read_text().splitlines()

@@ -17,7 +17,7 @@ from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import LLMUser
 
 REPO = Path(__file__).resolve().parents[3]
-TRIPS = REPO / "examples" / "envs" / "structured_data_reasoning.rubric"
+TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.capability.shell import describe, play
 
 REPO = Path(__file__).resolve().parents[3]
-PROGRAM = load_environment(str(REPO / "examples" / "envs" / "structured_data_reasoning.rubric"))
+PROGRAM = load_environment(str(REPO / "tests" / "data" / "cancel_trip.rubric"))
 
 
 def test_describe_shows_task_tools_and_gold_solution() -> None:

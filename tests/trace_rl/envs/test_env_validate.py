@@ -10,7 +10,7 @@ from tracec.trace_rl.envs.capability.validate import validate
 
 REPO = Path(__file__).resolve().parents[3]
 ENVS = sorted((REPO / "examples" / "envs").glob("*.rubric"))
-TRIPS = (REPO / "examples" / "envs" / "structured_data_reasoning.rubric").read_text()
+TRIPS = (REPO / "tests" / "data" / "cancel_trip.rubric").read_text()
 
 
 def test_each_shipped_environment_isolates_its_own_capability() -> None:

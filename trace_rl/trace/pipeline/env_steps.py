@@ -30,6 +30,7 @@ from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvS
 from tracec.trace_rl.trace.synth.library import load_library
 from tracec.trace_rl.trace.synth.reference import LIBRARY
 from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
+from tracec.trace_rl.trace.synth.tool_schemas import TargetTools, ToolsFileError, load_tools, tau2_tools
 
 from tracec.atomic import write_atomic
 
@@ -51,6 +52,7 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
     library = load_library(Path(section.library) if section.library else LIBRARY)
     policy = local_backend(config.model.name, device=config.model.device, seed=config.run.seed,
                            max_new_tokens=section.max_new_tokens) if calibration is not None else None
+    tools = _target_tools(context)
     cases = {c.id: c for c in read_cases([collected / TRAJECTORIES])}
     kept: list[dict[str, Any]] = []
     dropped: dict[str, str] = {}
@@ -60,7 +62,8 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
         settings = EnvSettings(tries=config.llm.tries, validate_seeds=section.validate_seeds,
                                calibration=calibration if section.require_calibrated else None)
         try:
-            made = _environment(context, folder / name, name, entry["description"], excerpts, settings, library,
+            made = _environment(context, folder / name, Target(name=name, description=entry["description"],
+                                                               excerpts=excerpts, tools=tools), settings, library,
                                 policy)
         except PipelineFailed as failed:
             dropped[name] = str(failed)
@@ -72,7 +75,8 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
             _write_calibration(folder / name, made["calibration"])
         kept.append({"name": name, "description": entry["description"], "origin": made["origin"],
                      "path": f"{name}/{name}.rubric", "example": _gold_example(folder / name / f"{name}.rubric"),
-                     "calibration": None if made["calibration"] is None else made["calibration"].to_json()})
+                     "calibration": None if made["calibration"] is None else made["calibration"].to_json(),
+                     "tools": tools.name if tools else None, "transfer": made["transfer"]})
     write_atomic(folder / MANIFEST, [json.dumps({"environments": kept, "dropped": dropped}, indent=2) + "\n"])
     if not kept:
         raise PipelineFailed("environments: no selected capability got an environment (" + "; ".join(
@@ -83,14 +87,27 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
             + (f"; dropped: {', '.join(dropped)}" if dropped else ""))
 
 
-def _environment(context: Context, out: Path, name: str, description: str, excerpts: tuple[str, ...],
-                 settings: Any, library: Any, policy: Any) -> dict[str, Any]:
+def _target_tools(context: Context) -> TargetTools | None:
+    """The tools environments keep: `environments.tools`, else a tau2 target's own; None when free."""
+    section, target = context.config.environments, context.config.target
+    if not section.keep_tools:
+        return None
+    try:
+        if section.tools:
+            return load_tools(Path(section.tools))
+    except ToolsFileError as error:
+        raise PipelineFailed(f"environments.tools: {error}") from None
+    return tau2_tools(target.tau2.domains) if target.kind == "tau2" else None
+
+
+def _environment(context: Context, out: Path, target: Target, settings: Any, library: Any,
+                 policy: Any) -> dict[str, Any]:
     """The accepted environment of one capability written into `out`; `PipelineFailed` when there is none."""
     section = context.config.environments
     # Without synthesis the library is matched by name only: no LLM call at all.
     backend = context.analyst() if context.has_analyst() and section.synthesize else None
     log = CallLog(out / "llm_calls.jsonl", command="pipeline environments") if backend is not None else None
-    target = Target(name=name, description=description, excerpts=excerpts)
+    name = target.name
     out.mkdir(parents=True, exist_ok=True)
     try:
         result = synthesize(backend, target, settings, library=library, use_library=True, policy=policy,
@@ -107,7 +124,7 @@ def _environment(context: Context, out: Path, name: str, description: str, excer
     write_atomic(out / f"{name}.rubric", [result.source])
     write_atomic(out / "validation.txt", [result.validation + "\n"])
     origin = "llm" if result.origin == "llm" else "library:" + Path(result.origin.split(":", 1)[1]).name
-    return {"origin": origin, "calibration": result.calibration}
+    return {"origin": origin, "calibration": result.calibration, "transfer": result.transfer}
 
 
 def _calibrate(path: Path, policy: Any, settings: Any) -> Any:

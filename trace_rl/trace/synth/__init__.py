@@ -3,6 +3,7 @@
 
 - `library.py`: the shipped environments a capability can use before any LLM is asked;
 - `env.py`: writing an environment: the prompt, the check-validate-calibrate loop;
+- `tool_schemas.py`: the target's tools as JSON schemas, and whether an environment keeps them;
 - `rollouts.py`: episodes of an environment played by scripted agents or by a policy model;
 - `calibration.py`: whether a base policy's rewards make a usable GRPO signal (TRACE's calibration report);
 - `rubric.py`: writing an operator library, and validating its operators on recorded episodes;

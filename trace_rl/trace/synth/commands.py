@@ -34,6 +34,7 @@ from tracec.trace_rl.trace.synth.library import load_library, match_by_name
 from tracec.trace_rl.trace.synth.reference import EXAMPLES, LIBRARY
 from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
 from tracec.trace_rl.trace.synth.rubric import Episodes, render_report, synthesize_rubric
+from tracec.trace_rl.trace.synth.tool_schemas import target_tools
 from tracec.trace_rl.trace.usage import UsageProblem, report
 
 from tracec.atomic import atomic_open, write_atomic
@@ -57,10 +58,12 @@ def env(out: Path, *, capability: str | None, description: str | None, selected:
         trajectories: Sequence[Path], excerpts: int, library: Path | None, use_library: bool, validate_seeds: int,
         calibrate: bool, policy: str, calibration_seeds: int, group_size: int, max_steps: int | None,
         policy_temperature: float, policy_max_tokens: int, mean_band: tuple[float, float],
-        success_band: tuple[float, float], max_constant_groups: float, tries: int, llm: BackendSettings) -> int:
+        success_band: tuple[float, float], max_constant_groups: float, tries: int, llm: BackendSettings,
+        tools: str | None = None) -> int:
     """An environment for one capability in the folder `out`: named by `capability` and `description` (or
     `@FILE`), or the entry of `selected` (named, else the top PENDING one; marked DONE on success). The calibration
-    policy plays on `llm.device` with `llm.seed`: the command line has one `--device` and one `--seed`."""
+    policy plays on `llm.device` with `llm.seed`: the command line has one `--device` and one `--seed`. `tools`
+    (`tool_schemas.target_tools`: a JSON file, or `tau2[:DOMAINS]`) are the target's tools the environment keeps."""
     entry = _selected_entry(selected, capability) if selected is not None else None
     name = entry["skill"] if entry else capability
     description = entry["description"] if entry else text_argument(description, "--description")
@@ -79,13 +82,14 @@ def env(out: Path, *, capability: str | None, description: str | None, selected:
         chosen = EnvSettings(tries=tries, validate_seeds=validate_seeds, calibration=calibration)
     except ValueError as error:
         raise UsageProblem(str(error)) from None
+    kept_tools = target_tools(tools) if tools else None  # a bad file is said before any model loads
     environments = load_library(library or LIBRARY)
     out.mkdir(parents=True, exist_ok=True)
     player = None
     if calibrate:
         require_device(llm.device, "--device")  # before the policy loads
         player = local_backend(policy, device=llm.device, seed=llm.seed, max_new_tokens=policy_max_tokens)
-    target = Target(name=name, description=description, excerpts=shown)
+    target = Target(name=name, description=description, excerpts=shown, tools=kept_tools)
     backend, log = _writer(target, environments, use_library=use_library, llm=llm, out=out)
     try:
         result = synthesize(backend, target, chosen, library=environments, use_library=use_library,
@@ -100,7 +104,8 @@ def env(out: Path, *, capability: str | None, description: str | None, selected:
     if result.calibration is not None:
         _write_calibration(out, result.calibration)
     summary = {"capability": name, "environment": str(path), "origin": result.origin, "attempts": result.attempts,
-               "calibrated": result.calibration is not None}
+               "calibrated": result.calibration is not None, "tools": kept_tools.name if kept_tools else None,
+               "transfer": result.transfer}
     write_atomic(out / "result.json", [json.dumps(summary, indent=2) + "\n"])
     if selected is not None and entry is not None:
         _mark_done(selected, name, path, result.calibration)

@@ -3,10 +3,14 @@
 For a capability (name, description, excerpts of trajectories that failed for lack of it):
 1. the library (`library.py`): a shipped environment for the capability, by name or by the LLM's judgement;
 2. otherwise the LLM writes one `.rubric` environment from a prompt with the language guide's sections on types,
-   environments and errors, two shipped environments, the capability and the excerpts;
-3. every candidate then passes three checks in order, and the first that fails is the problem the model gets
+   environments and errors, two shipped environments, the capability and the excerpts, and, when the target's
+   tools are known (`Target.tools`), their JSON schemas: the environment declares those the capability needs, with
+   their names, parameter names and types, and says in a `# transfer: ...` comment why the skill transfers;
+3. every candidate then passes its checks in order, and the first that fails is the problem the model gets
    back, with the rest of the repair loop's bound (`llm.repair`):
    - check: the compiler's located errors (`file:line:col`, the line, a caret);
+   - schema (with `Target.tools`): every difference from the target's schemas (`tool_schemas.differences`), and a
+     missing transfer comment;
    - validate (`trace_rl.envs.capability.validate`): the gold solution scores 1, doing nothing scores below 1, random
      calls do not hit the task, distinct seeds give distinct tasks;
    - calibrate (`calibration.py`, when a policy is given): the base policy's rewards fall inside the bands.
@@ -36,6 +40,7 @@ from tracec.trace_rl.trace.synth.calibration import Bands, Calibration, calibrat
 from tracec.trace_rl.trace.synth.library import LibraryEnvironment, match_by_judgement, match_by_name
 from tracec.trace_rl.trace.synth.reference import example_text, guide_sections, rubric_source
 from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
+from tracec.trace_rl.trace.synth.tool_schemas import DECLARING, TargetTools, differences, transfer_rationale
 
 from tracec.atomic import write_atomic
 
@@ -50,6 +55,7 @@ class Target:
     name: str
     description: str
     excerpts: tuple[str, ...] = ()  # transcripts of failures that lacked it
+    tools: TargetTools | None = None  # the target's tool schemas the environment must keep; None: free tools
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +88,7 @@ class EnvResult:
     attempts: int
     validation: str
     calibration: Calibration | None
+    transfer: str | None = None  # why the skill transfers to the target (the `# transfer:` comment)
 
 
 class EnvFailed(Exception):
@@ -106,8 +113,9 @@ class Checks:
     `last_calibration` keeps the latest calibration, passed or not, for the report."""
 
     def __init__(self, settings: EnvSettings, policy: SamplingBackend | None, attempts_dir: Path,
-                 report: Callable[[str], None]) -> None:
+                 report: Callable[[str], None], tools: TargetTools | None = None) -> None:
         self.settings, self.policy, self.attempts_dir, self.report = settings, policy, attempts_dir, report
+        self.tools = tools
         self.count = 0
         self.last_calibration: Calibration | None = None
         self.last_stage = "nothing"
@@ -126,6 +134,9 @@ class Checks:
             program = compile_environment(source, str(path.name))
         except (ParseError, CheckError) as error:
             raise self._failed("check", f"the checker rejects the environment:\n{error.format()}") from None
+        transfer = transfer_rationale(source)
+        if self.tools is not None:
+            self._schema(program.tools.values(), transfer)
         validation = validate(program, seeds=self.settings.validate_seeds)
         if not validation.ok:
             raise self._failed("validation", f"validation over {validation.seeds} seeds failed: "
@@ -142,7 +153,18 @@ class Checks:
                               " and keep the reward partial where the task allows (0.6 * state + 0.4 * report)")
         self.report(f"attempt {self.count}: accepted ({program.name})")
         return EnvResult(source=source, origin="llm", attempts=self.count, validation=validation.render(),
-                         calibration=calibration)
+                         calibration=calibration, transfer=transfer)
+
+    def _schema(self, tools: Any, transfer: str | None) -> None:
+        assert self.tools is not None
+        found = differences([t.info for t in tools], self.tools)
+        if transfer is None:
+            found.append(f"no `# transfer: ...` comment says why the skill transfers to {self.tools.name}")
+        if found:
+            raise self._failed("schema", f"the environment departs from the target's tools ({self.tools.name}):\n"
+                               + "\n".join(f"- {d}" for d in found),
+                               "\nDeclare only tools of the target's schemas, each with exactly its parameter names "
+                               f"and types: {DECLARING}")
 
     def _calibrate(self, program: Any) -> Calibration | None:
         settings = self.settings.calibration
@@ -160,6 +182,13 @@ class Checks:
 
 
 def environment_prompt(target: Target, examples: Sequence[Path], excerpt_chars: int) -> list[dict[str, str]]:
+    tools = target.tools
+    schemas = (f"\nThe target agent's tools ({tools.name}), as JSON schemas:\n{tools.prompt_text()}\n\n"
+               "Declare exactly the tools of this list that the capability needs (no others), each with exactly its "
+               f"name and its parameter names and types: {DECLARING}. Keep the target's state and policy in the "
+               "tables and the `require` lines, and add one comment line `# transfer: ...` saying why the skill "
+               "learned here transfers to the target.\n") if tools is not None else ""
+
     guide = guide_sections((2, 7, 8))
     shown = "\n\n".join(f"```rubric\n{example_text(p)}\n```" for p in examples)
     excerpts = "\n\n".join(f"### failure {i + 1}\n{e[:excerpt_chars]}" for i, e in enumerate(target.excerpts))
@@ -171,6 +200,7 @@ def environment_prompt(target: Target, examples: Sequence[Path], excerpt_chars: 
         f"Write one new environment that trains exactly this capability, and nothing else:\n"
         f"capability {target.name}: {target.description}\n"
         + (f"\nExcerpts of trajectories that failed for lack of it:\n\n{excerpts}\n" if excerpts else "")
+        + schemas
         + f"\nRequirements: declare `capability {target.name}`; tables generated from the seed, so distinct seeds "
         "give distinct tasks whose text names what was picked; 2-5 tools; a `solution` that solves every seed; "
         "a reward over `state` and `report` that doing nothing does not earn. Reply with the environment only, "
@@ -191,7 +221,7 @@ def synthesize(backend: SamplingBackend | None, target: Target, settings: EnvSet
                library: Sequence[LibraryEnvironment], use_library: bool, policy: SamplingBackend | None,
                out_dir: Path, log: CallLog | None, report: Callable[[str], None]) -> EnvResult:
     """The accepted environment, or `EnvFailed` saying which check failed and why (with the last calibration)."""
-    checks = Checks(settings, policy, out_dir / "attempts", report)
+    checks = Checks(settings, policy, out_dir / "attempts", report, target.tools)
     if use_library:
         found = match_by_name(target.name, library)
         if found is None and backend is not None and log is not None:
@@ -205,7 +235,8 @@ def synthesize(backend: SamplingBackend | None, target: Target, settings: EnvSet
                 raise EnvFailed(f"the library environment {found.path} fails its {failed.stage}: {failed.reason} "
                                 "(--no-library asks the LLM to write one instead)", checks.last_calibration) from None
             return EnvResult(source=result.source, origin=f"library:{found.path}", attempts=0,
-                             validation=result.validation, calibration=result.calibration)
+                             validation=result.validation, calibration=result.calibration,
+                             transfer=result.transfer)
     if backend is None or log is None:
         raise EnvFailed(f"no library environment trains {target.name}, and no LLM was given to write one")
     messages = environment_prompt(target, choose_examples(target, library), settings.excerpt_chars)

@@ -3,10 +3,13 @@
     tracec route --run runs/pipeline --task "Hi, I'm Ana. Please cancel order O12 ..."
     tracec route --run runs/pipeline --target capability --env examples/envs/multi_step_completion.rubric --seed 3
     tracec route --adapter pv=DIR --adapter msc=DIR --options options.json --task @task.txt --json
+    tracec route --run runs/pipeline --task @task.txt --top-p 0.9 --retrieve-k 5 --index runs/pipeline/route/index.jsonl
 
 The task is given as text (`--task TEXT` or `--task @FILE`), or as the first message of a target's task `--seed`
 (the arguments of `tracec evaluate`). stdout: the choice, then one line per option (label, name, logit, softmax
-weight over the labels), the chosen one marked; `--json` prints the decision as JSON instead.
+weight over the labels), the chosen one marked; `--json` prints the decision as JSON instead. With `--retrieve-k K`
+(and `--index FILE.jsonl`, or a run's), a line gives the retrieved trajectories (id, similarity) and only the
+candidates they bring are scored; with `--top-p P`, a last line gives the nucleus mixture (option and alpha).
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
-from tracec.cli.evaluate import USER_ERRORS, add_model_arguments, add_target_arguments, load_model, target_from_args
+from tracec.cli.evaluate import (
+    USER_ERRORS,
+    add_model_arguments,
+    add_target_arguments,
+    load_model,
+    routing_from_args,
+    target_from_args,
+)
 from tracec.cli.paths import input_file
 
 from tracec.arguments import integer
@@ -47,18 +57,26 @@ def run(args: argparse.Namespace) -> int:
     named = {"capability": len(args.env), "tau2": len(target.tau2.domains)} if target is not None else {}
     if named.get(args.target, 1) != 1:  # a TextWorld family is one domain
         raise UsageError("--target: name exactly one domain (one --env, or one --domain)")
+    routing, index, _ = routing_from_args(args)
     model, options = load_model(args)
-    router = Router(model, options)
+    router = Router(model, options, routing, index)
     task = text if text is not None else _first_message(args, target, model)
-    decision = router.route(task)
+    decision = router.route(task, top_p=args.top_p)
     if args.json:
         print(json.dumps(decision.record(), indent=2))
         return EXIT_OK
     print(f"route: {decision.choice} (label {decision.label}, {decision.prompt_tokens} prompt tokens)")
+    if decision.retrieved:
+        print("retrieved: " + ", ".join(f"{r.id} {r.similarity:.4f}" for r in decision.retrieved)
+              + (f" ({decision.note})" if decision.note else ""))
     for option in options:
+        if option.name not in decision.logits:  # not a candidate: the retrieval left it out
+            continue
         mark = "*" if option.name == decision.choice else " "
         print(f"{mark} {option.label:>4}  {option.name:<32} logit {decision.logits[option.name]:9.4f}  "
               f"weight {decision.weights[option.name]:.4f}")
+    if decision.mixture is not None:
+        print("mixture: " + ", ".join(f"{name} {alpha:.4f}" for name, alpha in decision.mixture.items()))
     return EXIT_OK
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from random_adapters import random_adapter
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.policy.lora import LoraSection
-from tracec.trace_rl.policy.model import TRAINED, Policy
+from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.eval_table import BASE
 from tracec.trace_rl.trace.peft_adapters import PeftAdapters
@@ -28,21 +29,10 @@ TASK = "Hi, I'm Ana Lima. Please book room R12 for me for 3 nights, meal plan br
 PROMPT = [{"role": "system", "content": "You help."}, {"role": "user", "content": TASK}]
 
 
-def _random_adapter(folder: Path, seed: int) -> Path:
-    """A tiny-model adapter with large random B matrices, so that it visibly changes what the model says."""
-    policy = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=seed)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in policy.model.named_parameters():
-            if "lora_" in name and f".{TRAINED}." in name:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.5)
-    return policy.save_adapter(folder)
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> PeftAdapters:
     root = tmp_path_factory.mktemp("adapters")
-    folders = {"alpha": _random_adapter(root / "alpha", 1), "beta": _random_adapter(root / "beta", 2)}
+    folders = {"alpha": random_adapter(root / "alpha", 1), "beta": random_adapter(root / "beta", 2)}
     return PeftAdapters.load("tiny", folders, max_new_tokens=24)
 
 
@@ -159,7 +149,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
     from tracec.trace_rl.llm.vllm_backend import engine_rank
     from tracec.trace_rl.trace.vllm_adapters import lora_specs
 
-    small = _random_adapter(tmp_path / "small", 1)
+    small = random_adapter(tmp_path / "small", 1)
     large = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=3).save_adapter(tmp_path / "large")
     specs = lora_specs({"alpha": small, "beta": large})
     assert [(s.name, s.int_id, s.rank) for s in specs] == [("alpha", 1, 4), ("beta", 2, 8)]

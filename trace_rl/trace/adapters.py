@@ -11,16 +11,23 @@
 `tracec.trace_rl.trace.vllm_adapters.VLLMAdapters` (vLLM on a GPU), of which `peft_adapters.load_adapter_model`
 picks one. This module imports neither torch nor vLLM: the command line names its `AdapterError` for `--help`.
 
+A mixture of adapters (TRACE's nucleus composition) decodes with W' = W + sum_c alpha_c * scaling_c * B_c A_c over
+the adapted layers: `with model.mixed({"pv": 0.7, "msc": 0.3}): ...`. `base` may hold a share of the weights: it adds
+no delta, so its share pulls the mixture toward the base weights (the alphas of the adapters sum to 1 - its share).
+`mixture_deltas` is the one reading of such weights every implementation uses; `release_mixture` frees what a
+mixture built (the transformers engine's temporary adapter). `embed` is the base model's text embedding that
+routing's retrieval pre-filter keys on.
+
 `BaseModelUser` is the base model as a chat backend with every adapter off: the simulated user of tau2-bench is
 "the same base model" as the agent (TRACE's protocol) without a second copy of the weights in memory.
-Left out: weighted mixtures of adapters (TRACE's nucleus composition): one adapter is active per episode.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,6 +60,16 @@ class AdapterModel(Protocol):
         """The base model's scores (logits, or log-probs) of each of `token_ids` at the position after
         `prompt_ids`: the distribution of the first token of the reply."""
 
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector per text from the base model (every adapter off): its last hidden state
+        mean-pooled over the text's tokens (a zero vector for a text of no tokens)."""
+
+    def mixed(self, weights: Mapping[str, float]) -> contextlib.AbstractContextManager[None]:
+        """Decode with the mixture `weights` (adapter or `base` -> alpha, summing to 1) inside the block."""
+
+    def release_mixture(self) -> None:
+        """Free what the last mixture built; the next `mixed` builds it again."""
+
 
 def chosen_adapter(name: str | None, loaded: Sequence[str]) -> str | None:
     """The adapter `name` means among `loaded`: None for the base model (None or `base`); AdapterError if unknown."""
@@ -61,6 +78,24 @@ def chosen_adapter(name: str | None, loaded: Sequence[str]) -> str | None:
     if name not in loaded:
         raise AdapterError(f"no adapter {name!r}; loaded: {', '.join(loaded) or 'none'}")
     return name
+
+
+def mixture_deltas(weights: Mapping[str, float], loaded: Sequence[str]) -> dict[str, float]:
+    """The adapters a mixture adds a delta for, with their alphas: `base` and zero weights dropped; AdapterError for
+    an unknown adapter, a negative or non-finite weight, or weights that do not sum to 1."""
+    if any(not math.isfinite(w) or w < 0 for w in weights.values()) or abs(sum(weights.values()) - 1.0) > 1e-6:
+        raise AdapterError(f"mixture weights are non-negative and sum to 1; got {dict(weights)}")
+    deltas = {}
+    for name, weight in weights.items():
+        adapter = chosen_adapter(name, loaded)
+        if adapter is not None and weight > 0:
+            deltas[adapter] = float(weight)
+    return deltas
+
+
+def is_single(deltas: Mapping[str, float]) -> bool:
+    """Whether a mixture is one adapter at its full weight: decoding with that adapter alone is the same model."""
+    return len(deltas) == 1 and abs(next(iter(deltas.values())) - 1.0) < 1e-9
 
 
 def check_adapter_name(name: str) -> None:

@@ -6,6 +6,14 @@
 over the peft model (the chat template renders the conversation, as in training), in eval mode; `--device cuda`
 runs it on a GPU. `load_adapter_model` gives it, or `tracec.trace_rl.trace.vllm_adapters.VLLMAdapters` (vLLM on a
 GPU, one `LoRARequest` per request) for the `vllm` engine.
+
+A mixture (`mixed`) is peft's `add_weighted_adapter(..., combination_type="cat")` under the temporary adapter name
+`MIXTURE`: it stacks the rows alpha_c * scaling_c * A_c and the columns B_c at scaling 1, so its delta is exactly
+sum_c alpha_c * scaling_c * B_c A_c (peft takes the `linear` path for one adapter, also exact: sqrt(alpha_c *
+scaling_c) on each factor). It is built when a new mixture is asked for and kept while the same one is asked again
+(every turn of an episode), and deleted by `release_mixture` or the next mixture; one adapter at full weight is
+simply that adapter, and `base` alone the base model. `embed` runs the base model with every adapter off and
+mean-pools its last hidden state (after the final norm) over the text's tokens, one text at a time (no padding).
 """
 
 from __future__ import annotations
@@ -27,8 +35,12 @@ from tracec.trace_rl.trace.adapters import (
     adapter_targets,
     check_adapter_name,
     chosen_adapter,
+    is_single,
+    mixture_deltas,
 )
 from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
+
+MIXTURE = "tracec-mixture"  # the temporary adapter a mixture is built under; no loaded adapter may have this name
 
 
 def load_adapter_model(model: str, adapters: Mapping[str, str | Path], *, engine: str = "transformers",
@@ -52,6 +64,7 @@ class PeftAdapters:
                                            config=SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.0))
         self._names: list[str] = []
         self._active: str | None = None
+        self._mixture: tuple[tuple[str, float], ...] | None = None  # the deltas `MIXTURE` holds now
 
     @classmethod
     def load(cls, model: str, adapters: Mapping[str, str | Path], *, device: str = "cpu", dtype: str = "float32",
@@ -71,6 +84,8 @@ class PeftAdapters:
     def add(self, name: str, folder: str | Path) -> None:
         """Load one more adapter; the base weights are shared, not copied."""
         adapter_targets(folder)
+        if name == MIXTURE:
+            raise AdapterError(f"an adapter may not be called {MIXTURE!r}: mixtures are built under that name")
         if name in self._names:
             raise AdapterError(f"adapter {name!r} is loaded already")
         try:
@@ -100,6 +115,49 @@ class PeftAdapters:
                 yield
         finally:
             self._active = previous
+
+    @contextlib.contextmanager
+    def mixed(self, weights: Mapping[str, float]) -> Iterator[None]:
+        deltas = mixture_deltas(weights, self._names)
+        if not deltas or is_single(deltas):
+            with self.active(next(iter(deltas), None)):
+                yield
+            return
+        key = tuple(deltas.items())
+        if self._mixture != key:
+            self.release_mixture()
+            model, previous = self.policy.model, self.policy.model.active_adapter
+            special = [n for n in deltas if model.peft_config[n].use_rslora or model.peft_config[n].use_dora]
+            if special:  # the stacked adapter's scaling would not be 1: its delta would not be the sum above
+                raise AdapterError(f"adapters {', '.join(special)} use rsLoRA or DoRA; mixtures take plain LoRA")
+            model.add_weighted_adapter(list(deltas), list(deltas.values()), MIXTURE, combination_type="cat")
+            model.set_adapter(previous)  # adding does not activate it; keep whatever was active
+            self._mixture = key
+        previous_name, self._active = self._active, MIXTURE
+        try:
+            with self.policy.use_adapter(MIXTURE):
+                yield
+        finally:
+            self._active = previous_name
+
+    def release_mixture(self) -> None:
+        if self._mixture is not None:
+            self.policy.model.delete_adapter(MIXTURE)
+            self._mixture = None
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = []
+        with torch.inference_mode(), self.active(None):
+            for text in texts:
+                pieces = list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+                ids = torch.tensor([pieces[: self.backend.positions]], dtype=torch.long, device=self.policy.device)
+                if not pieces:
+                    vectors.append([0.0] * int(self.policy.model.config.hidden_size))
+                    continue
+                out = self.policy.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+                pooled = out.hidden_states[-1][0].float().mean(dim=0)
+                vectors.append((pooled / pooled.norm().clamp_min(1e-12)).tolist())
+        return vectors
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         with torch.inference_mode():

@@ -17,8 +17,11 @@ followed by that label (`prompt_logprobs`), one short request per label that the
 log-probs differ from logits by the same constant at one position, so the choice and the differences are the same.
 
 vLLM is optional (`pip install 'tracec[gpu]'`), imported when a model is loaded. Not run in this repository's CI
-(no GPU): `bench/gpu_check.sh` exercises it on a GPU machine. Left out: adapters added after the engine starts
-(the engine is sized for the adapters it is given), mixtures of adapters.
+(no GPU): `bench/gpu_check.sh` exercises it on a GPU machine. A mixture (`mixed`) is served only where it is one
+model vLLM has: `base` alone, or one adapter at full weight; a request carries one LoRA at its own scale, so a mixture
+of two adapters, or of one with a share left to `base`, raises an `AdapterError` that names the transformers engine.
+`embed` (the retrieval pre-filter's) raises one too: vLLM's generate API gives no hidden states here.
+Left out: adapters added after the engine starts (the engine is sized for the adapters it is given).
 """
 
 from __future__ import annotations
@@ -34,7 +37,14 @@ from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
-from tracec.trace_rl.trace.adapters import AdapterError, adapter_config, check_adapter_name, chosen_adapter
+from tracec.trace_rl.trace.adapters import (
+    AdapterError,
+    adapter_config,
+    check_adapter_name,
+    chosen_adapter,
+    is_single,
+    mixture_deltas,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,24 @@ class VLLMAdapters:
             yield
         finally:
             self._active = previous
+
+    @contextlib.contextmanager
+    def mixed(self, weights: Mapping[str, float]) -> Iterator[None]:
+        deltas = mixture_deltas(weights, list(self._requests))
+        if deltas and not is_single(deltas):
+            shown = ", ".join(f"{name} {weight:.3f}" for name, weight in weights.items())
+            raise AdapterError(f"the vllm engine serves one LoRA a request at its own scale, not the mixture {shown}; "
+                               "mix adapters with the transformers engine (--engine transformers, or "
+                               "evaluate.engine = \"transformers\"), or route to one adapter (the routed condition)")
+        with self.active(next(iter(deltas), None)):
+            yield
+
+    def release_mixture(self) -> None:
+        pass  # nothing is built for a mixture here
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise AdapterError("retrieval embeds with the transformers engine (--engine transformers, or evaluate.engine "
+                           "= \"transformers\"); the vllm engine gives no hidden states")
 
     def generate(self, messages: list[dict[str, str]]) -> str:
         tokens_prompt, sampling_params = import_vllm("vllm.inputs").TokensPrompt, import_vllm().SamplingParams

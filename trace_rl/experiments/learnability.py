@@ -1,9 +1,9 @@
 """The learnability gate's references: behaviour cloning on the training walkthroughs, and a state-blind verb prior.
 
 Before two credit assignments are compared on a task family, the family must be learnable by the policy at all:
-- **behaviour cloning** (`clone_walkthroughs`): the policy plays each training game's shortest winning plan (a
-  sampler that always picks the plan's next command, `PlanSampler`, through the one rollout engine, so the tokens
-  are exactly those of a rollout), then maximises log pi(c*|s) of the plan's commands over the candidates
+- **behaviour cloning** (`clone_walkthroughs`): the policy plays each training game's shortest winning plan (the
+  script sampler `rollouts.script_sampler` picking the plan's next command, through the one rollout engine, so the
+  tokens are exactly those of a rollout), then maximises log pi(c*|s) of the plan's commands over the candidates
   (`choice_policy`), Adam on the adapter, full batch, `epochs` passes;
 - the **oracle credit** is a training run with `advantage.kind = "oracle"` (`credit`);
 - the **verb prior** (`VerbPrior`) picks among the admissible commands by how often the plans chose each verb when
@@ -23,35 +23,9 @@ from tracec.trace_rl.envs.textworld.family import FamilyEnvironment
 from tracec.trace_rl.policy.choice_policy import choice_logprobs, choice_tree
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
-from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.script_sampler import ScriptSampler
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
-
-
-class PlanSampler:
-    """A turn sampler that plays the plan: each episode's turn is the admissible command its environment's
-    shortest winning plan takes next (keys are the engine's: the order of one run's environments)."""
-
-    def __init__(self, envs: list[FamilyEnvironment]) -> None:
-        self.envs = envs
-
-    def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
-        turns = []
-        for request in requests:
-            env = self.envs[request.key]
-            index = list(env.admissible_commands).index(env.policy_commands[0])
-            ids = list(request.choices[index])
-            turns.append(SampledTurn(ids=ids, logprobs=[0.0] * len(ids), closed=True, choice=index))
-        return turns
-
-    def release(self, keys: Sequence[int]) -> None:
-        """Nothing is cached."""
-
-    def reset(self) -> None:
-        """Nothing is cached."""
-
-    def sync(self, policy: object) -> None:
-        """No weights."""
 
 
 def walkthrough_episodes(policy: Policy, make_env: Callable[[], FamilyEnvironment], seeds: Sequence[int], *,
@@ -64,9 +38,10 @@ def walkthrough_episodes(policy: Policy, make_env: Callable[[], FamilyEnvironmen
         envs.append(env)
         return env
 
-    sampler = PlanSampler(envs)
-    engine = RolloutEngine(sampler, TurnTemplate(policy.tokenizer), tracked,
-                           RolloutSection(action_mode="admissible"), max_turns=max_turns)
+    template = TurnTemplate(policy.tokenizer)
+    # Keys are the engine's: the order of the run's environments, each one's next command its plan's first.
+    sampler = ScriptSampler(template, lambda key, turn: choice_text(envs[key].policy_commands[0]))
+    engine = RolloutEngine(sampler, template, tracked, RolloutSection(action_mode="admissible"), max_turns=max_turns)
     return engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)], group_size=1, seed=0,
                       iteration=0)
 

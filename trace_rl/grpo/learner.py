@@ -136,6 +136,19 @@ def row_width(lengths: Sequence[int], most: int) -> int:
     return min(width, most)
 
 
+def micro_batches(lengths: Sequence[int], most: int) -> list[list[int]]:
+    """Consecutive runs of sequence indices of at most `most` tokens each (a longer sequence is a run of its own)."""
+    batches: list[list[int]] = []
+    tokens = 0
+    for index, length in enumerate(lengths):
+        if not batches or tokens + length > most:
+            batches.append([])
+            tokens = 0
+        batches[-1].append(index)
+        tokens += length
+    return batches
+
+
 def _rows_needed(lengths: Sequence[int], width: int) -> int:
     """Rows first-fit decreasing fills at `width` (the packer's own rule)."""
     return len(first_fit_decreasing(list(lengths), width)[2])
@@ -258,15 +271,8 @@ class Learner:
         return float(np.median(values)), float(np.quantile(values, 0.99)), float(values.max())
 
     def _micro_batches(self, members: list[SequenceInfo]) -> list[list[SequenceInfo]]:
-        batches: list[list[SequenceInfo]] = []
-        tokens = 0
-        for member in members:
-            if not batches or tokens + member.length > self.optim.micro_batch_tokens:
-                batches.append([])
-                tokens = 0
-            batches[-1].append(member)
-            tokens += member.length
-        return batches
+        return [[members[i] for i in part]
+                for part in micro_batches([m.length for m in members], self.optim.micro_batch_tokens)]
 
     def _micro_batch(self, sequences: list[LearnSequence], total_tokens: int, total_sequences: int,
                      with_entropy: bool) -> tuple[Tensor, Tensor, Tensor, tuple[float, float]]:

@@ -9,16 +9,19 @@ next. It checks that property once, on probe messages, and refuses a template th
 earlier turns, as templates that drop old `<think>` blocks do), since such a conversation cannot be one sequence.
 Only the environment's text is ever tokenized; the agent's turns stay the ids the sampler drew (token-in/token-out).
 
-`action_token_range` finds which sampled tokens of a turn carry its advantage: the `<action>...</action>` element
-(tags included: the environment reads them), or, for a turn without tags (a JSON tool call, a message to the user),
-the text after any `<think>...</think>`. Thinking, the closing end-of-turn token and anything after the action are
-context. `choice_ids` is a command the policy chooses rather than writes (the admissible-command action mode): the
-same closed turn, `<action>command</action>` and the end-of-turn token. Left out: several actions in one turn (the
-first one counts, as the environments read it).
+`action_token_range` finds which sampled tokens of a turn carry its advantage: the `<action>...</action>` element or
+the native `<tool_call>...</tool_call>` one (tags included: the environment reads them; `<action>` first, as it
+does), or, for a turn without tags (a bare JSON tool call, a message to the user), the text after any
+`<think>...</think>`. Thinking, the closing end-of-turn token and anything after the action are context, and so is
+the first prompt, where tools given as JSON schemas (`tools=`, the native call format) are rendered. `choice_ids` is
+a command the policy chooses rather than writes (the admissible-command action mode): the same closed turn,
+`<action>command</action>` and the end-of-turn token. Left out: several actions in one turn (the first one counts,
+as the environments read it).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -28,6 +31,7 @@ from tracec.trace_rl.llm import conversation
 
 _PROBE_SYSTEM, _PROBE_USER, _PROBE_AGENT = "Probe system.", "Probe task.", " <action>probe(x=1)</action>\n "
 _ACTION = re.compile(r"<action>.*?(?:</action>|\Z)", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>.*?(?:</tool_call>|\Z)", re.DOTALL)  # the native call format
 
 
 class TemplateError(ValueError):
@@ -50,6 +54,7 @@ class TurnTemplate:
                                 "the next (use a checkpoint with a plain ChatML-like template)")
         self._closing = closed[len(opened) + len(_PROBE_AGENT):]  # e.g. "<|im_end|>\n" after an agent turn
         self._closed_history = closed
+        self._closed_with_tools: dict[str, str] = {}  # the closed probe per tool list (this template's, not global)
         eos = tokenizer.eos_token_id
         stops = {eos} if eos is not None else set()
         closing_ids = tokenizer(self._closing, add_special_tokens=False)["input_ids"] if self._closing else []
@@ -67,30 +72,46 @@ class TurnTemplate:
     def _ids(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
-    def prompt_ids(self, system_prompt: str, observation: Observation) -> list[int]:
-        """The first prompt: the system message (if any), the first observation, the generation prompt."""
+    def prompt_ids(self, system_prompt: str, observation: Observation, *,
+                   tools: conversation.Tools | None = None) -> list[int]:
+        """The first prompt: the system message (if any, with the `tools` as the template renders them), the first
+        observation, the generation prompt."""
         messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": observation.role, "content": observation.text})
-        return conversation.encode(self.tokenizer, messages)
+        return conversation.encode(self.tokenizer, messages, tools=tools or None)
 
-    def observation_ids(self, observation: Observation, *, closed: bool) -> list[int]:
+    def observation_ids(self, observation: Observation, *, closed: bool,
+                        tools: conversation.Tools | None = None) -> list[int]:
         """The tokens after an agent turn: its closing (less the end-of-turn token the sampler already drew when
-        `closed`), the observation's message, and the next generation prompt."""
+        `closed`), the observation's message, and the next generation prompt (of a conversation given `tools`)."""
+        history = self._closed_history
+        if tools:  # the probe rendered with the episode's tools: a template may place them anywhere
+            key = json.dumps(tools, sort_keys=True)
+            if key not in self._closed_with_tools:
+                self._closed_with_tools[key] = conversation.render(self.tokenizer, self._history, generation=False,
+                                                                   tools=tools)
+            history = self._closed_with_tools[key]
         grown = conversation.render(self.tokenizer,
-                                    [*self._history, {"role": observation.role, "content": observation.text}])
-        if not grown.startswith(self._closed_history):
+                                    [*self._history, {"role": observation.role, "content": observation.text}],
+                                    tools=tools or None)
+        if not grown.startswith(history):
             raise TemplateError("the chat template renders the earlier turns differently once a new message follows; "
                                 "an episode cannot then be one growing sequence")
         closing = self._closing
         eos_text = self.tokenizer.eos_token or ""
         if closed and eos_text and closing.startswith(eos_text):
             closing = closing[len(eos_text):]
-        return self._ids(closing + grown[len(self._closed_history):])
+        return self._ids(closing + grown[len(history):])
 
     def choice_ids(self, command: str) -> list[int]:
         """An admissible command as the closed turn that plays it: `<action>command</action>`, then the end-of-turn
         token (the admissible-command action mode scores and samples these)."""
-        return self._ids(choice_text(command)) + [self.end_of_turn_id]
+        return self.closed_turn_ids(choice_text(command))
+
+    def closed_turn_ids(self, text: str) -> list[int]:
+        """A turn the policy did not decode (a chosen command, a scripted turn): `text`'s tokens, then the
+        end-of-turn token."""
+        return self._ids(text) + [self.end_of_turn_id]
 
     def turn_text(self, ids: Sequence[int]) -> str:
         """What the environment receives for sampled `ids`: the decoded text, without the end-of-turn token."""
@@ -122,15 +143,16 @@ def choice_text(command: str) -> str:
 
 
 def action_span(text: str) -> tuple[int, int]:
-    """[start, stop) characters of a turn's action: the first `<action>...</action>` after any thinking (an unclosed
-    one runs to the end), else the text after `</think>` less its leading blanks; an unclosed `<think>` has none."""
+    """[start, stop) characters of a turn's action: the first `<action>...</action>` after any thinking, else the first
+    `<tool_call>...</tool_call>` (an unclosed one runs to the end), else the text after `</think>` less its leading
+    blanks; an unclosed `<think>` has none."""
     begin = 0
     close = text.rfind("</think>")
     if close >= 0:
         begin = close + len("</think>")
     elif "<think>" in text:
         return len(text), len(text)
-    match = _ACTION.search(text, begin)
+    match = _ACTION.search(text, begin) or _TOOL_CALL.search(text, begin)
     if match:
         return match.start(), match.end()
     while begin < len(text) and text[begin].isspace():

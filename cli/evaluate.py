@@ -13,7 +13,9 @@ do not do.
         --conditions base,adapters,routed --tasks 20 --max-turns 8 -o runs/eval
 
 The adapters and routing options come from a pipeline's run folder (`--run`: its `train/adapters.json`,
-`route/options.json` and `[model]`) or are named one by one (`--adapter NAME=DIR`, `--options FILE`). Targets:
+`route/options.json` and `[model]`) or are named one by one (`--adapter NAME=DIR`, `--options FILE`). TRACE's full
+routing: `--top-p P` is the `mixture` condition's nucleus, `--retrieve-k K --index FILE.jsonl` the retrieval
+pre-filter (a run's `[routing]` top_p and retrieval_k, and its `route/index.jsonl`, by default). Targets:
 capability environments (`--env FILE`, one domain each), a TextWorld family (`--challenge`), tau2-bench domains
 (`--domain`, with the scripted user or the base model as the user, `--user`). Per-task results go to
 `OUT/results.jsonl` as they finish (a rerun plays only the missing tasks; `--fresh` starts over), the table to
@@ -33,9 +35,9 @@ from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.evaluate import EvalError
 from tracec.trace_rl.trace.pipeline.config import EvaluateSection
-from tracec.trace_rl.trace.routing import RouteError
+from tracec.trace_rl.trace.routing import RouteError, RoutingSettings
 
-from tracec.arguments import integer, torch_device
+from tracec.arguments import integer, number, torch_device
 from tracec.config_io import ConfigError, FieldError, read_toml, to_dict
 
 USER_ERRORS = (AdapterError, ConfigError, EvalError, ModelError, RouteError)
@@ -54,6 +56,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="what decodes: transformers (peft adapters) or vllm (GPU, a LoRARequest per request; "
                             "default: the run's, else transformers)")
     group.add_argument("--max-new-tokens", type=integer(1), default=128, help="per turn (default 128)")
+    routing = parser.add_argument_group("TRACE's full routing")
+    routing.add_argument("--top-p", type=number(0, 1, above=True), default=None, metavar="P",
+                         help="the mixture's nucleus: the fewest options whose label weights reach P (default: the "
+                              f"run's routing.top_p, else {RoutingSettings().top_p})")
+    routing.add_argument("--retrieve-k", type=integer(0), default=None, metavar="K",
+                         help="route among the capabilities of the K indexed trajectories nearest the task (default: "
+                              "the run's routing.retrieval_k, else 0: every capability)")
+    routing.add_argument("--index", type=Path, default=None, metavar="FILE.jsonl",
+                         help="the retrieval index: {text, capabilities} lines (default: the run's route/index.jsonl)")
 
 
 def add_target_arguments(group: Any, *, required: bool, user: str) -> None:
@@ -67,6 +78,9 @@ def add_target_arguments(group: Any, *, required: bool, user: str) -> None:
     group.add_argument("--user", choices=("base", "scripted"), default=user,
                        help=f"tau2: the simulated user: the base model (TRACE) or scripted (default {user})")
     group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
+    group.add_argument("--call-format", choices=("native", "text"), default="native",
+                       help="capability, tau2: tools as JSON schemas and <tool_call> calls (native, the default) or "
+                            "listed in the system prompt with <action> calls (text)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(target, required=True, user="base")
     target.add_argument("--max-turns", type=integer(1), default=30, help="agent turns per episode (default 30)")
     parser.add_argument("--conditions", default="base,adapters,routed",
-                        help="comma-separated: base, adapters (each), routed, or adapter names")
+                        help="comma-separated: base, adapters (each), routed, mixture, or adapter names")
     parser.add_argument("--tasks", type=integer(1), default=20, help="tasks per domain (default 20)")
     parser.add_argument("--trials", type=integer(1), default=EvaluateSection().trials,
                         help="episodes per task; K > 1 adds tau2-bench's pass^1..pass^K (default 1: TRACE's preset)")
@@ -96,9 +110,10 @@ def run(args: argparse.Namespace) -> int:
     out = work_folder(args.output)
     named = [c.strip() for c in args.conditions.split(",") if c.strip()]
     if not named:
-        raise UsageError("--conditions: name at least one: base, adapters, routed or an adapter's name")
+        raise UsageError("--conditions: name at least one: base, adapters, routed, mixture or an adapter's name")
+    routing, index, index_path = routing_from_args(args)
     model, options = load_model(args)
-    router = Router(model, options) if options is not None else None
+    router = Router(model, options, routing, index) if options is not None else None
     try:
         conditions = policy_conditions(model, named, router)
     except ValueError as error:
@@ -109,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in model_adapters(args).items()},
                    "options": [o.__dict__ for o in options or []], "target": to_dict(target),
                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
+    if routing.retrieval_k or "mixture" in named:  # only then: older folders keep their fingerprint
+        fingerprint["routing"] = {"top_p": routing.top_p, "retrieval_k": routing.retrieval_k,
+                                  "index": str(index_path) if index_path is not None else None}
     say = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     table = evaluate(domains, conditions, out, max_turns=args.max_turns, fingerprint=fingerprint, fresh=args.fresh,
                      trials=args.trials, report=say)
@@ -128,7 +146,7 @@ def target_from_args(args: argparse.Namespace) -> Any:
                              textworld=TextWorldEnvSection(challenge=args.challenge),
                              tau2=Tau2TargetSection(domains=tuple(args.domain) or ("airline", "retail"),
                                                     data=args.tau2_data, user=args.user),
-                             max_turns=args.max_turns)
+                             max_turns=args.max_turns, call_format=args.call_format)
     except FieldError as error:
         flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain",
                 "max_turns": "--max-turns"}.get(error.name, error.name)
@@ -177,6 +195,25 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
                                device=device, dtype=settings.get("dtype", "float32"),
                                max_new_tokens=args.max_new_tokens)
     return model, options
+
+
+def routing_from_args(args: argparse.Namespace) -> tuple[Any, list[Any], Path | None]:
+    """The routing settings of `--top-p` and `--retrieve-k` (else the run's `[routing]`), the index of `--index`
+    (else the run's `route/index.jsonl`) when retrieval is on, and its path; read before the model loads."""
+    from tracec.trace_rl.trace.retrieval import read_index
+
+    run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
+    section = _table(run, "routing")
+    k = args.retrieve_k if args.retrieve_k is not None else int(section.get("retrieval_k", 0))
+    top_p = args.top_p if args.top_p is not None else float(section.get("top_p", RoutingSettings().top_p))
+    if args.index is not None and k == 0:
+        raise UsageError("--index: retrieval needs --retrieve-k K (K >= 1) too")
+    path = args.index or (args.run / "route" / "index.jsonl" if args.run is not None and k else None)
+    if k and path is None:
+        raise UsageError("--retrieve-k: name the retrieval index, --index FILE.jsonl (or --run DIR of a pipeline "
+                         "run with routing.retrieval_k > 0)")
+    index = read_index(input_file(path)) if k and path is not None else []
+    return RoutingSettings(top_p=top_p, retrieval_k=k), index, path
 
 
 def _table(config: dict[str, Any], name: str) -> dict[str, Any]:

@@ -10,7 +10,17 @@ from pathlib import Path
 from scripted_llm import ScriptedLLM
 
 REPO = Path(__file__).resolve().parents[2]
-ENVS = {"cancel_unshipped": "precondition_verification", "settle_bill": "multi_step_completion"}
+
+
+def _env_name(capability: str) -> str:
+    """The name of the library environment of `capability` (what its episodes are called)."""
+    text = (REPO / "examples" / "envs" / f"{capability}.rubric").read_text()
+    found = re.search(r"^environment (\w+)", text, re.MULTILINE)
+    assert found is not None, capability
+    return found.group(1)
+
+
+ENVS = {_env_name(c): c for c in ("precondition_verification", "multi_step_completion")}  # environment -> capability
 
 
 def write_config(folder: Path, *, iterations: int = 1) -> Path:
@@ -27,6 +37,7 @@ threads = 1
 kind = "capability"
 environments = [{envs}]
 max_turns = 2
+call_format = "text"  # the tiny tokenizer spells the native format's schemas in more ids than max_context_tokens
 
 [collect]
 tasks = 2

@@ -134,7 +134,7 @@ def test_user_errors_exit_1_with_a_located_line(adapters, tmp_path: Path,  # typ
     assert "the vllm engine runs on GPUs" in _one_line_error(capsys)
 
 
-@pytest.mark.parametrize("name", ["cpu_smollm2", "tau2_http"])
+@pytest.mark.parametrize("name", ["cpu_smollm2", "tau2_http", "gpu_paper"])
 def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) -> None:
     from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
 
@@ -144,5 +144,11 @@ def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) 
     assert config.train.model == config.model  # the adapters are trained on the pipeline's base model
     if name == "cpu_smollm2":
         assert config.model.device == "cpu" and config.analysis.labeler == "rubric" and config.llm.backend == "none"
-    else:
+    if name != "tau2_http":  # every condition: base, adapters, routed, mixture, baselines
+        assert len(config.baselines.conditions) == 4
+        assert set(config.evaluate.conditions) == {"base", "adapters", "routed", "mixture", "baselines"}
+    if name == "gpu_paper":
+        assert (config.train.rollout.group_size, config.train.rollout.groups_per_batch) == (16, 4)
+        assert (config.train.optim.lr, config.train.run.iterations, config.evaluate.engine) == (1e-5, 40, "vllm")
+    if name != "cpu_smollm2":
         assert config.target.kind == "tau2" and config.llm.backend == "http"

@@ -42,7 +42,7 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
     with pytest.raises(Killed):
         run_pipeline(config, llm=analyst(), report=lines.append, after_step=_kill_after("train"))
     first = _records(root)
-    assert sorted(first) == sorted(STEP_NAMES[:6])  # route and evaluate never began
+    assert sorted(first) == sorted(STEP_NAMES[:6])  # baselines, route and evaluate never began
     assert not (root / "route").exists() and not (root / "evaluate").exists()
     # Real files between the steps: what each step wrote is what the next one read.
     trajectories = (root / "collect" / "trajectories" / "base.jsonl").read_text().splitlines()
@@ -72,7 +72,8 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
     again = _records(root)
     assert all(again[name] == first[name] for name in first)
     assert {name: (root / name).stat().st_mtime_ns for name in first} == before
-    assert sum("up to date, skipped" in line for line in lines) == 6 and sum("done in" in line for line in lines) == 2
+    assert sum("up to date, skipped" in line for line in lines) == 6 and sum("done in" in line for line in lines) == 3
+    assert json.loads((root / "baselines" / "adapters.json").read_text()) == {}  # none asked for
 
     decisions = [json.loads(line) for line in (root / "route" / "decisions.jsonl").read_text().splitlines()]
     assert len(decisions) == len(ENVS)
@@ -295,8 +296,8 @@ def test_a_pipeline_killed_in_training_resumes_there(tmp_path: Path) -> None:
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     lines = [line for line in rerun.stderr.splitlines() if line.startswith("[")]
     assert [line.split(":")[0] for line in lines if "up to date, skipped" in line] == [
-        f"[{n}/8] {name}" for n, name in enumerate(STEP_NAMES[:5], 1)]
-    assert "[6/8] train: running (resuming its partial outputs)" in lines
+        f"[{n}/{len(STEP_NAMES)}] {name}" for n, name in enumerate(STEP_NAMES[:5], 1)]
+    assert f"[6/{len(STEP_NAMES)}] train: running (resuming its partial outputs)" in lines
     assert all(_records(root)[name] == done[name] for name in done)
     metrics = (root / "train" / "tool_calling_precision" / "metrics.jsonl").read_text().splitlines()
     assert len(metrics) == 3 and metrics[0] == first_iteration  # iteration 1 kept...

@@ -28,7 +28,8 @@ TINY = ["model.name=tiny", "model.threads=1", "lora.rank=4", "lora.alpha=8", "ro
         "rollout.groups_per_batch=2", "rollout.max_new_tokens=16", "rollout.max_context_tokens=1024", "optim.lr=3e-3",
         "checkpoint_every=1"]
 LETTERS = ["env.kind=python", "env.python.factory=toy_env:letter_env"]
-CAPABILITY = [f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "env.max_turns=2"]
+CAPABILITY = [f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "env.max_turns=2",
+              "env.call_format=text"]  # the native format: test_native_tools.py
 
 
 def _config(*overrides: str) -> TrainConfig:

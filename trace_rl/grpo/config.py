@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.rollouts.section import RolloutSection
 
@@ -64,6 +65,11 @@ class ModelSection:
 class CapabilityEnvSection:
     path: str = ""  # the `.rubric` file holding the environment
     name: str = ""  # which environment of the file; "" = its only one
+    user: str = "scripted"  # scripted: consents, closes on "done" | llm: user_model plays the task's user (LLMUser)
+    user_model: str = "smollm2-135m-instruct"  # the llm user's model (no adapter): a name, a folder, or "tiny"
+
+    def __post_init__(self) -> None:
+        choice("user", self.user, ("scripted", "llm"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,8 +122,24 @@ class PythonEnvSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MixtureEnvSection:
+    paths: tuple[str, ...] = ()  # capability environments' `.rubric` files (each file's only environment)
+    weights: tuple[float, ...] = ()  # one per path, in proportion; () = uniform
+
+    def __post_init__(self) -> None:
+        require(not self.weights or len(self.weights) == len(self.paths), "weights", self.weights,
+                 f"give one weight per path ({len(self.paths)}), or leave it out for uniform weights")
+        require(all(w >= 0 for w in self.weights) and (not self.weights or sum(self.weights) > 0), "weights",
+                 self.weights, "non-negative numbers, not all 0 (a seed's component is drawn in proportion)")
+
+    @property
+    def resolved_weights(self) -> tuple[float, ...]:
+        return self.weights or (1.0,) * len(self.paths)
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvSection:
-    kind: str = "capability"  # capability | textworld | tau2 | python (your own environment class)
+    kind: str = "capability"  # capability | textworld | tau2 | python (your own environment class) | mixture
     first_seed: int = 0  # task instances are seeds first_seed .. first_seed + num_seeds - 1
     num_seeds: int = 1000
     max_turns: int = 8  # agent turns per episode; the environment may end it sooner
@@ -125,9 +147,13 @@ class EnvSection:
     textworld: TextWorldEnvSection = TextWorldEnvSection()
     tau2: Tau2EnvSection = Tau2EnvSection()
     python: PythonEnvSection = PythonEnvSection()
+    mixture: MixtureEnvSection = MixtureEnvSection()  # multi-capability GRPO: capability environments, weighted
+    call_format: str = "native"  # tool environments (capability, tau2): native (tools as JSON schemas through the
+    #   chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the system prompt, <action>)
 
     def __post_init__(self) -> None:
-        choice("kind", self.kind, ("capability", "textworld", "tau2", "python"))
+        choice("call_format", self.call_format, CALL_FORMATS)
+        choice("kind", self.kind, ("capability", "textworld", "tau2", "python", "mixture"))
         require(self.first_seed >= 0, "first_seed", self.first_seed, "seeds are integers >= 0")
         require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "an integer >= 1")
         require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
@@ -136,6 +162,9 @@ class EnvSection:
                  "env.capability.path = \"examples/envs/tool_calling_precision.rubric\"")
         require(self.kind != "python" or bool(self.python.factory), "python.factory", self.python.factory,
                  "name the factory of your environment, e.g. env.python.factory = \"mypackage.envs:make_env\"")
+        require(self.kind != "mixture" or bool(self.mixture.paths), "mixture.paths", self.mixture.paths,
+                 "a mixture names its capability environments, e.g. env.mixture.paths = "
+                 "[\"examples/envs/multi_step_completion.rubric\", \"examples/envs/precondition_verification.rubric\"]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,7 +334,8 @@ def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> None:
 # absolute, so that the copy saved beside a checkpoint names the same files; model.name too when it names a
 # checkpoint folder there.
 MODEL_KEY = "model.name"
-PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric")
+PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric",
+             "env.mixture.paths")
 
 
 def _expanded(path: str) -> Path:
@@ -330,6 +360,8 @@ def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConf
         for section in sections:
             table = table[section]
         value = table.get(name)
-        if value and not _expanded(value).is_absolute():
+        if isinstance(value, list):  # a list of files (env.mixture.paths)
+            table[name] = [p if _expanded(p).is_absolute() else str((base / p).resolve()) for p in value]
+        elif value and not _expanded(value).is_absolute():
             table[name] = str((base / value).resolve())
     return config_from_dict(data)

@@ -1,12 +1,16 @@
 """What a run trains on: the environment named by the config's `[env]` section, and the order of its task seeds.
 
 `environment_factory(section)` makes fresh environments of one target, all speaking the one protocol
-(`trace_rl.envs.protocol`): a capability environment compiled from its `.rubric` file, a TextWorld task family (one
-game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, or any class of your own
-(`kind = "python"`, `factory = "package.module:function"`). `TaskStream` hands out the seeds a run trains on: every
+(`trace_rl.envs.protocol`): a capability environment compiled from its `.rubric` file (its user scripted, or with
+`env.capability.user = "llm"` the `user_model` playing the task's customer: `envs.users.LLMUser`), a TextWorld task
+family (one game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, any class of your own
+(`kind = "python"`, `factory = "package.module:function"`), or a weighted mixture of capability environments
+(`kind = "mixture"`, `[env.mixture] paths = [...]`, `weights = [...]`: multi-capability GRPO, one adapter trained on
+them all; `trace_rl.envs.mixture` draws each seed's component from the weights, so a group shares one and a resumed
+run draws the same). `TaskStream` hands out the seeds a run trains on: every
 seed of `first_seed .. first_seed + num_seeds - 1` once per pass, each pass in its own seeded order; its `position`
 is the data position a checkpoint records.
-Left out: mixtures of environments in one run (TRACE trains one adapter per environment).
+Left out: mixtures of other kinds than capability environments (TextWorld, tau2-bench, python).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any
 import numpy as np
 from tracec.trace_rl.envs import capability
 from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.envs.mixture import MixtureEnvironment
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
 from tracec.trace_rl.envs.tau2 import Tau2Environment, find_data_dir, load_domain, load_guidelines, tau2_user
 from tracec.trace_rl.envs.tau2.gold import gold_user
 from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
-from tracec.trace_rl.grpo.config import ConfigError, EnvSection
+from tracec.trace_rl.envs.users import LLMUser
+from tracec.trace_rl.grpo.config import CapabilityEnvSection, ConfigError, EnvSection
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
 from tracec.trace_rl.policy.tiny import build_tiny_model
@@ -35,20 +41,32 @@ PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
     """Fresh environments of the target `section` names (each call of the factory makes one)."""
-    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2}
+    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2, "mixture": _mixture}
     if section.kind == "python":
         return _python(section.python.factory)
     return makers[section.kind](section)
 
 
-def _capability(section: EnvSection) -> EnvironmentFactory:
+def _capability(section: EnvSection, key: str = "env.capability.path") -> EnvironmentFactory:
     path = section.capability.path
     try:
         program = load_environment(path, name=section.capability.name or None)
     except FileNotFoundError:
-        raise ConfigError(f"env.capability.path = {path!r}: no such file; name a capability environment's "
+        raise ConfigError(f"{key} = {path!r}: no such file; name a capability environment's "
                           "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
-    return lambda: capability.Environment(program)
+    user = _user_backend(section.capability.user_model) if section.capability.user == "llm" else None
+    return lambda: capability.Environment(program, call_format=section.call_format,
+                                          user=LLMUser(user) if user is not None else None)
+
+
+def _mixture(section: EnvSection) -> EnvironmentFactory:
+    """Each component compiled once, as `kind = "capability"` would; each environment made draws its own."""
+    mixture = section.mixture
+    components = [(Path(path).stem, _capability(EnvSection(capability=CapabilityEnvSection(path=path),
+                                                           call_format=section.call_format),
+                                                 f"env.mixture.paths[{i}]"))
+                  for i, path in enumerate(mixture.paths)]
+    return lambda: MixtureEnvironment(components, weights=mixture.resolved_weights)
 
 
 def _textworld(section: EnvSection) -> EnvironmentFactory:
@@ -72,7 +90,8 @@ def _textworld(section: EnvSection) -> EnvironmentFactory:
 def _tau2(section: EnvSection) -> EnvironmentFactory:
     data = tau2_data(section.tau2.data, "env.tau2.data")
     user = None if section.tau2.user == "scripted" else _user_backend(section.tau2.user_model)
-    return tau2_factory(load_domain(section.tau2.domain, data), data, user=user, max_turns=section.max_turns)
+    return tau2_factory(load_domain(section.tau2.domain, data), data, user=user, max_turns=section.max_turns,
+                        call_format=section.call_format)
 
 
 def tau2_data(setting: str, key: str) -> Path:
@@ -83,14 +102,17 @@ def tau2_data(setting: str, key: str) -> Path:
         raise ConfigError(f"{key} = {setting!r}: {error}") from None
 
 
-def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int) -> EnvironmentFactory:
+def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int,
+                 call_format: str = "native") -> EnvironmentFactory:
     """Environments of one tau2-bench domain: the scripted gold user when `user` is None, else that chat backend
     simulating the user under the benchmark's guidelines."""
     gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
     if user is None:
-        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=max_turns, gold=gold)
+        return lambda: Tau2Environment(domain, user=gold_user(), max_steps=max_turns, gold=gold,
+                                       call_format=call_format)
     guidelines = load_guidelines(data)
-    return lambda: Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=max_turns, gold=gold)
+    return lambda: Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=max_turns, gold=gold,
+                                   call_format=call_format)
 
 
 def _user_backend(name: str) -> Any:

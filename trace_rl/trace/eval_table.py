@@ -5,7 +5,8 @@ A task passes when its reward is 1 (tau2-bench's rule; a TextWorld win; a capabi
 Per condition and domain: tasks, passed, pass rate, mean reward (TextWorld's score: 1 for a win, else the share of
 the maximum score). Overall pools every task of every domain (164 tasks for airline + retail), so a domain counts
 by its size, as in the paper. The oracle row is TRACE's union ceiling: a task counts as passed when base or any
-adapter passed it, the best any router could do with these adapters. The routing tables say where the routed
+adapter passed it, the best any router could do with these adapters (the baselines, which no router chooses, are
+left out of it). The routing tables say where the routed
 condition sent each domain's tasks, and how often the adapter it chose passed that task on its own run.
 
 With several trials per task (`evaluate(..., trials=k)`), the table above counts each task's first trial (the paper's
@@ -21,9 +22,13 @@ from dataclasses import dataclass
 from math import comb
 from typing import Any
 
-# The conditions named by a keyword rather than by an adapter: no adapter, each adapter, the router's choice.
-BASE, ADAPTERS, ROUTED = "base", "adapters", "routed"
-CONDITION_KEYWORDS = (BASE, ADAPTERS, ROUTED)
+# The conditions named by a keyword rather than by an adapter: no adapter, each adapter, the router's choice,
+# each baseline built, the router's nucleus mixture of adapters.
+BASE, ADAPTERS, ROUTED, BASELINES, MIXTURE = "base", "adapters", "routed", "baselines", "mixture"
+CONDITION_KEYWORDS = (BASE, ADAPTERS, ROUTED, BASELINES, MIXTURE)
+# The baselines TRACE is compared against (the pipeline's `baselines` step): one adapter each, never a routing
+# option, left out of the oracle row.
+BASELINE_NAMES = ("multi_grpo", "merge_linear", "merge_ties", "sft_gold")
 ORACLE = "oracle"  # the union ceiling's row
 
 
@@ -138,7 +143,9 @@ def pass_k(tasks: Sequence[tuple[int, int]]) -> tuple[float, ...]:
     return tuple(sum(pass_hat(n, c, k) for n, c in tasks) / len(tasks) for k in range(1, min(n for n, _ in tasks) + 1))
 
 
-def summarize(results: Sequence[TaskResult], conditions: Sequence[str], domains: Sequence[str]) -> EvalTable:
+def summarize(results: Sequence[TaskResult], conditions: Sequence[str], domains: Sequence[str], *,
+              outside_oracle: Sequence[str] = BASELINE_NAMES) -> EvalTable:
+    """The table of `results`; the oracle pools every condition but the routed one and `outside_oracle`."""
     every = list(results)
     results = [r for r in every if r.trial == 0]  # the table proper, the oracle and routing: each task's first trial
     by_key = {(r.condition, r.domain, r.seed): r for r in results}
@@ -147,7 +154,7 @@ def summarize(results: Sequence[TaskResult], conditions: Sequence[str], domains:
         _fill(cells, condition, [r for r in results if r.condition == condition], domains,
               [r for r in every if r.condition == condition])
     rows = list(conditions)
-    singles = [c for c in conditions if c != ROUTED]
+    singles = [c for c in conditions if c not in (ROUTED, MIXTURE) and c not in outside_oracle]
     if len(singles) >= 2:
         tasks = sorted({(r.domain, r.seed) for r in results if r.condition in singles})
         best = [max((by_key[(c, d, s)] for c in singles if (c, d, s) in by_key), key=lambda r: (r.success, r.reward))

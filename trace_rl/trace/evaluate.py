@@ -1,4 +1,4 @@
-"""Evaluation on a target: every condition (base, each adapter, routed, or any agent) on every task, resumable.
+"""Evaluation on a target: every condition (base, each adapter, routed, mixture, or any agent) on every task, resumable.
 
     domains = [EvalDomain(name="airline", make_env=..., seeds=tuple(range(50)))]
     conditions = [Condition(name="base", make_agent=lambda env: AdapterAgent(model, None)), ...]
@@ -50,8 +50,18 @@ from typing import Any
 from tracec.trace_rl.envs.agent import Agent, run_episode
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
 from tracec.trace_rl.trace.adapters import AdapterModel
-from tracec.trace_rl.trace.eval_table import ADAPTERS, BASE, ROUTED, EvalTable, TaskResult, summarize
-from tracec.trace_rl.trace.routing import AdapterAgent, RoutedAgent, Router
+from tracec.trace_rl.trace.eval_table import (
+    ADAPTERS,
+    BASE,
+    BASELINE_NAMES,
+    BASELINES,
+    MIXTURE,
+    ROUTED,
+    EvalTable,
+    TaskResult,
+    summarize,
+)
+from tracec.trace_rl.trace.routing import AdapterAgent, MixtureAgent, RoutedAgent, Router
 
 from tracec.atomic import write_atomic
 from tracec.json_key import json_key
@@ -127,13 +137,15 @@ def _play(condition: Condition, domain: EvalDomain, seed: int, trial: int, max_t
         torch.manual_seed(drawn)
     env = domain.make_env()
     began = time.perf_counter()
+    agent: Agent | None = None
     try:
         agent = condition.make_agent(env)
         record = run_episode(env, agent, seed, max_turns, episode=episode_id(domain.name, seed, trial))
     finally:
-        close = getattr(env, "close", None)
-        if callable(close):  # a game engine: let it go now
-            close()
+        for held in (env, agent):  # a game engine, a mixture's adapter: let them go now
+            close = getattr(held, "close", None)
+            if callable(close):
+                close()
     decision = getattr(agent, "decision", None)
     result = TaskResult(condition=condition.name, domain=domain.name, seed=seed, task=str(record.get("task", seed)),
                         reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
@@ -243,10 +255,13 @@ def seeds_for(first: int, count: int, available: int | None = None) -> tuple[int
 
 
 def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]:
-    """The condition list a user asks for: `base`, `adapters` (each adapter), `routed`, or adapter names."""
+    """The condition list a user asks for: `base`, `adapters` (each adapter), `baselines` (each baseline adapter,
+    `BASELINE_NAMES`), `routed`, or adapter names."""
+    own = [a for a in adapters if a not in BASELINE_NAMES]
+    baselines = [a for a in adapters if a in BASELINE_NAMES]
     out: list[str] = []
     for name in names:
-        for each in (adapters if name == ADAPTERS else [name]):
+        for each in (own if name == ADAPTERS else baselines if name == BASELINES else [name]):
             if each not in out:
                 out.append(each)
     return out
@@ -254,20 +269,24 @@ def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]
 
 def policy_conditions(model: AdapterModel, names: Iterable[str], router: Router | None) -> list[Condition]:
     """The conditions a user names over one multi-adapter model: `base` (no adapter), `adapters` (each adapter) or
-    an adapter's name (that adapter, fixed), `routed` (the router's choice per episode); a ValueError names any
-    other, or `routed` without a router."""
+    an adapter's name (that adapter, fixed), `baselines` (each loaded baseline), `routed` (the router's choice per
+    episode), `mixture` (the router's nucleus mixture per episode, `RoutingSettings.top_p`); a ValueError names any
+    other, or `routed` / `mixture` without a router."""
     chosen = conditions_named(names, model.adapter_names)
-    unknown = [n for n in chosen if n not in (BASE, ROUTED, *model.adapter_names)]
+    unknown = [n for n in chosen if n not in (BASE, ROUTED, MIXTURE, *model.adapter_names)]
     if unknown:
-        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, routed or an "
-                         f"adapter's name ({', '.join(model.adapter_names) or 'none loaded'})")
-    if ROUTED in chosen and router is None:
-        raise ValueError("the routed condition needs routing options (each adapter's description and example)")
+        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, baselines, "
+                         f"routed, mixture or an adapter's name ({', '.join(model.adapter_names) or 'none loaded'})")
+    routes = [n for n in (ROUTED, MIXTURE) if n in chosen]
+    if routes and router is None:
+        raise ValueError(f"the {' and '.join(routes)} condition{'s need' if len(routes) > 1 else ' needs'} routing "
+                         "options (each adapter's description and example)")
     conditions = []
     for name in chosen:
-        if name == ROUTED:
+        if name in (ROUTED, MIXTURE):
             assert router is not None
-            conditions.append(Condition(name=name, make_agent=partial(_routed_agent, model, router)))
+            make = _routed_agent if name == ROUTED else _mixture_agent
+            conditions.append(Condition(name=name, make_agent=partial(make, model, router)))
         else:
             conditions.append(Condition(name=name, make_agent=partial(_adapter_agent, model,
                                                                       None if name == BASE else name)))
@@ -276,6 +295,10 @@ def policy_conditions(model: AdapterModel, names: Iterable[str], router: Router 
 
 def _routed_agent(model: AdapterModel, router: Router, env: Environment) -> Agent:
     return RoutedAgent(model, router)
+
+
+def _mixture_agent(model: AdapterModel, router: Router, env: Environment) -> Agent:
+    return MixtureAgent(model, router)
 
 
 def _adapter_agent(model: AdapterModel, adapter: str | None, env: Environment) -> Agent:

@@ -6,9 +6,11 @@
   (relative to the step's folder), its iterations and its first and last mean reward; `NAME/curve.png` is the
   trainer's curve.
 - route: the routing options (`options.json`: each capability's label, description and gold example, then
-  `base`), and the route of every evaluation task (`decisions.jsonl`) with its label logits.
+  `base`), with `routing.retrieval_k` > 0 the retrieval index (`index.jsonl`, `route_index`), and the route of
+  every evaluation task (`decisions.jsonl`) with its label logits, its retrieval and its nucleus mixture.
 - evaluate: every condition of `evaluate.conditions` on the evaluation seeds of the target (`evaluate`), with the
-  routed condition's router rebuilt from `options.json`; `table.md`, `table.json`, per-task `results.jsonl`.
+  routed and mixture conditions' router rebuilt from `options.json` (and `index.jsonl`) and the baselines'
+  adapters (`baseline_steps`) loaded beside the trained ones; `table.md`, `table.json`, per-task `results.jsonl`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from tracec.trace_rl.trace.adapters import BaseModelUser
 from tracec.trace_rl.trace.evaluate import EvalDomain, evaluate, policy_conditions
 from tracec.trace_rl.trace.pipeline.analysis_steps import read_json
 from tracec.trace_rl.trace.pipeline.env_steps import MANIFEST
+from tracec.trace_rl.trace.pipeline.route_index import INDEX, collected_index
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.pipeline.targets import target_domains
+from tracec.trace_rl.trace.retrieval import read_index, write_index
 from tracec.trace_rl.trace.routing import RouteOption, Router, RoutingSettings, route_options
 
 from tracec.atomic import write_atomic
@@ -42,7 +46,7 @@ def train_adapters(context: Context, folder: Path, built: Path) -> str:
     trained: dict[str, Any] = {}
     for environment in read_json(built / MANIFEST)["environments"]:
         name, run_dir = environment["name"], folder / environment["name"]
-        section = dataclasses.replace(config.train.env, kind="capability",
+        section = dataclasses.replace(config.train.env, kind="capability", call_format=config.target.call_format,
                                       capability=CapabilityEnvSection(path=str(built / environment["path"])))
         train_config = config.train.replace(model=config.model, env=section,
                                             run=dataclasses.replace(config.train.run, out=str(run_dir)))
@@ -65,11 +69,20 @@ def adapter_folders(trained: Path) -> dict[str, Path]:
     return {name: trained / entry["adapter"] for name, entry in read_json(trained / ADAPTERS).items()}
 
 
-def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
+def route(context: Context, folder: Path, built: Path, trained: Path,
+          analysed: tuple[Path, Path, Path] | None = None) -> str:
+    """`analysed`: the collect, label and select steps' folders, which the retrieval index is made of."""
     config = context.config
     capabilities = [(e["name"], e["description"], e["example"]) for e in read_json(built / MANIFEST)["environments"]]
     options = route_options(capabilities, config.routing.labels)
     write_atomic(folder / OPTIONS, [json.dumps([dataclasses.asdict(o) for o in options], indent=2) + "\n"])
+    if config.routing.retrieval_k:
+        assert analysed is not None, "the pipeline passes the analysis folders when retrieval is on"
+        items = collected_index(*analysed, [name for name, _, _ in capabilities])
+        if not items:
+            raise PipelineFailed("routing.retrieval_k: no collected trajectory is labelled LACKING for a routed "
+                                 "capability, so the retrieval index would be empty; set routing.retrieval_k = 0")
+        write_index(folder / INDEX, items)
     model = context.load_model(adapter_folders(trained), max_new_tokens=config.evaluate.max_new_tokens,
                                engine=config.evaluate.engine)
     router = _router(context, model, folder)
@@ -79,7 +92,7 @@ def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
         for seed in domain.seeds:
             env = domain.make_env()
             try:
-                decision = router.route(env.reset(seed).text)
+                decision = router.route(env.reset(seed).text, top_p=config.routing.top_p)
             finally:
                 close = getattr(env, "close", None)
                 if callable(close):
@@ -92,9 +105,13 @@ def route(context: Context, folder: Path, built: Path, trained: Path) -> str:
     return f"{len(lines)} tasks: " + ", ".join(f"{n} {c}" for n, c in sorted(counts.items()))
 
 
-def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -> str:
+def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path, baselines: Path) -> str:
     config = context.config
-    adapters = adapter_folders(trained)
+    own, built = adapter_folders(trained), adapter_folders(baselines)  # the baselines: never routing options
+    if set(own) & set(built):
+        raise PipelineFailed(f"a capability is named like a baseline ({', '.join(sorted(set(own) & set(built)))}); "
+                             "leave that baseline out of baselines.conditions")
+    adapters = {**own, **built}
     model = context.load_model(adapters, max_new_tokens=config.evaluate.max_new_tokens, engine=config.evaluate.engine)
     try:
         conditions = policy_conditions(model, config.evaluate.conditions, _router(context, model, routed))
@@ -112,8 +129,10 @@ def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path) -
 def _router(context: Context, model: Any, routed: Path) -> Router:
     options = [RouteOption(**o) for o in read_json(routed / OPTIONS)]
     section = context.config.routing
+    index = read_index(routed / INDEX) if section.retrieval_k else []
     return Router(model, options, RoutingSettings(labels=section.labels, task_chars=section.task_chars,
-                                                  example_chars=section.example_chars))
+                                                  example_chars=section.example_chars, top_p=section.top_p,
+                                                  retrieval_k=section.retrieval_k), index=index)
 
 
 def _eval_domains(context: Context, model: Any) -> list[EvalDomain]:

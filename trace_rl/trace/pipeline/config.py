@@ -6,7 +6,8 @@ Sections: `[run]` (the run folder, the seed), `[model]` (the base model: the tra
 (what is analysed and evaluated), `[collect]` (the base model's rollouts on the target), `[llm]` (the analyst model
 of discovery, LLM labels and environment writing), `[analysis]` (discover, label, select), `[environments]`
 (library or synthesis, validation, calibration), `[train]` (a whole `TrainConfig` except what the pipeline sets:
-its model, its environment and its run folder), `[routing]` and `[evaluate]`. Errors are the trainer's kind
+its model, its environment and its run folder), `[routing]`, `[baselines]` (the baselines built after training:
+multi-capability GRPO, linear and TIES merges, SFT on gold episodes) and `[evaluate]`. Errors are the trainer's kind
 (`config_io`): located at the file's line, naming the key, the value and the fix; unknown keys get a did-you-mean.
 Relative paths are relative to the config file, except `run.out` (relative to the working folder, as
 the trainer's). Left out: several targets in one run (run the pipeline per target).
@@ -21,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS
 from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig
 from tracec.trace_rl.llm.http import HTTPConfig
-from tracec.trace_rl.trace.eval_table import CONDITION_KEYWORDS
+from tracec.trace_rl.trace.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
+from tracec.trace_rl.trace.synth.tool_schemas import ToolsFileError, load_tools
 
 from tracec.config_io import (
     ConfigError,
@@ -72,9 +75,14 @@ class TargetSection:
     textworld: TextWorldEnvSection = field(default_factory=TextWorldEnvSection)
     tau2: Tau2TargetSection = Tau2TargetSection()
     max_turns: int = 8  # agent turns per episode, in collection and evaluation
+    user: str = "scripted"  # capability: the environments' user: scripted | base (the base model plays it, LLMUser)
+    call_format: str = "native"  # capability | tau2: native (tools as JSON schemas, <tool_call>) | text (<action>);
+    #   the adapters are trained in it too
 
     def __post_init__(self) -> None:
         choice("kind", self.kind, ("capability", "textworld", "tau2"))
+        choice("call_format", self.call_format, CALL_FORMATS)
+        choice("user", self.user, ("scripted", "base"))
         require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
 
 
@@ -152,6 +160,10 @@ class EnvironmentsSection:
     success_band: tuple[float, ...] = (0.2, 0.6)
     max_constant_groups: float = 0.5
     require_calibrated: bool = True  # false: keep an environment outside the bands (the report says so)
+    # the target's tools an LLM-written environment keeps (names, parameters, types): a JSON file of function
+    # schemas; "" = a tau2 target's own domains' tools, none for other targets. keep_tools = false: free tools
+    tools: str = ""
+    keep_tools: bool = True
 
     def __post_init__(self) -> None:
         for name in ("validate_seeds", "calibration_seeds"):
@@ -167,10 +179,14 @@ class RoutingSection:
     labels: tuple[str, ...] = ()  # one token per adapter, then one for base; () = A, B, C, ...
     task_chars: int = 1500
     example_chars: int = 600
+    top_p: float = 0.9  # the `mixture` condition's nucleus: the fewest options whose label weights reach it
+    retrieval_k: int = 0  # collected trajectories retrieved to pick the candidates (route/index.jsonl); 0 = none
 
     def __post_init__(self) -> None:
         require(self.task_chars >= 50, "task_chars", self.task_chars, "an integer >= 50")
         require(self.example_chars >= 0, "example_chars", self.example_chars, "an integer >= 0")
+        require(0 < self.top_p <= 1, "top_p", self.top_p, "a number in (0, 1], e.g. 0.9")
+        require(self.retrieval_k >= 0, "retrieval_k", self.retrieval_k, "an integer >= 0 (0: no retrieval)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,13 +204,40 @@ class EvaluateSection:
         require(len(self.conditions) > 0, "conditions", self.conditions, "e.g. [\"base\", \"adapters\", \"routed\"]")
         # An adapter's name is known only once analysis has run; a near miss of a keyword is a typo now.
         for name in self.conditions:
-            near = difflib.get_close_matches(name, CONDITION_KEYWORDS, n=1)
-            require(name in CONDITION_KEYWORDS or not near, "conditions", self.conditions,
+            near = difflib.get_close_matches(name, (*CONDITION_KEYWORDS, *BASELINE_NAMES), n=1)
+            require(name in (*CONDITION_KEYWORDS, *BASELINE_NAMES) or not near, "conditions", self.conditions,
                     f"did you mean {shown(near[0]) if near else ''} for {shown(name)}? Use "
-                    "base, adapters, routed or a capability's name")
+                    "base, adapters, routed, mixture or a capability's name")
         require(self.first_seed >= 0, "first_seed", self.first_seed, "an integer >= 0")
         require(self.tasks >= 1, "tasks", self.tasks, "an integer >= 1")
         require(self.trials >= 1, "trials", self.trials, "an integer >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaselinesSection:
+    """The baselines TRACE is compared against, each one adapter built after `train` (`pipeline.baseline_steps`).
+    The merge and SFT settings are checked when the pipeline starts (`baseline_steps.check_settings`)."""
+
+    conditions: tuple[str, ...] = ()  # any of multi_grpo, merge_linear, merge_ties, sft_gold
+    weights: str = "uniform"  # multi_grpo's mixture: uniform | coverage (each selected capability's mean coverage)
+    iterations: int = 0  # multi_grpo: 0 = train.run.iterations x environments (the rollouts of all adapters)
+    ties_density: float = 0.2  # merge_ties: the fraction of each adapter's delta kept
+    ties_scale: float = 1.0  # merge_ties: lambda
+    ties_rank: int = 0  # merge_ties: 0 = the sum of the adapters' ranks
+    sft_epochs: int = 4  # sft_gold: passes over the gold episodes
+    sft_lr: float = 1e-4
+    sft_tasks: int = 16  # sft_gold: gold episodes per environment, seeds sft_first_seed ..
+    sft_first_seed: int = 0
+    sft_max_new_tokens: int = 256  # sft_gold: the longest gold turn (nothing is sampled); below max_context_tokens
+
+    def __post_init__(self) -> None:
+        for name in self.conditions:
+            choice("conditions", name, BASELINE_NAMES)
+        require(len(set(self.conditions)) == len(self.conditions), "conditions", self.conditions,
+                "name each baseline once")
+        choice("weights", self.weights, ("uniform", "coverage"))
+        require(self.iterations >= 0, "iterations", self.iterations,
+                "an integer >= 1, or 0 for train.run.iterations x the number of environments")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,6 +251,7 @@ class PipelineConfig:
     environments: EnvironmentsSection = EnvironmentsSection()
     train: TrainConfig = field(default_factory=TrainConfig)
     routing: RoutingSection = RoutingSection()
+    baselines: BaselinesSection = BaselinesSection()
     evaluate: EvaluateSection = EvaluateSection()
 
     def __post_init__(self) -> None:
@@ -219,6 +263,9 @@ class PipelineConfig:
         require(self.analysis.labeler != "rubric" or bool(self.analysis.rubric), "analysis.rubric",
                 self.analysis.rubric, "deterministic labels come from a `.rubric` file's capability blocks, e.g. "
                 "analysis.rubric = \"capabilities.rubric\" (or set analysis.labeler = \"llm\")")
+        unbuilt = [c for c in self.evaluate.conditions if c in BASELINE_NAMES and c not in self.baselines.conditions]
+        require(not unbuilt, "evaluate.conditions", self.evaluate.conditions, f"{', '.join(unbuilt)} is a baseline "
+                f"this run does not build: add it to baselines.conditions, or leave it out here")
         if self.evaluate.engine == "vllm" and self.model.device == "cpu":
             raise FieldError("evaluate.engine", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
                              "evaluate.engine = \"transformers\"")
@@ -234,9 +281,10 @@ class PipelineConfig:
 # The pipeline sets these in every training config; a file that sets them is told so.
 _SET_BY_PIPELINE = (("train", "model"), ("train", "env", "kind"), ("train", "env", "capability"),
                     ("train", "env", "textworld"), ("train", "env", "tau2"), ("train", "env", "python"),
+                    ("train", "env", "mixture"),
                     ("train", "run", "out"))
 PATH_KEYS = ("target.textworld.game", "target.textworld.cache", "target.tau2.data", "analysis.rubric",
-             "environments.library", "train.advantage.rubric")
+             "environments.library", "environments.tools", "train.advantage.rubric")
 
 
 def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> PipelineConfig:
@@ -259,6 +307,11 @@ def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] 
     if missing:  # said now, not after collecting, analysing and loading the model
         raise located(str(path), text, "target.environments", f"target.environments names {missing[0]}, which is "
                       "not a file; name the capability environments' `.rubric` files (paths relative to this file)")
+    if config.environments.tools:  # a bad tools file is said now, with the file's own location in the message
+        try:
+            load_tools(Path(config.environments.tools))
+        except ToolsFileError as error:
+            raise located(str(path), text, "environments.tools", f"environments.tools: {error}") from None
     return config
 
 

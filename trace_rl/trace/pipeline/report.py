@@ -2,9 +2,10 @@
 
 The Markdown holds the steps (ran or skipped, seconds, summary), the selected capabilities (coverage, gap, runs
 passed), each environment's origin and calibration, each adapter's training (first and last mean reward, its
-curve), the evaluation table with the routing confusion table, and where every file is. The PNG puts three panels
-side by side: the selected capabilities' contrastive gaps, the adapters' training curves (mean reward per
-iteration), and the pass rate of each condition on the target.
+curve), the baselines beside them (how each was built: GRPO on the mixture with its rewards, a merge with its rank
+and SVD residual, SFT with its epochs), the evaluation table with the routing confusion table, and where every file
+is. The PNG puts three panels side by side: the selected capabilities' contrastive gaps, the training curves (mean
+reward per iteration) of the adapters and of multi_grpo, and the pass rate of each condition on the target.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def write_report(config: PipelineConfig, root: Path, outcomes: Mapping[str, Step
     envs = (_json(root / "environments" / "environments.json") or {}).get("environments", [])
     adapters = _json(root / "train" / "adapters.json") or {}
     curves = {name: _metrics(root / "train" / name / "metrics.jsonl") for name in adapters}
+    baselines = _json(root / "baselines" / "adapters.json") or {}
+    if "multi_grpo" in baselines:
+        curves["multi_grpo (baseline)"] = _metrics(root / "baselines" / "multi_grpo" / "metrics.jsonl")
     table = _json(root / "evaluate" / "table.json")
     lines = [f"# TRACE pipeline: {config.model.name} on {_target(config)}", "",
              f"Run folder `{root}`.", "", "## Steps", "", "| step | this run | seconds | outcome |",
@@ -52,6 +56,13 @@ def write_report(config: PipelineConfig, root: Path, outcomes: Mapping[str, Step
     for name, entry in adapters.items():
         lines.append(f"| {name} | {entry['iterations']} | {_num(entry['first_reward'])} | "
                      f"{_num(entry['last_reward'])} | `train/{name}/curve.png` |")
+    if baselines:
+        lines += ["", "## Baselines", "", ("Built after training for comparison, never routing options, outside the "
+                  "oracle row."), "", "| baseline | built by | iterations | first reward | last reward | notes |",
+                  "|---|---|---:|---:|---:|---|"]
+        lines += [f"| {name} | {_BUILT_BY.get(entry['kind'], entry['kind'])} | {entry['iterations']} "
+                  f"| {_num(entry['first_reward'])} | {_num(entry['last_reward'])} | {_notes(name, entry)} |"
+                  for name, entry in baselines.items()]
     lines += ["", "## Evaluation", ""]
     evaluation = root / "evaluate" / "table.md"
     lines += [evaluation.read_text(encoding="utf-8").rstrip() if evaluation.is_file() else "Not evaluated yet.", "",
@@ -93,6 +104,19 @@ def _figure(path: Path, selected: list[dict[str, Any]], curves: dict[str, list[d
     staging = path.with_name(f".{path.name}.tmp.png")
     figure.savefig(staging, dpi=100)
     staging.replace(path)
+
+
+_BUILT_BY = {"multi_grpo": "GRPO on the mixture of the environments", "linear": "linear merge (mean) of the adapters",
+             "ties": "TIES merge of the adapters", "sft_gold": "SFT on the environments' gold episodes"}
+
+
+def _notes(name: str, entry: dict[str, Any]) -> str:
+    if "residual" in entry:
+        return f"rank {entry['rank']}, SVD residual {entry['residual']:.3f}"
+    if "weights" in entry:
+        return "weights " + ", ".join(f"{e} {w:g}" for e, w in zip(entry["environments"], entry["weights"])) + \
+            f"; curve `baselines/{name}/curve.png`"
+    return f"{entry.get('episodes')} gold episodes" if "episodes" in entry else ""
 
 
 def _target(config: PipelineConfig) -> str:

@@ -2,7 +2,8 @@
 
     result = run_pipeline(load_pipeline_config("examples/pipeline/cpu_smollm2.toml"))
 
-collect -> discover -> label -> select -> environments -> train -> route -> evaluate, then the report. A step's
+collect -> discover -> label -> select -> environments -> train -> baselines -> route -> evaluate, then the report
+(`baselines` builds the comparison adapters `[baselines]` asks for, none by default). A step's
 inputs are its config sections, the digests of the steps it reads and the content of the files it reads from
 outside the run (the target's and the labels' `.rubric` files), so editing `[evaluate]` reruns only the evaluation,
 and a killed run resumes at the step it was in (inside it too, where that step resumes on its own). The LLM of
@@ -22,7 +23,7 @@ from tracec.trace_rl.llm.backends import open_backend
 from tracec.trace_rl.llm.chat import SamplingBackend
 from tracec.trace_rl.llm.options import BackendSettings
 from tracec.trace_rl.trace.peft_adapters import load_adapter_model
-from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, env_steps
+from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, baseline_steps, env_steps
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig
 from tracec.trace_rl.trace.pipeline.report import write_report
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
@@ -31,7 +32,7 @@ from tracec.atomic import write_atomic
 from tracec.config_io import to_toml
 
 _SOURCE = ("labeler", "rubric", "capabilities")  # where labels come from: what discovery and labeling share
-STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "route", "evaluate")
+STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "baselines", "route", "evaluate")
 
 
 @dataclass
@@ -79,6 +80,7 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
                  report: Callable[[str], None] = lambda _: None, detail: Callable[[str], None] = lambda _: None,
                  after_step: Callable[[StepOutcome], None] | None = None) -> PipelineResult:
     root = Path(out or config.run.out)
+    baseline_steps.check_settings(config)  # said now, not after the training
     context = Context(config=config, report=report, detail=detail, llm=llm)
     store = StepStore(root, report=report)
     write_atomic(root / "pipeline.toml", [to_toml(config)])  # what `tracec route / evaluate --run` read
@@ -137,9 +139,17 @@ def _steps(context: Context, root: Path,
          lambda f: env_steps.environments(context, f, folder("collect"), folder("select")), ()),
         ("train", lambda: {**sections("train", "model"), **digest("environments")},
          lambda f: adapter_steps.train_adapters(context, f, folder("environments")), ()),
+        ("baselines", lambda: {**sections("baselines", "train", "model"),
+                               **digest("select", "environments", "train")},
+         lambda f: baseline_steps.build_baselines(context, f, folder("environments"), folder("train"),
+                                                  folder("select")), ()),
         ("route", lambda: {**sections("routing", "model", "target", "evaluate"),
-                           **digest("environments", "train")},
-         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train")), ()),
-        ("evaluate", lambda: {**sections("routing", "model", "target", "evaluate"), **digest("train", "route")},
-         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route")), ()),
+                           **digest("environments", "train"),  # and the retrieval index's sources, when it is on
+                           **(digest("collect", "label", "select") if config.routing.retrieval_k else {})},
+         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train"),
+                                       (folder("collect"), folder("label"), folder("select"))), ()),
+        ("evaluate", lambda: {**sections("routing", "model", "target", "evaluate"),
+                              **digest("train", "baselines", "route")},
+         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route"), folder("baselines")),
+         ()),
     ]

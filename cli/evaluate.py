@@ -12,14 +12,15 @@ do not do.
         --options runs/p/route/options.json --target capability --env examples/envs/multi_step_completion.rubric \
         --conditions base,adapters,routed --tasks 20 --max-turns 8 -o runs/eval
 
-The adapters and routing options come from a pipeline's run folder (`--run`: its `train/adapters.json`,
-`route/options.json` and `[model]`) or are named one by one (`--adapter NAME=DIR`, `--options FILE`). TRACE's full
-routing: `--top-p P` is the `mixture` condition's nucleus, `--retrieve-k K --index FILE.jsonl` the retrieval
-pre-filter (a run's `[routing]` top_p and retrieval_k, and its `route/index.jsonl`, by default). Targets:
-capability environments (`--env FILE`, one domain each), a TextWorld family (`--challenge`), tau2-bench domains
-(`--domain`, with the scripted user or the base model as the user, `--user`). Per-task results go to
-`OUT/results.jsonl` as they finish (a rerun plays only the missing tasks; `--fresh` starts over), the table to
-`OUT/table.md` and `OUT/table.json` and to stdout, the routing confusion table with it.
+The adapters and routing options come from a pipeline's run folder (`--run`: its `train/adapters.json`, its
+`baselines/adapters.json` when it built baselines, `route/options.json` and `[model]`) or are named one by one
+(`--adapter NAME=DIR`, `--options FILE`). TRACE's full routing: `--top-p P` is the `mixture` condition's nucleus,
+`--retrieve-k K --index FILE.jsonl` the retrieval pre-filter (a run's `[routing]` top_p and retrieval_k, and its
+`route/index.jsonl`, by default). Targets: capability environments (`--env FILE`, one domain each), a TextWorld
+family (`--challenge`), tau2-bench domains (`--domain`, with the scripted user or the base model as the user,
+`--user`). Per-task results go to `OUT/results.jsonl` as they finish (a rerun plays only the missing tasks;
+`--fresh` starts over), the table to `OUT/table.md` and `OUT/table.json` and to stdout,
+the routing confusion table with it.
 """
 
 from __future__ import annotations
@@ -154,14 +155,18 @@ def target_from_args(args: argparse.Namespace) -> Any:
 
 
 def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
-    """The adapters named: the run's (`train/adapters.json`), then each `--adapter NAME=DIR`."""
+    """The adapters named: the run's (`train/adapters.json`, and `baselines/adapters.json` when the run built
+    baselines), then each `--adapter NAME=DIR`."""
     import json
 
     adapters: dict[str, Path] = {}
     if args.run is not None:
-        manifest = input_file(args.run / "train" / "adapters.json")
-        for name, entry in json.loads(manifest.read_text(encoding="utf-8")).items():
-            adapters[name] = args.run / "train" / entry["adapter"]
+        steps = [("train", input_file(args.run / "train" / "adapters.json"))]
+        if (args.run / "baselines" / "adapters.json").is_file():
+            steps.append(("baselines", args.run / "baselines" / "adapters.json"))
+        for step, manifest in steps:
+            for name, entry in json.loads(manifest.read_text(encoding="utf-8")).items():
+                adapters[name] = args.run / step / entry["adapter"]
     for item in args.adapter:
         name, sep, folder = item.partition("=")
         if not sep or not name or not folder:

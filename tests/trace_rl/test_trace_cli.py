@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from pipeline_fixtures import write_config
-from test_routing import TASK, _random_adapter
+from random_adapters import random_adapter
+from test_routing import TASK
 from tracec.cli import main
 from tracec.trace_rl.trace.eval_table import BASE
 from tracec.trace_rl.trace.peft_adapters import PeftAdapters
@@ -22,7 +23,7 @@ ENV = REPO / "examples" / "envs" / "precondition_verification.rubric"
 @pytest.fixture(scope="module")
 def adapters(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], Path]:
     root = tmp_path_factory.mktemp("cli-adapters")
-    folders = {"alpha": _random_adapter(root / "alpha", 1), "beta": _random_adapter(root / "beta", 2)}
+    folders = {"alpha": random_adapter(root / "alpha", 1), "beta": random_adapter(root / "beta", 2)}
     options = route_options([("alpha", "books rooms", "user: book R1"), ("beta", "checks orders", "")])
     path = root / "options.json"
     path.write_text(json.dumps([o.__dict__ for o in options]))
@@ -152,3 +153,21 @@ def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) 
         assert (config.train.optim.lr, config.train.run.iterations, config.evaluate.engine) == (1e-5, 40, "vllm")
     if name != "cpu_smollm2":
         assert config.target.kind == "tau2" and config.llm.backend == "http"
+
+
+def test_a_run_folders_adapters_include_its_baselines(tmp_path: Path) -> None:
+    import argparse
+
+    from tracec.cli.evaluate import model_adapters
+
+    run = tmp_path / "run"
+    for step, names in (("train", ("alpha",)), ("baselines", ("merge_linear", "sft_gold"))):
+        (run / step).mkdir(parents=True)
+        (run / step / "adapters.json").write_text(json.dumps({n: {"adapter": f"{n}/adapter"} for n in names}))
+    args = argparse.Namespace(run=run, adapter=["extra=/elsewhere"])
+    assert model_adapters(args) == {"alpha": run / "train" / "alpha" / "adapter",
+                                    "merge_linear": run / "baselines" / "merge_linear" / "adapter",
+                                    "sft_gold": run / "baselines" / "sft_gold" / "adapter",
+                                    "extra": Path("/elsewhere")}
+    (run / "baselines" / "adapters.json").unlink()  # a run that built no baselines: its trained adapters only
+    assert model_adapters(argparse.Namespace(run=run, adapter=[])) == {"alpha": run / "train" / "alpha" / "adapter"}

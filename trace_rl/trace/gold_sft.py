@@ -50,7 +50,6 @@ from tracec.dsl.errors import CheckError
 from tracec.trace_rl.envs import capability
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent
-from tracec.trace_rl.envs.toolcall import format_call
 from tracec.trace_rl.grpo.checkpoint import (
     TrainerState,
     capture_rng,
@@ -189,9 +188,6 @@ def gold_episodes(tokenizer: Any, environment: Path, *, settings: GoldSFTSetting
 def gold_turn(env: capability.Environment, turn: int) -> str:
     """The gold agent's turn `turn` (from 0) of `env`'s episode: a call of the solution in the environment's own
     call format (as its `hint()` writes them), then the gold agent's message to the user."""
-    calls = env.scenario.gold_calls if env.scenario is not None else ()
-    if turn < len(calls):
-        return format_call(calls[turn].name, calls[turn].arguments, getattr(env, "call_format", "text"))
     # The gold agent reads only how many turns it has taken (`turns_taken`).
     return GoldAgent(env).act([{"role": "assistant", "content": ""}] * turn)
 

@@ -19,7 +19,7 @@ from tracec.trace_rl.envs.capability.episode import Environment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.generate import rng_for
 from tracec.trace_rl.envs.capability.program import Program, Scenario
-from tracec.trace_rl.envs.toolcall import format_tool_call
+from tracec.trace_rl.envs.toolcall import format_call
 
 _EPS = 1e-9
 _DONE = "I am done."
@@ -32,7 +32,8 @@ def _scenario(env: Environment) -> Scenario:
 
 
 class GoldAgent:
-    """Plays the seed's `solution` as tool calls, then tells the user every reported value."""
+    """Plays the seed's `solution` as tool calls in the environment's call format, then tells the user every
+    reported value."""
 
     def __init__(self, env: Environment):
         self.env = env
@@ -41,7 +42,7 @@ class GoldAgent:
         scenario, turn = _scenario(self.env), turns_taken(messages)
         if turn < len(scenario.gold_calls):
             call = scenario.gold_calls[turn]
-            return format_tool_call(call.name, call.arguments)
+            return format_call(call.name, call.arguments, self.env.call_format)
         if turn == len(scenario.gold_calls):
             values = ", ".join(show(v) for v in scenario.report)
             return f"All done. {values}".strip() if values else "All done."
@@ -75,7 +76,8 @@ class RandomAgent:
             return _DONE
         self.calls_left -= 1
         tool = self.rng.choice(list(tools.values()))
-        return format_tool_call(tool.name, {p.name: self.value(p.type.kind, p.type.members) for p in tool.info.params})
+        return format_call(tool.name, {p.name: self.value(p.type.kind, p.type.members) for p in tool.info.params},
+                           self.env.call_format)
 
     def value(self, kind: str, members: tuple[str, ...]) -> Any:
         if kind == "enum":

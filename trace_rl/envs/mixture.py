@@ -1,6 +1,6 @@
 """A weighted mixture of environments as one environment: multi-capability GRPO's training target.
 
-    env = MixtureEnvironment([("settle_bill", make_a), ("cancel_unshipped", make_b)], weights=(1.0, 1.0))
+    env = MixtureEnvironment([("refund_then_bags", make_a), ("cancel_unshipped", make_b)], weights=(1.0, 1.0))
     first = env.reset(17)            # seed 17's component, chosen by `component_index(17, weights)`, then its task 17
 
 `reset(seed)` picks the component by a draw that is a pure function of the seed and the weights, so the K

@@ -47,26 +47,37 @@ def environment_factory(section: EnvSection) -> EnvironmentFactory:
     return makers[section.kind](section)
 
 
-def _capability(section: EnvSection, key: str = "env.capability.path") -> EnvironmentFactory:
-    path = section.capability.path
-    try:
-        program = load_environment(path, name=section.capability.name or None)
-    except FileNotFoundError:
-        raise ConfigError(f"{key} = {path!r}: no such file; name a capability environment's "
-                          "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
-    user = _user_backend(section.capability.user_model) if section.capability.user == "llm" else None
-    return lambda: capability.Environment(program, call_format=section.call_format,
-                                          user=LLMUser(user) if user is not None else None)
+def _capability(section: EnvSection) -> EnvironmentFactory:
+    program = _program(section.capability.path, section.capability.name, "env.capability.path")
+    return _capability_factory(program, section.call_format, _capability_user(section.capability))
 
 
 def _mixture(section: EnvSection) -> EnvironmentFactory:
-    """Each component compiled once, as `kind = "capability"` would; each environment made draws its own."""
-    mixture = section.mixture
-    components = [(Path(path).stem, _capability(EnvSection(capability=CapabilityEnvSection(path=path),
-                                                           call_format=section.call_format),
-                                                 f"env.mixture.paths[{i}]"))
+    """Each component compiled once, as `kind = "capability"` would, all with `[env.capability]`'s user (its model
+    loaded once); each environment made draws its own component."""
+    mixture, user = section.mixture, _capability_user(section.capability)
+    components = [(Path(path).stem, _capability_factory(_program(path, "", f"env.mixture.paths[{i}]"),
+                                                        section.call_format, user))
                   for i, path in enumerate(mixture.paths)]
     return lambda: MixtureEnvironment(components, weights=mixture.resolved_weights)
+
+
+def _program(path: str, name: str, key: str) -> Any:
+    try:
+        return load_environment(path, name=name or None)
+    except FileNotFoundError:
+        raise ConfigError(f"{key} = {path!r}: no such file; name a capability environment's "
+                          "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
+
+
+def _capability_user(section: CapabilityEnvSection) -> Any:
+    """The chat backend of the llm user (None: the scripted user)."""
+    return _user_backend(section.user_model) if section.user == "llm" else None
+
+
+def _capability_factory(program: Any, call_format: str, user: Any) -> EnvironmentFactory:
+    return lambda: capability.Environment(program, call_format=call_format,
+                                          user=LLMUser(user) if user is not None else None)
 
 
 def _textworld(section: EnvSection) -> EnvironmentFactory:

@@ -219,3 +219,21 @@ def test_synth_rubric_wants_five_of_each_and_a_context(tmp_path: Path) -> None:
     assert code == 1 and len(feedback) == 1 and not (tmp_path / "r.rubric").exists()
     log = (tmp_path / "r.llm_calls.jsonl").read_text()
     assert "exactly 5 evidence, 5 execution and 5 invalidity operators and a `context` line; it has 4 evidence" in log
+
+
+def test_calibration_gives_the_policy_the_tools_in_the_training_call_format() -> None:
+    from tracec.trace_rl.llm.conversation import TOOLS_KEY
+
+    program = load_environment(str(LIBRARY / "precondition_verification.rubric"))
+    seen: dict[str, list[dict[str, str]]] = {}
+    for call_format in ("native", "text"):
+        def remember(messages: list[dict[str, str]], call_format: str = call_format) -> str:
+            seen[call_format] = messages
+            return "I am done."
+
+        policy_rollouts(program, ScriptedLLM(remember), range(1), group_size=2, sampling=Sampling(seed=1),
+                        call_format=call_format)
+    tool = next(iter(program.tools))
+    native, text = seen["native"][0], seen["text"][0]
+    assert tool in json.dumps(json.loads(native[TOOLS_KEY])) and "<action>" not in native["content"]
+    assert TOOLS_KEY not in text and tool in text["content"] and "<action>" in text["content"]

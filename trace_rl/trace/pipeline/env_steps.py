@@ -48,7 +48,8 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
         sampling=Sampling(temperature=section.temperature, max_tokens=section.max_new_tokens),
         bands=Bands(mean_reward=(section.mean_band[0], section.mean_band[1]),
                     success_rate=(section.success_band[0], section.success_band[1]),
-                    max_constant_groups=section.max_constant_groups)) if section.calibrate else None
+                    max_constant_groups=section.max_constant_groups),
+        call_format=config.target.call_format) if section.calibrate else None
     library = load_library(Path(section.library) if section.library else LIBRARY)
     policy = local_backend(config.model.name, device=config.model.device, seed=config.run.seed,
                            max_new_tokens=section.max_new_tokens) if calibration is not None else None
@@ -130,7 +131,7 @@ def _environment(context: Context, out: Path, target: Target, settings: Any, lib
 def _calibrate(path: Path, policy: Any, settings: Any) -> Any:
     rollouts = policy_rollouts(load_environment(str(path)), policy, range(settings.seeds),
                                group_size=settings.group_size, sampling=settings.sampling,
-                               max_steps=settings.max_steps)
+                               max_steps=settings.max_steps, call_format=settings.call_format)
     return calibrate(rollouts, settings.bands)
 
 

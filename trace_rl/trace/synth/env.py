@@ -32,6 +32,7 @@ from tracec.dsl.errors import CheckError, ParseError
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.capability import compile_environment
 from tracec.trace_rl.envs.capability.validate import validate
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import RepairFailed, ask
@@ -65,11 +66,14 @@ class CalibrationSettings:
     max_steps: int | None = None
     sampling: Sampling = POLICY_SAMPLING
     bands: Bands = field(default_factory=Bands)
+    call_format: str = "native"  # how the policy is given the tools: as it will be trained (`envs.toolcall`)
 
     def __post_init__(self) -> None:
         if self.seeds < 1 or self.group_size < 2:
             raise ValueError(f"calibration needs at least 1 seed and groups of at least 2 (got {self.seeds} seeds, "
                              f"groups of {self.group_size})")
+        if self.call_format not in CALL_FORMATS:
+            raise ValueError(f"call_format={self.call_format!r}: expected one of {', '.join(CALL_FORMATS)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,7 +175,8 @@ class Checks:
         if settings is None or self.policy is None:
             return None
         rollouts = policy_rollouts(program, self.policy, range(settings.seeds), group_size=settings.group_size,
-                                   sampling=settings.sampling, max_steps=settings.max_steps, report=self.report)
+                                   sampling=settings.sampling, max_steps=settings.max_steps,
+                                   call_format=settings.call_format, report=self.report)
         result = calibrate(rollouts, settings.bands)
         self.last_calibration = result
         stem = self.attempts_dir / f"attempt_{self.count}"

@@ -55,10 +55,10 @@ class PolicyAgent:
 
 
 def policy_rollouts(program: Program, policy: SamplingBackend, seeds: range, *, group_size: int,
-                    sampling: Sampling, max_steps: int | None = None,
+                    sampling: Sampling, max_steps: int | None = None, call_format: str = "native",
                     report: Callable[[str], None] = lambda _: None) -> list[Rollout]:
-    """`group_size` rollouts of `policy` on each seed."""
-    env = Environment(program, max_steps=max_steps)
+    """`group_size` rollouts of `policy` on each seed, the tools given in `call_format`."""
+    env = Environment(program, max_steps=max_steps, call_format=call_format)
     rollouts = []
     for seed in seeds:
         for k in range(group_size):

@@ -47,8 +47,10 @@ def main() -> None:
     spec = RunSpec(method=args.method, model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=32.0),
                    iterations=args.iterations, eval_every=args.iterations, groups_per_batch=args.groups,
                    group_size=args.group_size, lr=args.lr, clip_eps=0.28, target_kl=args.target_kl,
-                   eval_episodes=args.eval_episodes, eval_greedy=True, threads=args.threads, device=args.device)
-    out = args.workdir / f"run-{args.method}"
+                   eval_episodes=args.eval_episodes, eval_greedy=True, threads=args.threads, device=args.device,
+                   seed=args.seed)
+    name = args.method if args.seed == 0 else f"{args.method}-s{args.seed}"
+    out = args.workdir / f"run-{name}"
     if out.exists():
         import shutil
 
@@ -63,7 +65,7 @@ def main() -> None:
                "gain": str(gain), "greedy": [before.greedy, after.greedy], "points": [asdict(p) for p in curve.points],
                "train": [{k: m.get(k) for k in ("success_rate", "ratio_p99", "approx_kl", "optimizer_steps")}
                          for m in curve.train_metrics]}
-    (args.workdir / f"summary-{args.method}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (args.workdir / f"summary-{name}.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     text = _report(summary, args)
     print(text)
     if args.record:
@@ -84,6 +86,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--target-kl", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0, help="the training seed (the held-out episodes stay fixed)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default 0: torch's own, all cores)")
     parser.add_argument("--record", action="store_true")
@@ -92,11 +95,13 @@ def _arguments() -> argparse.Namespace:
 
 
 def _report(summary: dict, args: argparse.Namespace) -> str:
-    rows = [[args.method, args.iterations * args.groups * args.group_size, summary["before"], summary["after"],
+    rows = [[f"{args.method}, seed {args.seed}", args.iterations * args.groups * args.group_size, summary["before"],
+             summary["after"],
              summary["gain"], f"{summary['greedy'][0]:.3f} -> {summary['greedy'][1]:.3f}",
              " ".join(f"{m['success_rate']:.2f}" for m in summary["train"]), f"{summary['seconds'] / 60:.0f}"]]
     return (f"SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), the TextWorld family in the admissible mode, "
-            f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes, lr {args.lr:g}, one seed, "
+            f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes, lr {args.lr:g}, "
+            f"training seed {args.seed}, "
             f"{args.device}; held-out: {args.eval_games} games x {args.eval_episodes} sampled episodes (and one greedy "
             "a game); the gain's interval is a paired bootstrap over the held-out games (one training seed).\n\n"
             + markdown_table(["method", "training episodes", "held-out before [95% CI]", "after [95% CI]",

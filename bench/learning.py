@@ -7,7 +7,8 @@ can tell them apart, after a learnability gate.
    (`learnability.VerbPrior`), behaviour cloning on the training walkthroughs (`--bc-epochs`), and a training run
    with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget.
 2. The comparison: `--seeds` seeds each of sparse GRPO and GRPO + TRCA (examples/textworld.rubric), and the TRCA
-   ablations lambda = 0, lambda = 1 and no context grouping (`--ablation-seeds` each), every run on the same budget
+   ablations lambda = 0, lambda = 1, no context grouping and A_S mean-only (`step_scale none`; `--ablation-seeds`
+   each), every run on the same budget
    and settings, the command-level loss of the admissible mode.
 3. Evaluation: every checkpoint on the held-out games (fixed in `TaskFamily`, never trained on), `--eval-episodes`
    sampled episodes a game from one fixed stream plus one greedy episode a game. Statistics (`learning_stats`):
@@ -27,7 +28,7 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from dataclasses import asdict, replace
+from dataclasses import MISSING, asdict, fields, is_dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
     parser.add_argument("--ablation-seeds", type=int, default=3, help="seeds of each TRCA ablation (0: none)")
     parser.add_argument("--oracle-seeds", type=int, default=1, help="seeds of the oracle-credit run (the gate)")
+    parser.add_argument("--oracle-iterations", type=int,
+                        help="the oracle-credit run's iterations (default: --iterations); compared over the common "
+                             "budget, its gate figure also at its own")
     parser.add_argument("--iterations", type=int, default=32)
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--groups", type=int, default=8)
@@ -105,7 +109,8 @@ METHODS = (("grpo", "sparse GRPO", {"method": "grpo"}),
            ("trca", "GRPO + TRCA", {"method": "trca"}))
 ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
              ("trca-lam1", "TRCA, lambda = 1", {"method": "trca", "lam": 1.0}),
-             ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}))
+             ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}),
+             ("trca-meanonly", "TRCA, A_S mean-only", {"method": "trca", "step_scale": "none"}))
 ORACLE = ("oracle", "oracle credit (gate)", {"method": "oracle"})
 
 
@@ -117,13 +122,15 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
               "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
               "lr": args.lr, "clip_eps": args.clip_eps, "target_kl": args.target_kl,
               "eval_episodes": args.eval_episodes, "eval_greedy": True}
-    plan = [(0, m, args.seeds) for m in METHODS] + [(0, ORACLE, args.oracle_seeds)] + \
+    oracle_budget = {"iterations": args.oracle_iterations or args.iterations}
+    plan = [(0, m, args.seeds) for m in METHODS] + \
+        [(0, (*ORACLE[:2], ORACLE[2] | oracle_budget), args.oracle_seeds)] + \
         [(1, a, args.ablation_seeds) for a in ABLATIONS]
     # the comparison (and the gate's oracle) before the ablations, seeds interleaved across methods: an
     # interrupted experiment holds as many seeds of each
     order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan) for seed in range(seeds)),
                    key=lambda item: item[:3])
-    return {f"{key}-s{seed}": (label, RunSpec(**common, **extra, seed=seed))
+    return {f"{key}-s{seed}": (label, RunSpec(**common | extra, seed=seed))
             for _, seed, _, (key, label, extra) in order}
 
 
@@ -177,7 +184,11 @@ def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _spec_key(spec: Any) -> dict[str, Any]:
-    return json.loads(json.dumps(asdict(spec), default=str))
+    """The spec's fields that differ from RunSpec's defaults: a field added to RunSpec later (with a default that
+    keeps the old behaviour) leaves the saved runs valid."""
+    changed = {f.name: getattr(spec, f.name) for f in fields(spec)
+               if f.default is MISSING or getattr(spec, f.name) != f.default}
+    return json.loads(json.dumps(changed, default=lambda value: asdict(value) if is_dataclass(value) else str(value)))
 
 
 def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -276,7 +287,9 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         rollouts = methods["sparse GRPO"]["rollouts"]
         points = len(rollouts) - 1
         for label in [k for k in grouped if k != "sparse GRPO"]:
-            other = _wins(grouped[label])
+            if methods[label]["rollouts"][:len(rollouts)] != rollouts:
+                continue  # evaluated at other points: nothing to pair
+            other = _wins(grouped[label])[:, :len(rollouts)]  # a longer run over the common budget
             entry: dict[str, object] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
                      for k in sorted({max(1, points // 4), max(1, points // 2), points})}
             entry["area"] = str(paired_auc(rollouts, grpo, other))
@@ -405,8 +418,12 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
              + g["cloned"] + f" (greedy {g['cloned_greedy']:.3f}, final loss {g['cloned_losses'][-1]:.3f})."]
     oracle = summary["methods"].get(ORACLE[1])
     if oracle:
-        lines[-1] += (f" Oracle credit at the same budget: {oracle['success'][-1]} "
-                      f"(greedy {oracle['greedy_mean'][-1]:.3f}).")
+        budget = args.iterations * args.groups * args.group_size
+        at = oracle["rollouts"].index(budget)
+        lines[-1] += (f" Oracle credit at the same budget: {oracle['success'][at]} "
+                      f"(greedy {oracle['greedy_mean'][at]:.3f})")
+        lines[-1] += (f"; at its own budget of {oracle['rollouts'][-1]} rollouts: {oracle['success'][-1]} "
+                      f"(greedy {oracle['greedy_mean'][-1]:.3f})." if at < len(oracle["rollouts"]) - 1 else ".")
     rows = [[label, m["seeds"], " ".join(f"{x:.3f}" for x in m["success_mean"]), m["success"][-1],
              f"{m['greedy_mean'][-1]:.3f}", " ".join(f"{x:.2f}" for x in m["per_seed_final"]),
              f"{m['train_success_last4']:.3f}", f"{m['constant_fraction']:.0%}",

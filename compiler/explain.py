@@ -15,7 +15,8 @@ def explain(compiled: CompiledRubric) -> str:
     lines = [f"rubric {compiled.name} for {compiled.schema.name}", ""]
     lines += _operator_table(compiled)
     budgets = ", ".join(f"{c} {v:g}" for c, v in compiled.budgets.items())
-    lines += ["", f"budget {budgets}; lambda {compiled.lam:g}; gamma {compiled.gamma:g}", "", "ir:"]
+    settings = f"lambda {compiled.lam:g}; gamma {compiled.gamma:g}; step_scale {compiled.step_scale}"
+    lines += ["", f"budget {budgets}; {settings}", "", "ir:"]
     lines += ["  " + line for line in format_ir(compiled.program.operators, compiled.program.context, compiled)]
     lines += ["", "facts:"]
     lines += [f"  {f.column}: {f.type}" for f in compiled.plan.fields]

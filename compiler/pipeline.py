@@ -51,6 +51,7 @@ class CompiledRubric:
     budgets: dict[str, float]
     lam: float
     gamma: float
+    step_scale: str
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -98,6 +99,7 @@ def compile_rubric(checked: CheckedRubric) -> CompiledRubric:
         budgets=checked.budgets,
         lam=checked.lam,
         gamma=checked.gamma,
+        step_scale=checked.step_scale,
     )
 
 

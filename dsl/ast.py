@@ -199,12 +199,21 @@ class Setting:
 
 
 @dataclass(frozen=True)
+class StepScale:
+    """`step_scale std` or `step_scale none`: whether A_S is divided by its step group's std (the checker keeps
+    the mode a name, so that a misspelt one is an error at its place)."""
+
+    mode: str
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Context:
     exprs: tuple[Expr, ...]
     loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
-RubricItem = Bind | Operator | Budget | Setting | Context
+RubricItem = Bind | Operator | Budget | Setting | StepScale | Context
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,9 @@ class AstBuilder(Transformer):
     def gamma_(self, meta, children):
         return ast.Setting("gamma", float(children[0].value), loc=_loc(meta))
 
+    def step_scale(self, meta, children):
+        return ast.StepScale(str(children[0]), loc=_loc(children[0]))
+
     def context(self, meta, children):
         return ast.Context(tuple(children), loc=_loc(meta))
 

@@ -17,7 +17,7 @@ from tracec.dsl import ast
 from tracec.dsl import types as T
 from tracec.dsl.check_env import check_environment
 from tracec.dsl.check_expr import CheckedSchema, ExprChecker, Typing
-from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA
+from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA, DEFAULT_STEP_SCALE, STEP_SCALES
 from tracec.dsl.errors import CheckError, Loc, Source, did_you_mean
 from tracec.dsl.parse import parse
 from tracec.dsl.reporter import Reporter
@@ -36,6 +36,7 @@ class CheckedRubric:
     budgets: dict[str, float]
     lam: float
     gamma: float
+    step_scale: str
     context: tuple[ast.Expr, ...]
     typing: Typing
 
@@ -175,6 +176,7 @@ class _Checker(Reporter):
         budgets: dict[str, float] = {}
         settings: dict[str, float] = {}
         contexts: list[ast.Context] = []
+        step_scale: str | None = None
         names: dict[str, Loc] = {}
         budget_loc: Loc | None = None
         for item in decl.items:
@@ -221,6 +223,12 @@ class _Checker(Reporter):
                 elif not 0.0 <= item.value <= 1.0:
                     self.error(item.loc, f"`{item.key}` must lie in [0, 1], got {item.value}")
                 settings.setdefault(item.key, item.value)
+            elif isinstance(item, ast.StepScale):
+                if step_scale is not None:
+                    self.error(item.loc, "`step_scale` is given twice")
+                elif item.mode not in STEP_SCALES:
+                    self.error(item.loc, f"`step_scale` is {' or '.join(STEP_SCALES)}, not `{item.mode}`")
+                step_scale = step_scale or item.mode
             else:
                 if contexts:
                     self.error(item.loc, "`context` is given twice; list every key in one `context` line")
@@ -245,6 +253,7 @@ class _Checker(Reporter):
             budgets={c: budgets.get(c, DEFAULT_BUDGET) for c in ast.CATEGORIES},
             lam=settings.get("lambda", DEFAULT_LAMBDA),
             gamma=settings.get("gamma", DEFAULT_GAMMA),
+            step_scale=step_scale or DEFAULT_STEP_SCALE,
             context=contexts[0].exprs if contexts else (),
             typing=typing,
         )

@@ -5,3 +5,5 @@ live apart from the checker so that the reward code reads them without importing
 DEFAULT_BUDGET = 1.0  # r_c of each category
 DEFAULT_LAMBDA = 0.8  # the weight of the breakthrough reward
 DEFAULT_GAMMA = 0.95  # the discount of the return
+DEFAULT_STEP_SCALE = "std"  # A_S divided by its step group's std; "none": centred only
+STEP_SCALES = ("std", "none")

@@ -55,6 +55,8 @@ def _rubric_item(item: ast.RubricItem) -> str:
         return "budget " + ", ".join(f"{e.category} {_number(e.value)}" for e in item.entries)
     if isinstance(item, ast.Setting):
         return f"{item.key} {_number(item.value)}"
+    if isinstance(item, ast.StepScale):
+        return f"step_scale {item.mode}"
     return "context " + ", ".join(print_expr(e) for e in item.exprs)
 
 

@@ -278,7 +278,7 @@ static PyMethodDef methods[] = {
     {"group_by_key", tracec_group_by_key, METH_VARARGS, "advantage_kernels.group_by_key(keys, order, starts) -> int"},
     {"trca_advantage_kernel", tracec_trca_advantage_kernel, METH_VARARGS,
      "advantage_kernels.trca_advantage_kernel(returns, offsets, env_reward, episodes, group_starts, context,"
-     " by_context, eps, a_e, a_s, a)"},
+     " by_context, scale_steps, eps, a_e, a_s, a)"},
     {"exact_keys", tracec_exact_keys, METH_VARARGS,
      "context_group_kernels.exact_keys(keys, offsets, episodes, group_starts, resolve, out, words, word_known,"
      " n_words, set_values, set_offsets, set_known, n_sets, collided)"},

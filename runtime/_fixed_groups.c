@@ -175,7 +175,7 @@ typedef struct {
     const int64_t *offsets, *episodes, *group_starts;
     int64_t n_groups;
     const uint64_t *context;
-    int by_context;
+    int by_context, scale_steps;
     double eps;
     double *a_e, *a_s, *a;
 } Advantages;
@@ -285,7 +285,8 @@ static int trca_advantages(const Advantages *in) {
         }
         for (int64_t r = 0; r < n_ids; r++) {
             double std = sqrt(scales[r] / (double)counts[r]);
-            scales[r] = counts[r] >= 2 && std > ZERO_VARIANCE * factors[r] ? std + in->eps * factors[r] : 0.0;
+            int flat = counts[r] < 2 || std <= ZERO_VARIANCE * factors[r];
+            scales[r] = flat ? 0.0 : in->scale_steps ? std + in->eps * factors[r] : factors[r];
         }
         /* Pass 3: A_E, A_S and A in the batch's order. */
         for (int64_t p = 0; p < n; p++) {
@@ -427,8 +428,8 @@ PyObject *tracec_group_by_key(PyObject *Py_UNUSED(module), PyObject *args) {
 PyObject *tracec_trca_advantage_kernel(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *returns_o, *offsets_o, *env_o, *episodes_o, *starts_o, *context_o, *a_e_o, *a_s_o, *a_o;
     Advantages in;
-    if (!PyArg_ParseTuple(args, "OOOOOOpdOOO:trca_advantage_kernel", &returns_o, &offsets_o, &env_o, &episodes_o,
-                          &starts_o, &context_o, &in.by_context, &in.eps, &a_e_o, &a_s_o, &a_o)) {
+    if (!PyArg_ParseTuple(args, "OOOOOOppdOOO:trca_advantage_kernel", &returns_o, &offsets_o, &env_o, &episodes_o,
+                          &starts_o, &context_o, &in.by_context, &in.scale_steps, &in.eps, &a_e_o, &a_s_o, &a_o)) {
         return NULL;
     }
     HELD(held, 9);

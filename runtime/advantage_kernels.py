@@ -177,13 +177,15 @@ def _sorted_standardize(values: np.ndarray, members: np.ndarray, buffer: np.ndar
 
 @fixed_kernel(nogil=True)
 def trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, episodes: np.ndarray,
-                          group_starts: np.ndarray, context: np.ndarray, by_context: bool, eps: float,
-                          a_e: np.ndarray, a_s: np.ndarray, a: np.ndarray) -> None:
+                          group_starts: np.ndarray, context: np.ndarray, by_context: bool, scale_steps: bool,
+                          eps: float, a_e: np.ndarray, a_s: np.ndarray, a: np.ndarray) -> None:
     """A_E broadcast to the steps, A_S and their sum, one task group at a time, into arrays numpy allocated; the
     groups are those `group_by_key` made, from group_starts[0] to group_starts[-1] (a part of them).
 
     Each context group is summed into per-key accumulators in a canonical order (episodes by content, then their
-    steps), so the result does not depend on the batch's order."""
+    steps), so the result does not depend on the batch's order. Without `scale_steps` a step's A_S is its deviation
+    from its step group's mean, not divided by the group's std (the step group's power-of-two factor is divided
+    back out, exactly)."""
     largest, most = 1, 1
     for g in range(group_starts.shape[0] - 1):
         size = 0
@@ -258,7 +260,8 @@ def trca_advantage_kernel(returns: np.ndarray, offsets: np.ndarray, env_reward: 
             scales[local[k]] += ((gathered[k] - sums[local[k]]) - rests[local[k]]) ** 2
         for r in range(n_ids):
             std = np.sqrt(scales[r] / counts[r])
-            scales[r] = std + eps * factors[r] if counts[r] >= 2 and std > ZERO_VARIANCE * factors[r] else 0.0
+            flat = counts[r] < 2 or std <= ZERO_VARIANCE * factors[r]
+            scales[r] = 0.0 if flat else std + eps * factors[r] if scale_steps else factors[r]
         # Pass 3: write A_E, A_S and A in the batch's order.
         for p in range(n):
             s, k = group[p], canonical[p]

@@ -9,15 +9,16 @@ so a group's mean and std depend only on the group's contents: permuting the epi
 outputs bit for bit, not merely up to rounding. `fill_trca_advantages` does A_E, A_S and their sum in one pass per
 task group, for `evaluate_rewards`.
 
-Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is
-<= 1e-9, gets 0. Any finite inputs give finite outputs: a group (a task group's outcomes for A_E, a step group's
-returns for A_S) holding a value beyond 2^480 (whose squares, or whose sum, would overflow) is scaled by 2^-600
-first, an exact power of two, with eps and the 1e-9 threshold scaled alike; every other group is computed unscaled,
-also beside a huge one in the same task group (scaled with it, its squares would underflow to a flat group). The
-mean is taken in two parts, the sum's mean and the mean of what is left (the corrected two-pass algorithm), so
-that the deviations are exact where values are close: a group of equal values is flat however large they are,
-where the rounded mean alone would leave it a spread of one ulp (and advantages of +-1). Left out: filtering
-constant-reward groups out of a GRPO batch (the trainer decides that).
+Rules (LANGUAGE.md, "Rewards (exact)"): std is the population std (divide by n); a group of one, or whose std is <=
+1e-9, gets 0. A rubric's `step_scale none` keeps A_S centred on its step group's mean, not divided by its std. Any
+finite inputs give finite outputs: a group (a task group's outcomes for A_E, a step group's returns for A_S) holding
+a value beyond 2^480 (whose squares, or whose sum, would overflow) is scaled by 2^-600 first, an exact power of two,
+with eps and the 1e-9 threshold scaled alike; every other group is computed unscaled, also beside a huge one in the
+same task group (scaled with it, its squares would underflow to a flat group). The mean is taken in two parts, the
+sum's mean and the mean of what is left (the corrected two-pass algorithm), so that the deviations are exact where
+values are close: a group of equal values is flat however large they are, where the rounded mean alone would leave
+it a spread of one ulp (and advantages of +-1). Left out: filtering constant-reward groups out of a GRPO batch (the
+trainer decides that).
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ def group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, task_keys: np.ndarray,
-                         context_keys: np.ndarray | None, eps: float, threads: int, out: np.ndarray) -> None:
+                         context_keys: np.ndarray | None, eps: float, threads: int, out: np.ndarray, *,
+                         scale_steps: bool = True) -> None:
     """A_E broadcast to the steps, A_S and A = A_E + A_S into the rows of `out` `(3, n_steps)`, for TRCA's batch
     layout: `env_reward` and `task_keys` once per episode, `returns` and `context_keys` (None without a declared
     context: A_S is 0) per step, all checked by `tracec.runtime.batch_checks`; task groups shared among `threads`
-    threads, and the result does not depend on it."""
+    threads, and the result does not depend on it. `scale_steps=False`: A_S is centred only (`step_scale none`)."""
     a_e, a_s, a = out
     context = task_keys[:0] if context_keys is None else context_keys
     episodes, group_starts = group_by_key(task_keys)
@@ -56,6 +58,6 @@ def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: n
 
     def advantages_part(lo: int, hi: int) -> None:
         kernel(returns, offsets, env_reward, episodes, group_starts[lo:hi + 1], context, context_keys is not None,
-               float(eps), a_e, a_s, a)
+               scale_steps, float(eps), a_e, a_s, a)
 
     run_parts(advantages_part, cuts, threads)

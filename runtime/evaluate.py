@@ -89,6 +89,7 @@ class RubricScorer:
             budget_invalidity=compiled.budgets["invalidity"],
             lam=compiled.lam,
             gamma=compiled.gamma,
+            step_scale=compiled.step_scale,
         )
         self.fire_weight, self.coverage_weight = operator_weights(compiled.categories, self.config)
 
@@ -96,20 +97,24 @@ class RubricScorer:
     def from_source(
         cls, text: str, path: str = "<string>", rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None, *, lam: float | None = None, gamma: float | None = None,
+        step_scale: str | None = None,
     ) -> RubricScorer:
-        """The rubric `rubric` (or the file's only one) compiled for `backend`; `lam` and `gamma`, where given,
-        replace the rubric's own (a trainer's settings override the file)."""
+        """The rubric `rubric` (or the file's only one) compiled for `backend`; `lam`, `gamma` and `step_scale`,
+        where given, replace the rubric's own (a trainer's settings override the file)."""
         compiled = load_rubric(text, path, rubric)
         compiled = replace(compiled, lam=compiled.lam if lam is None else lam,
-                           gamma=compiled.gamma if gamma is None else gamma)
+                           gamma=compiled.gamma if gamma is None else gamma,
+                           step_scale=compiled.step_scale if step_scale is None else step_scale)
         return cls(compiled, compile_kernel(compiled.program, backend, cache or default_cache()))
 
     @classmethod
     def from_file(
         cls, path: str | os.PathLike[str], rubric: str | None = None, backend: Backend = "numba",
         cache: KernelCache | None = None, *, lam: float | None = None, gamma: float | None = None,
+        step_scale: str | None = None,
     ) -> RubricScorer:
-        return cls.from_source(read_source(str(path)), str(path), rubric, backend, cache, lam=lam, gamma=gamma)
+        return cls.from_source(read_source(str(path)), str(path), rubric, backend, cache, lam=lam, gamma=gamma,
+                               step_scale=step_scale)
 
     @property
     def operator_names(self) -> tuple[str, ...]:

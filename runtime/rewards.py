@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
-from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA
+from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA, DEFAULT_STEP_SCALE, STEP_SCALES
 from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
 from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
 from tracec.runtime.context_groups import exact_context_keys
@@ -31,7 +31,8 @@ CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
 @dataclass(frozen=True, kw_only=True)
 class RewardConfig:
-    """A rubric's budgets r_c, the TRCA mix lambda, the discount gamma and the advantage epsilon."""
+    """A rubric's budgets r_c, the TRCA mix lambda, the discount gamma, the advantage epsilon and how A_S is
+    scaled: `std` ((R_t - mean) / (std + eps) in its step group) or `none` (R_t - mean)."""
 
     budget_evidence: float = DEFAULT_BUDGET
     budget_execution: float = DEFAULT_BUDGET
@@ -39,6 +40,7 @@ class RewardConfig:
     lam: float = DEFAULT_LAMBDA
     gamma: float = DEFAULT_GAMMA
     eps: float = 1e-6
+    step_scale: str = DEFAULT_STEP_SCALE
 
     def __post_init__(self) -> None:
         for name in ("budget_evidence", "budget_execution", "budget_invalidity", "lam", "gamma", "eps"):
@@ -54,6 +56,9 @@ class RewardConfig:
                 raise ValueError(f"RewardConfig.{name} must lie in [0, 1], got {getattr(self, name)!r}")
         if self.eps < 0:
             raise ValueError(f"RewardConfig.eps must be >= 0, got {self.eps!r}")
+        if self.step_scale not in STEP_SCALES:
+            raise ValueError(f"RewardConfig.step_scale must be one of {', '.join(STEP_SCALES)}, "
+                             f"got {self.step_scale!r}")
         if not math.isfinite(self.budget_evidence + self.budget_execution + abs(self.budget_invalidity)):
             raise ValueError("RewardConfig budgets must add up to a finite number (a step's reward is their sum)")
 
@@ -216,6 +221,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
 
     run_parts(rewards_part, balanced_cuts(offsets, threads, MIN_STEPS_PER_PART), threads)
     # The returns come from checked inputs and are finite: the advantages take them as they are.
-    fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:])
+    fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:],
+                         scale_steps=config.step_scale == "std")
     a_e, a_s, a = block[4:]
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

@@ -27,6 +27,7 @@ from tracec.compiler.ir import ColumnSpec, KernelProgram, entity_id
 from tracec.compiler.pipeline import compile_capability, compile_rubric
 from tracec.dsl import ast
 from tracec.dsl.check import check
+from tracec.dsl.defaults import STEP_SCALES
 from tracec.dsl.errors import RubricError
 from tracec.dsl.parse import parse
 from tracec.dsl.printer import print_module
@@ -273,6 +274,8 @@ def rubric(draw: st.DrawFn, rubric_name: str, schema: ast.Schema) -> ast.Rubric:
         items.append(ast.Budget(tuple(entries)))
     for key in draw(st.lists(st.sampled_from(("lambda", "gamma")), unique=True)):
         items.append(ast.Setting(key, draw(UNIT)))
+    if draw(st.booleans()):
+        items.append(ast.StepScale(draw(st.sampled_from(STEP_SCALES))))
     if draw(st.booleans()):
         makers = (
             lambda: must_read(draw, scope, "entity"),

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tracec.compiler.context import Component, ContextKeys
+from tracec.dsl.defaults import STEP_SCALES
 from tracec.runtime import advantage_kernels
 from tracec.runtime.context_groups import exact_context_keys
 from tracec.runtime.jit import EXTENSION, fixed_kernels
@@ -95,7 +96,7 @@ def configs(draw: st.DrawFn) -> RewardConfig:
                         budget_invalidity=draw(budget | st.floats(-3.0, -0.05)),
                         lam=draw(st.sampled_from([0.0, 1.0, 0.8]) | st.floats(0.0, 1.0)),
                         gamma=draw(st.sampled_from([0.0, 1.0, 0.95]) | st.floats(0.0, 1.0)),
-                        eps=draw(st.sampled_from([1e-6, 0.0, 0.1])))
+                        eps=draw(st.sampled_from([1e-6, 0.0, 0.1])), step_scale=draw(st.sampled_from(STEP_SCALES)))
 
 
 def _component(draw: st.DrawFn, rng: np.random.Generator, n: int) -> Component:

@@ -17,6 +17,7 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.ir import ColumnSpec, KernelProgram, Node, entity_id
 from tracec.compiler.threads import balanced_cuts
+from tracec.dsl.defaults import STEP_SCALES
 from tracec.dsl.types import BOOL, INT, SET
 from tracec.runtime.advantages import MIN_STEPS_PER_PART
 from tracec.runtime.context_groups import exact_context_keys
@@ -43,7 +44,7 @@ def _population_std(xs: list[float]) -> float:
     return math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
 
 
-def _standardized(values: list[float], keys: list[object], eps: float) -> list[float]:
+def _standardized(values: list[float], keys: list[object], eps: float, scale: str = "std") -> list[float]:
     groups: dict[object, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         groups[key].append(i)
@@ -54,7 +55,7 @@ def _standardized(values: list[float], keys: list[object], eps: float) -> list[f
             continue
         mean, std = sum(xs) / len(xs), _population_std(xs)
         for i in members:
-            out[i] = (values[i] - mean) / (std + eps)
+            out[i] = (values[i] - mean) / (std + eps) if scale == "std" else values[i] - mean
     return out
 
 
@@ -97,7 +98,7 @@ def reference(O, offsets, env_reward, task_group, context_key, categories, confi
     if context_key is None:
         a_s = [0.0] * len(returns)
     else:
-        a_s = _standardized(returns, list(zip(step_task, context_key)), config.eps)
+        a_s = _standardized(returns, list(zip(step_task, context_key)), config.eps, config.step_scale)
     a_e_steps = [a_e[i] for i in step_episode]
     return {"r_F": r_f, "r_B": r_b, "r_TRCA": r_trca, "R": returns, "A_E": a_e_steps, "A_S": a_s,
             "A": [x + y for x, y in zip(a_e_steps, a_s)]}
@@ -116,7 +117,7 @@ def configs(draw):
     return RewardConfig(budget_evidence=draw(weight(0.05, 3.0)), budget_execution=draw(weight(0.05, 3.0)),
                         budget_invalidity=draw(st.one_of(weight(0.05, 3.0), st.floats(-3.0, -0.05))),
                         lam=draw(weight(0.05, 1.0)), gamma=draw(weight(0.5, 1.0)),
-                        eps=draw(st.sampled_from([1e-6, 0.0, 0.1])))
+                        eps=draw(st.sampled_from([1e-6, 0.0, 0.1])), step_scale=draw(st.sampled_from(STEP_SCALES)))
 
 
 @st.composite
@@ -239,6 +240,20 @@ def test_singleton_and_flat_groups_get_zero():
     assert not got.A_S.any()
 
 
+def test_step_scale_none_keeps_the_step_advantage_centred_only():
+    # Two one-step-apart returns in one step group, a third step alone in its own: R - mean, and 0 for the lone one.
+    O = np.array([[1], [0], [1]], np.uint8)
+    offsets, context = np.array([0, 1, 2, 3]), np.array([4, 4, 9], np.int64)
+    config = RewardConfig(lam=0.0, gamma=1.0, step_scale="none")
+    fire, coverage = operator_weights(["evidence"], config)
+    got = evaluate_rewards(O, offsets, np.zeros(3), np.zeros(3, np.int64), context, fire, coverage, config)
+    np.testing.assert_array_equal(got.R, [1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(got.A_S, [0.5, -0.5, 0.0])
+    scaled = evaluate_rewards(O, offsets, np.zeros(3), np.zeros(3, np.int64), context, fire, coverage,
+                              RewardConfig(lam=0.0, gamma=1.0, eps=0.0))
+    np.testing.assert_array_equal(scaled.A_S, [1.0, -1.0, 0.0])  # the std of {1, 0} is 0.5
+
+
 def test_group_relative_advantage_by_hand():
     rewards = [1.0, 0.0, 0.0, 1.0, 3.0]
     group = [2, 2, 2, 2, -(2**63)]  # the last one is alone
@@ -287,7 +302,7 @@ def test_segment_ids_skip_empty_episodes():
 
 @pytest.mark.parametrize("field, value", [("lam", 1.5), ("gamma", -0.1), ("budget_invalidity", math.inf),
                                           ("budget_evidence", math.nan), ("budget_execution", -1.0),
-                                          ("eps", -1e-6)])
+                                          ("eps", -1e-6), ("step_scale", "mean")])
 def test_config_rejects_out_of_range_values(field, value):
     with pytest.raises(ValueError, match=field):
         RewardConfig(**{field: value})

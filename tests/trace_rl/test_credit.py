@@ -81,6 +81,14 @@ def test_lambda_and_gamma_overrides_change_the_returns(episodes: list[EpisodeRol
     assert any(not np.allclose(x, y) for x, y in zip(a, b))
 
 
+def test_the_step_scale_override_reaches_the_step_advantages(episodes: list[EpisodeRollout]) -> None:
+    path = REPO / "examples" / "toolenv.rubric"
+    plain, centred = RubricScorer.from_file(path), RubricScorer.from_file(path, step_scale="none")
+    assert (plain.config.step_scale, centred.config.step_scale) == ("std", "none")
+    a, b = trca_step_advantages(plain, episodes), trca_step_advantages(centred, episodes)
+    assert any(not np.allclose(x, y) for x, y in zip(a, b))
+
+
 def test_grpo_gives_every_action_token_the_episode_advantage(episodes: list[EpisodeRollout]) -> None:
     rewarded = [_with_reward(e, float(e.member)) for e in episodes]  # rewards 0, 1, 2 in each group
     tokens = episode_token_advantages(rewarded, kind="grpo", scale="none")

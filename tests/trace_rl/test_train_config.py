@@ -64,6 +64,7 @@ def test_a_partial_section_keeps_the_rest_of_its_defaults() -> None:
     ("seed=-2", "run.seed = -2: an integer >= 0"),
     ("advantage.kind=trca", "advantage.rubric = \"\": TRCA scores episodes with a rubric"),
     ("rollout.backend=vllm", "vLLM runs on GPUs"),
+    ("advantage.step_scale=mean", 'advantage.step_scale = "mean": std or none'),
     ("nonsense", "write --set KEY=VALUE"),
 ])
 def test_a_bad_override_names_key_value_and_fix(override: str, message: str) -> None:

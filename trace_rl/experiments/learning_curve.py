@@ -13,7 +13,8 @@ x axis is rollouts: training episodes sampled so far (iterations x groups x grou
 methods spend exactly the same). Evaluation episodes are not counted. What a point reports: the held-out success
 rate and the mean share of the game's points reached (the "reward"; 1 for a win).
 
-TRCA's ablations are rubric variants written beside the run: `lam` overrides lambda, and `context_grouping=False`
+TRCA's ablations are rubric variants written beside the run: `lam` overrides lambda, `step_scale="none"` keeps A_S
+centred on its step group's mean without dividing by its std, and `context_grouping=False`
 replaces the rubric's `context` line by `context true`, one value for every step, so each
 task group is one step group (anchor-free grouping switched off, A_S still on). Left out: early stopping and any
 choice made by looking at the held-out curve (the settings are fixed before the run).
@@ -74,6 +75,7 @@ class RunSpec:
     mini_batches: int = 2
     seed: int = 0
     lam: float | None = None
+    step_scale: str | None = None  # overrides the rubric's: none is the "A_S mean-only" ablation
     context_grouping: bool = True
     action_mode: str = "admissible"
     choice_score: str = "mean"
@@ -154,6 +156,8 @@ def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
         advantage["rubric"] = str(rubric_variant(setup.rubric, out, context_grouping=spec.context_grouping))
         if spec.lam is not None:
             advantage["lam"] = spec.lam
+        if spec.step_scale is not None:
+            advantage["step_scale"] = spec.step_scale
     return config_from_dict({
         "model": {"name": spec.model, "threads": spec.threads, "device": spec.device},
         "lora": {"rank": spec.lora.rank, "alpha": spec.lora.alpha, "dropout": spec.lora.dropout,

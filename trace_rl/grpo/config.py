@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracec.dsl.defaults import STEP_SCALES
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.rollouts.section import RolloutSection
@@ -176,6 +177,7 @@ class AdvantageSection:
     rubric_name: str = ""  # trca: which rubric of the file; "" = its only one
     lam: float | None = None  # trca: overrides the rubric's lambda
     gamma: float | None = None  # trca: overrides the rubric's gamma
+    step_scale: str | None = None  # trca: overrides the rubric's step_scale (std | none: A_S centred only)
     filter_constant_groups: bool = True  # drop groups whose advantages are all 0: they teach nothing
     max_resample_batches: int = 0  # at most this many extra batches sampled to refill filtered groups
 
@@ -188,6 +190,8 @@ class AdvantageSection:
             value = getattr(self, name)
             require(value is None or 0 <= value <= 1, name, value, "a number in [0, 1], or leave it out to use "
                      "the rubric's")
+        require(self.step_scale is None or self.step_scale in STEP_SCALES, "step_scale", self.step_scale,
+                 f"{' or '.join(STEP_SCALES)}, or leave it out to use the rubric's")
         require(self.max_resample_batches >= 0, "max_resample_batches", self.max_resample_batches,
                  "an integer >= 0 (0 = never resample)")
 

@@ -6,7 +6,8 @@
 - `trca`: the compiled rubric scores each episode's trajectory record (`RubricScorer.evaluate`); each step t has its
   own advantage A_t = A_E + A_S (`docs/language.md`, rewards), and it reaches only the action tokens of turn t.
   The rubric's task groups are the rollout groups (each episode's `task` is set to its group), so A_E compares the
-  K episodes of one task instance exactly as GRPO would. `lam` / `gamma` override the rubric's when given.
+  K episodes of one task instance exactly as GRPO would. `lam` / `gamma` / `step_scale` override the rubric's when
+  given.
 - `oracle`: +1 on a step that played the next command of the environment's shortest winning plan from its state,
   -1 on any other (the trajectory's `on_plan`, which the TextWorld family records), then standardized over all the
   steps of the group as GRPO standardizes rewards: uncentred, the -1 of the many off-plan steps push every chosen

@@ -197,7 +197,8 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
         start, stream.position = state.iteration, state.data_position
     # An empty rubric_name (the config's unset one) is the file's only rubric.
     scorer = RubricScorer.from_file(config.advantage.rubric, config.advantage.rubric_name or None, "numba",
-                                    lam=config.advantage.lam, gamma=config.advantage.gamma) \
+                                    lam=config.advantage.lam, gamma=config.advantage.gamma,
+                                    step_scale=config.advantage.step_scale) \
         if config.advantage.kind == "trca" else None
     factory = make_env or environment_factory(config.env)
     template = TurnTemplate(policy.tokenizer)

@@ -298,6 +298,14 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
                 entry[f"reach {share:.0%}"] = {"ratio": f"{ratio.estimate:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]",
                                                "grpo_per_seed": grpo_seeds, "per_seed": other_seeds}
             comparison[label] = entry
+    ablated: dict[str, Any] = {}  # each ablation against full TRCA: what removing its component costs
+    if "GRPO + TRCA" in grouped:
+        trca = _wins(grouped["GRPO + TRCA"])
+        rollouts = methods["GRPO + TRCA"]["rollouts"]
+        for label in [k for k in grouped if k.startswith("TRCA,") and methods[k]["rollouts"] == rollouts]:
+            other = _wins(grouped[label])
+            ablated[label] = {"final": str(paired_difference(trca[:, -1], other[:, -1])),
+                              "area": str(paired_auc(rollouts, trca, other))}
     cloned = np.array(gate["cloned"]["wins"], dtype=float)[None]
     prior = np.array(gate["verb_prior"]["wins"], dtype=float)[None]
     untrained = np.array(gate["untrained"]["wins"], dtype=float)[None]
@@ -305,8 +313,8 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
                     "verb_prior": success_interval(prior).level(), "cloned": success_interval(cloned).level(),
                     "cloned_greedy": gate["cloned"]["greedy"], "cloned_losses": gate["cloned"]["losses"]}
     return {"settings": vars(args) | {"workdir": str(args.workdir)}, "gate": gate_summary, "methods": methods,
-            "comparison": comparison, "runs": {k: {kk: v[kk] for kk in ("label", "seconds", "cpu_s")}
-                                               for k, v in curves.items()}}
+            "comparison": comparison, "ablations": ablated,
+            "runs": {k: {kk: v[kk] for kk in ("label", "seconds", "cpu_s")} for k, v in curves.items()}}
 
 
 def _diagnostics(setup: Any) -> dict[str, Any]:
@@ -442,6 +450,11 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         at = [k for k in next(iter(summary["comparison"].values())) if k.startswith("at ")]
         lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC", "reach ratio 50%",
                                      "reach ratio 100%"], rows))
+    if summary.get("ablations"):
+        lines += ["", ("**Ablations against full TRCA** (ablation minus GRPO + TRCA, paired over games, 95% CI; a "
+                       "negative difference is what the removed component was worth):"), ""]
+        lines.append(markdown_table(["ablation", "diff at the budget", "diff in AUC"],
+                                    [[label, a["final"], a["area"]] for label, a in summary["ablations"].items()]))
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
     if summary.get("not_run"):
         lines += ["", "Not run (the experiment was stopped at the session's CPU budget): "

@@ -55,7 +55,8 @@ def main() -> None:
     family = TaskFamily(train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
                         eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
-    runs = _runs(args, setup)
+    runs = {name: run for name, run in _runs(args, setup).items()
+            if not args.only or name.rsplit("-s", 1)[0] in args.only}
     with ThreadPoolExecutor(max_workers=1) as side:  # the gate in this process while the pool trains
         gate_future = side.submit(_cached, args.workdir / "gate.json", _gate_key(args), lambda: _gate(setup, args))
         curves = _run_all(runs, setup, args)
@@ -97,6 +98,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--bc-epochs", type=int, default=8, help="behaviour cloning's passes over the walkthroughs")
     parser.add_argument("--bc-lr", type=float, default=5e-3)
     parser.add_argument("--jobs", type=int, default=2, help="runs at once (one torch thread each)")
+    parser.add_argument("--only", type=lambda text: text.split(","),
+                        help="run and report only these methods, e.g. trca-meanonly,grpo (a share of the runs in "
+                             "another process or workdir; their saved curves join the rest by name)")
     parser.add_argument("--saved-only", action="store_true",
                         help="report the runs already saved with these settings, run none (an interrupted experiment)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section (--section)")
@@ -480,7 +484,7 @@ def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespa
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
+        if key in ("record", "workdir", "notes", "saved_only", "only") or value is False or value is None:
             continue
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
     record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")

@@ -23,7 +23,9 @@ beside it. Runs go `--jobs` at a time, one torch thread each.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import re
 import shlex
 import sys
 import time
@@ -38,7 +40,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import markdown_table, record
+from tracec.atomic import atomic_open
 
+CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 EVAL_SEED_BASE = 100_000
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
 
@@ -71,7 +75,7 @@ def main() -> None:
     figures = _plots(curves, args.workdir)
     print(_report(summary, args))
     if args.record:
-        _record(summary, figures, args)
+        _record(summary, curves, figures, args)
 
 
 def _arguments() -> argparse.Namespace:
@@ -199,10 +203,13 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
     """Each run's curve (as saved JSON), running those not saved yet with these settings."""
     done: dict[str, dict[str, Any]] = {}
     todo = {}
+    recorded = _recorded_curves()
     for name, (label, spec) in runs.items():
-        saved = args.workdir / "curves" / f"{name}.json"
-        if saved.is_file() and json.loads(saved.read_text())["spec"] == _spec_key(spec):
+        saved, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec)
+        if saved.is_file() and json.loads(saved.read_text())["spec"] == key:
             done[name] = json.loads(saved.read_text())
+        elif found := next((c for c in recorded if c["name"] == name and c["spec"] == key), None):
+            done[name] = found
         else:
             todo[name] = (label, spec)
     if args.saved_only:
@@ -466,14 +473,31 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def _record(summary: dict[str, Any], figures: list[Path], args: argparse.Namespace) -> None:
+def _slug(section: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", section.lower()).strip("-")
+
+
+def _recorded_curves() -> list[dict[str, Any]]:
+    """Every run a recorded section kept (bench/learning_curves/*.json.gz): a rerun with the same settings reuses
+    them, so a later session adds seeds or methods without training the rest again."""
+    curves = []
+    for archive in sorted(CURVE_ARCHIVE.glob("*.json.gz")):
+        curves += json.loads(gzip.decompress(archive.read_bytes()))
+    return curves
+
+
+def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures: list[Path],
+            args: argparse.Namespace) -> None:
     import shutil
 
     bench = Path(__file__).resolve().parent
-    names = []
-    for figure in figures:
-        shutil.copyfile(figure, bench / figure.name)
-        names.append(figure.name)
+    slug, names = _slug(args.section), []
+    for figure in figures:  # learning.png -> <section>.png, learning_ablations.png -> <section>_ablations.png
+        name = slug + figure.name.removeprefix("learning")
+        shutil.copyfile(figure, bench / name)
+        names.append(name)
+    with atomic_open(CURVE_ARCHIVE / f"{slug}.json.gz", "wb") as archive:
+        archive.write(gzip.compress(json.dumps(list(curves.values()), separators=(",", ":")).encode(), mtime=0))
     d = summary["diagnostics"]
     body = (_report(summary, args) + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the "
             f"walkthrough wins {d['walkthrough_success']:.0%}; {d['walkthrough_steps_rewarded']:.0%} of its steps fire "

@@ -196,7 +196,12 @@ def _spec_key(spec: Any) -> dict[str, Any]:
     keeps the old behaviour) leaves the saved runs valid."""
     changed = {f.name: getattr(spec, f.name) for f in fields(spec)
                if f.default is MISSING or getattr(spec, f.name) != f.default}
-    return json.loads(json.dumps(changed, default=lambda value: asdict(value) if is_dataclass(value) else str(value)))
+    return json.loads(json.dumps(changed, default=_plain))
+
+
+def _plain(value: object) -> object:
+    """A field's value as JSON: a nested dataclass (the LoRA section) as its fields, anything else as text."""
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else str(value)
 
 
 def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:

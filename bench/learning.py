@@ -15,8 +15,9 @@ can tell them apart, after a learnability gate.
    each point's success with a 95% bootstrap interval over seeds and games; TRCA minus GRPO paired over games at
    B/4, B/2 and B and in the area under the curve; the primary metric, TRCA's rollouts to reach 50% and 100% of
    GRPO's final success over GRPO's own, per seed and as a ratio with its interval.
-Each run's curve is saved as JSON in the workdir and reused by a rerun with the same settings, so an interrupted
-experiment continues where it stopped. `--record` writes the "learning" section of bench/RESULTS.md and the PNGs
+Each run's curve is saved as JSON in the workdir and reused by a rerun with the same settings, and a run killed
+part way resumes from its last checkpoint with the points it had evaluated, so an interrupted experiment continues
+where it stopped. `--record` writes the "learning" section of bench/RESULTS.md and the PNGs
 beside it. Runs go `--jobs` at a time, one torch thread each.
 """
 
@@ -196,6 +197,9 @@ def _spec_key(spec: Any) -> dict[str, Any]:
     keeps the old behaviour) leaves the saved runs valid."""
     changed = {f.name: getattr(spec, f.name) for f in fields(spec)
                if f.default is MISSING or getattr(spec, f.name) != f.default}
+    for name in ("model", "rubric"):  # by name: another workdir or clone holds the same policy and rubric
+        if changed.get(name) is not None:
+            changed[name] = Path(changed[name]).name
     return json.loads(json.dumps(changed, default=_plain))
 
 
@@ -236,14 +240,20 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     import shutil
 
     from tracec.trace_rl.experiments.learning_curve import learning_curve
+    from tracec.trace_rl.grpo.checkpoint import latest_checkpoint
 
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
-    out = workdir / "runs" / name
-    shutil.rmtree(out, ignore_errors=True)
+    out, key = workdir / "runs" / name, _spec_key(spec)
+    marker = out / "spec.json"  # whose run the folder holds: a killed run of the same spec resumes
+    resume = marker.is_file() and json.loads(marker.read_text()) == key and latest_checkpoint(out) is not None
+    if not resume:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
     started = time.process_time()
-    curve = learning_curve(setup, spec, out)
+    curve = learning_curve(setup, spec, out, resume=resume)
     result = {"name": name, "label": label, "spec": _spec_key(spec), "points": [asdict(p) for p in curve.points],
               "constant_fraction": curve.constant_fraction(), "seconds": curve.seconds,
               "cpu_s": time.process_time() - started,

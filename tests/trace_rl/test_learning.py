@@ -115,3 +115,35 @@ def test_rollouts_to_reach_is_the_first_evaluated_point_at_the_target() -> None:
     assert rollouts_to_reach(curve, 0.25) == 128
     assert rollouts_to_reach(curve, 0.5) is None
     assert rollouts_to_reach(curve, 0.0) == 64  # the untrained point reaches nothing
+
+
+@pytest.mark.slow
+def test_a_killed_learning_curve_resumes_from_its_checkpoint_and_reuses_its_points(
+        family_games: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from tracec.trace_rl.experiments.demo_settings import shipped_examples
+    from tracec.trace_rl.experiments.learning_curve import Setup, learning_curve
+    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
+
+    games = FAMILY.prepare(list(FAMILY.train_seeds), family_games)
+    policy = build_small_policy(vocabulary_texts(FAMILY, [games[s] for s in FAMILY.train_seeds]), tmp_path / "policy",
+                                hidden=32, layers=1)
+    setup = Setup(family=FAMILY, games=family_games, small_policy=policy,
+                  rubric=shipped_examples() / "textworld.rubric")
+    spec = RunSpec(method="trca", model=str(policy), rubric=setup.rubric, iterations=2, eval_every=1, group_size=2,
+                   groups_per_batch=1, eval_episodes=2, lr=2e-3)
+    whole = learning_curve(setup, spec, tmp_path / "whole")
+    # Killed during its second iteration: the newest checkpoint and point are not there yet.
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "whole", killed)
+    shutil.rmtree(killed / "checkpoints" / "iter_000002")
+    (killed / "points" / "iter_000002.json").unlink()
+    marked = json.loads((killed / "points" / "iter_000001.json").read_text()) | {"reward": -1.0}
+    (killed / "points" / "iter_000001.json").write_text(json.dumps(marked))  # read back, never played again
+    resumed = learning_curve(setup, spec, killed, resume=True)
+    assert [p.rollouts for p in resumed.points] == [0, 2, 4]
+    assert resumed.points[1].reward == -1.0
+    assert resumed.points[2] == whole.points[2]  # the exact resume trains the same adapter
+    assert len(resumed.train_metrics) == 2

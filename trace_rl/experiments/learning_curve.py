@@ -22,11 +22,12 @@ choice made by looking at the held-out curve (the settings are fixed before the 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
+
+from tracec.atomic import write_atomic
 
 EVAL_STREAM = 20_250_601  # the evaluation episodes' random stream, fixed with the held-out seeds
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -189,30 +192,49 @@ def rubric_variant(rubric: Path, folder: Path, *, context_grouping: bool) -> Pat
     return path
 
 
-def learning_curve(setup: Setup, spec: RunSpec, out: Path, *,
+def learning_curve(setup: Setup, spec: RunSpec, out: Path, *, resume: bool = False,
                    on_iteration: Callable[[dict[str, Any]], None] | None = None,
                    on_evaluation: Callable[[CurvePoint], None] | None = None) -> Curve:
-    """Train `spec` into `out` (a fresh run), then evaluate the untrained policy and every checkpoint."""
+    """Train `spec` into `out`, then evaluate the untrained policy and every checkpoint, each point saved in
+    `out/points`. `resume`: `out` holds this spec's run, killed part way; training continues from its last
+    checkpoint (the trainer's exact resume) and the points already evaluated are read back, not played again."""
     started = time.perf_counter()
     if spec.threads:  # 0: torch's default
         torch.set_num_threads(spec.threads)
     config = run_config(spec, setup, out)
-    result = train(config, out=out, make_env=lambda: _environment(setup, spec), on_iteration=on_iteration)
+    result = train(config, out=out, resume=resume, make_env=lambda: _environment(setup, spec),
+                   on_iteration=on_iteration)
     curve = Curve(spec=spec, train_metrics=result.metrics)
     policy = Policy.load(spec.model, spec.lora, device=spec.device, seed=spec.seed)  # the untrained start
     for iteration in [0, *range(spec.eval_every, spec.iterations + 1, spec.eval_every)]:
-        if iteration:
-            policy.load_adapter_state(_adapter_state(out / "checkpoints" / f"iter_{iteration:06d}" / "adapter"))
-        sampled = evaluate(policy, setup, spec)
-        greedy = evaluate(policy, setup, spec, greedy=True) if spec.eval_greedy else None
-        point = CurvePoint(rollouts=iteration * spec.rollouts_per_iteration, success=sampled.success,
-                           reward=sampled.reward, wins=sampled.wins, greedy=greedy.success if greedy else None,
-                           greedy_wins=tuple(w[0] for w in greedy.wins) if greedy else ())
+        saved = out / "points" / f"iter_{iteration:06d}.json"
+        if resume and saved.is_file():
+            point = _read_point(saved)
+        else:
+            if iteration:
+                state = _adapter_state(out / "checkpoints" / f"iter_{iteration:06d}" / "adapter")
+                policy.load_adapter_state(state)
+            point = _evaluate_point(policy, setup, spec, iteration)
+            write_atomic(saved, [json.dumps(asdict(point))])
         curve.points.append(point)
         if on_evaluation is not None:
             on_evaluation(point)
     curve.seconds = time.perf_counter() - started
     return curve
+
+
+def _evaluate_point(policy: Any, setup: Setup, spec: RunSpec, iteration: int) -> CurvePoint:
+    sampled = evaluate(policy, setup, spec)
+    greedy = evaluate(policy, setup, spec, greedy=True) if spec.eval_greedy else None
+    return CurvePoint(rollouts=iteration * spec.rollouts_per_iteration, success=sampled.success,
+                      reward=sampled.reward, wins=sampled.wins, greedy=greedy.success if greedy else None,
+                      greedy_wins=tuple(w[0] for w in greedy.wins) if greedy else ())
+
+
+def _read_point(path: Path) -> CurvePoint:
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return CurvePoint(**saved | {"wins": tuple(tuple(w) for w in saved["wins"]),
+                                 "greedy_wins": tuple(saved["greedy_wins"])})
 
 
 def _environment(setup: Setup, spec: RunSpec) -> FamilyEnvironment:

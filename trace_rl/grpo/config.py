@@ -313,6 +313,13 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in (*PATH_KEYS, MODEL_KEY)})
 
 
+def saved_config(path: str | os.PathLike[str]) -> TrainConfig:
+    """A run's own copy of its config (a checkpoint's `config.toml`) as it was saved: its paths are the run's, so
+    they are read as written, not as relative to the checkpoint's folder as a user's file would be."""
+    data, text = read_toml(str(path))
+    return config_from_dict(data, where=str(path), text=text)
+
+
 def config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
                      sources: Mapping[str, str] | None = None) -> TrainConfig:
     """A config from nested mappings (TOML's shape); errors are located in `text` (the file) or `sources`."""

@@ -50,7 +50,7 @@ from tracec.trace_rl.grpo.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, config_to_dict, load_config
+from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, config_to_dict, saved_config
 from tracec.trace_rl.grpo.credit import (
     check_rubric_fits,
     constant_groups,
@@ -342,7 +342,7 @@ def _check_run_dir(run_dir: Path, config: TrainConfig, resume: bool) -> Path | N
         return None
     if latest is None:
         return None  # nothing to resume yet: start (a run killed before its first checkpoint)
-    saved = config_to_dict(load_config(latest / "config.toml"))
+    saved = config_to_dict(saved_config(latest / "config.toml"))
     given = config_to_dict(config)
     saved["run"].pop("iterations"), given["run"].pop("iterations")  # a resumed run may run longer
     saved["run"].pop("out"), given["run"].pop("out")

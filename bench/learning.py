@@ -214,9 +214,10 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
     todo = {}
     recorded = _recorded_curves()
     for name, (label, spec) in runs.items():
-        saved, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec)
-        if saved.is_file() and json.loads(saved.read_text())["spec"] == key:
-            done[name] = json.loads(saved.read_text())
+        path, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec)
+        saved = json.loads(path.read_text()) if path.is_file() else None
+        if saved is not None and saved["spec"] == key:
+            done[name] = saved
         elif found := next((c for c in recorded if c["name"] == name and c["spec"] == key), None):
             done[name] = found
         else:
@@ -254,7 +255,7 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
         marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
     started = time.process_time()
     curve = learning_curve(setup, spec, out, resume=resume)
-    result = {"name": name, "label": label, "spec": _spec_key(spec), "points": [asdict(p) for p in curve.points],
+    result = {"name": name, "label": label, "spec": key, "points": [asdict(p) for p in curve.points],
               "constant_fraction": curve.constant_fraction(), "seconds": curve.seconds,
               "cpu_s": time.process_time() - started,
               "train": [{k: m.get(k) for k in ("success_rate", "steps", "early_stopped", "entropy")}

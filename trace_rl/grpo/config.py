@@ -1,7 +1,7 @@
 """The trainer's configuration: frozen keyword-only sections, read from TOML with `--set key=value` overrides.
 
     config = load_config("examples/train/tool_calling_trca.toml", overrides=["rollout.group_size=8", "iterations=1"])
-    save_config(config, "run/config.toml")       # beside every checkpoint; load_config reads it back unchanged
+    save_config(config, "run/config.toml")       # beside every checkpoint; saved_config reads it back unchanged
 
 A value is checked where it is declared (each section's `__post_init__`), and every error says which key, which
 value, and what to write instead: `train.toml:7:1: error: rollout.group_size = 1: a group needs at least 2 episodes

@@ -121,3 +121,38 @@ def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -
     assert np.allclose(np.concatenate(advantages[:2]), expected)
     assert advantages[0][0] > 0 > advantages[0][1]
     assert np.array_equal(advantages[2], [0.0, 0.0])  # every step on the plan: nothing to tell apart
+
+
+def test_the_imitation_weighted_oracle_weighs_a_plan_step_by_one_over_its_old_probability() -> None:
+    from tracec.trace_rl.grpo.credit import oracle_advantages
+    from tracec.trace_rl.policy.choice_policy import ChoiceTurn
+
+    def episode(group: int, on_plan: list[bool], old_probs: list[float]) -> EpisodeRollout:
+        turns = tuple(ChoiceTurn(start=0, choices=((1,), (2,)), chosen=0, old_logprob=float(np.log(p)))
+                      for p in old_probs)
+        return EpisodeRollout(group=group, member=0, seed=0, episode=f"g{group}", token_ids=np.zeros(1, dtype=np.int64),
+                              sampler_logprobs=np.zeros(1, dtype=np.float32), step_of_token=np.zeros(1, dtype=np.int32),
+                              sampled=np.zeros(1, dtype=bool), trajectory={"on_plan": on_plan}, reward=0.0,
+                              success=False, truncated=False, turns=len(on_plan), choice_turns=turns)
+
+    played = [episode(0, [True, False], [0.25, 0.5]), episode(0, [True], [0.8])]
+    advantages = oracle_advantages(played, weight="imitation")
+    raw = np.array([1 / 0.25, 0.0, 1 / 0.8])  # the direct transcription: 1[c = c*] / pi_old(c|s), standardized
+    assert np.allclose(np.concatenate(advantages), (raw - raw.mean()) / (raw.std() + 1e-6))
+    assert advantages[0][0] > advantages[1][0] > advantages[0][1]  # the rarer plan command gets the more credit
+    with pytest.raises(ValueError, match="admissible mode"):
+        oracle_advantages([dataclasses.replace(played[0], choice_turns=())], weight="imitation")
+
+
+def test_the_imitation_weights_make_the_expected_policy_gradient_that_of_log_pi_of_the_plan_command() -> None:
+    """Over every command c of one state, sum_c pi(c) w(c) grad log pi(c) with w = 1[c = c*] / pi(c) equals
+    grad log pi(c*), cloning's gradient, where the signed +1 / -1 credit gives 2 grad pi(c*)."""
+    logits = torch.tensor([0.3, -1.2, 2.0, 0.1], requires_grad=True)
+    plan = 1
+    log_pi = torch.log_softmax(logits, dim=0)
+    pi = log_pi.exp().detach()
+    grads = [torch.autograd.grad(log_pi[c], logits, retain_graph=True)[0] for c in range(4)]
+    imitation = sum(pi[c] * (float(c == plan) / pi[plan]) * grads[c] for c in range(4))
+    signed = sum(pi[c] * (1.0 if c == plan else -1.0) * grads[c] for c in range(4))
+    assert torch.allclose(imitation, grads[plan], atol=1e-6)
+    assert torch.allclose(signed, 2 * pi[plan] * grads[plan], atol=1e-6)

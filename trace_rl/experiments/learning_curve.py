@@ -77,6 +77,7 @@ class RunSpec:
     epochs: int = 1
     mini_batches: int = 2
     seed: int = 0
+    oracle: str = "signed"  # the oracle's credit: signed (+1 / -1) | imitation (1 / pi_old on the plan)
     lam: float | None = None
     step_scale: str | None = None  # overrides the rubric's: none is the "A_S mean-only" ablation
     context_grouping: bool = True
@@ -161,6 +162,8 @@ def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
             advantage["lam"] = spec.lam
         if spec.step_scale is not None:
             advantage["step_scale"] = spec.step_scale
+    if spec.method == "oracle":
+        advantage["oracle"] = spec.oracle
     return config_from_dict({
         "model": {"name": spec.model, "threads": spec.threads, "device": spec.device},
         "lora": {"rank": spec.lora.rank, "alpha": spec.lora.alpha, "dropout": spec.lora.dropout,

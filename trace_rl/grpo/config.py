@@ -172,6 +172,7 @@ class EnvSection:
 class AdvantageSection:
     kind: str = "grpo"  # grpo: the episode's group advantage | trca: per step A = A_E + A_S from a rubric |
     #   oracle: +1 on a step that follows the shortest winning plan, -1 elsewhere (the learnability gate)
+    oracle: str = "signed"  # oracle: signed (+1 / -1) | imitation (1 / pi_old(c|s) on the plan, 0 elsewhere)
     scale: str = "std"  # grpo: std (divide by the group's std) | none (Dr. GRPO)
     rubric: str = ""  # trca: the `.rubric` file of the rubric
     rubric_name: str = ""  # trca: which rubric of the file; "" = its only one
@@ -184,6 +185,7 @@ class AdvantageSection:
     def __post_init__(self) -> None:
         choice("kind", self.kind, ("grpo", "trca", "oracle"))
         choice("scale", self.scale, ("std", "none"))
+        choice("oracle", self.oracle, ("signed", "imitation"))
         require(self.kind != "trca" or bool(self.rubric), "rubric", self.rubric,
                  "TRCA scores episodes with a rubric; e.g. advantage.rubric = \"examples/toolenv.rubric\"")
         for name in ("lam", "gamma"):

@@ -13,7 +13,11 @@
   steps of the group as GRPO standardizes rewards: uncentred, the -1 of the many off-plan steps push every chosen
   command down, which raises the likeliest other command most, and the policy collapsed onto one (measured: entropy
   1.8 -> 0.2 in five iterations, held-out success 2% -> 0). Not a method: the learnability gate's reference, credit
-  that knows the answer.
+  that knows the answer. Its expected gradient at a state is that of pi(c*|s), the plan command's probability, which
+  vanishes where the policy rarely plays c*. `oracle = "imitation"` weighs an on-plan step by 1 / pi_old(c*|s) (0
+  elsewhere) before the same standardization: its expected gradient is that of log pi(c*|s), behaviour cloning's on
+  the states the policy visits (on-policy imitation, DAgger's target). It needs the admissible mode, whose turns
+  keep the chosen command's log pi_old.
 A group whose loss tokens all have |A| <= 1e-9 is constant: it teaches nothing, and the trainer may drop it.
 Left out: batch-level reward scaling, reward clipping, per-token (rather than per-step) credit.
 """
@@ -84,7 +88,7 @@ def token_advantages(episode: EpisodeRollout, step_advantages: np.ndarray) -> np
 
 
 def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, scale: str = "std",
-                             scorer: RubricScorer | None = None) -> list[np.ndarray]:
+                             scorer: RubricScorer | None = None, oracle: str = "signed") -> list[np.ndarray]:
     """The (T,) advantages of every episode: GRPO's per episode, or TRCA's per step."""
     if kind == "grpo":
         rewards = np.array([e.reward for e in episodes], dtype=np.float64)
@@ -92,7 +96,7 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
         per_episode = grpo_advantages(rewards, groups, scale=scale)
         return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
     if kind == "oracle":
-        return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes))]
+        return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes, weight=oracle))]
     if kind == "trca":
         if scorer is None:
             raise ValueError("TRCA advantages need a scorer (advantage.rubric)")
@@ -100,19 +104,31 @@ def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, s
     raise ValueError(f"advantage kind {kind!r}: use 'grpo', 'trca' or 'oracle'")
 
 
-def oracle_advantages(episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
-    """Per episode, (turns,): +1 where the step followed the shortest winning plan, -1 elsewhere, standardized over
-    the steps of its group by GRPO's rule (0 for a group whose steps all agree)."""
-    signs = []
-    for episode in episodes:
-        on_plan = episode.trajectory.get("on_plan")
-        if on_plan is None:
-            raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records "
-                             "`on_plan` per step (the TextWorld family does)")
-        signs.append(np.where(np.asarray(on_plan, dtype=bool), 1.0, -1.0))
-    groups = np.concatenate([np.full(len(s), e.group) for s, e in zip(signs, episodes, strict=True)])
-    standardized = grpo_advantages(np.concatenate(signs), groups, scale="std")
-    return np.split(standardized, np.cumsum([len(s) for s in signs])[:-1])
+def oracle_advantages(episodes: Sequence[EpisodeRollout], *, weight: str = "signed") -> list[np.ndarray]:
+    """Per episode, (turns,): each step's plan credit, standardized over the steps of its group by GRPO's rule (0 for
+    a group whose steps all agree). `signed`: +1 where the step followed the shortest winning plan, -1 elsewhere;
+    `imitation`: 1 / pi_old(c|s) where it did, 0 elsewhere."""
+    raw = [_plan_credit(episode, weight) for episode in episodes]
+    groups = np.concatenate([np.full(len(r), e.group) for r, e in zip(raw, episodes, strict=True)])
+    standardized = grpo_advantages(np.concatenate(raw), groups, scale="std")
+    return np.split(standardized, np.cumsum([len(r) for r in raw])[:-1])
+
+
+def _plan_credit(episode: EpisodeRollout, weight: str) -> np.ndarray:
+    on_plan = episode.trajectory.get("on_plan")
+    if on_plan is None:
+        raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records "
+                         "`on_plan` per step (the TextWorld family does)")
+    followed = np.asarray(on_plan, dtype=bool)
+    if weight == "signed":
+        return np.where(followed, 1.0, -1.0)
+    if weight == "imitation":
+        if len(episode.choice_turns) != len(followed):
+            raise ValueError(f"episode {episode.episode}: the imitation-weighted oracle needs each step's "
+                             "log pi_old(c|s), which only the admissible mode keeps (rollout.action_mode)")
+        old = np.array([turn.old_logprob for turn in episode.choice_turns])
+        return np.where(followed, np.exp(-old), 0.0)
+    raise ValueError(f"oracle weight {weight!r}: use 'signed' or 'imitation'")
 
 
 def constant_groups(episodes: Sequence[EpisodeRollout], advantages: Sequence[np.ndarray]) -> set[int]:

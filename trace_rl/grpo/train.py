@@ -233,7 +233,7 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
         times["time_rollout"] += time.perf_counter() - clock
         clock = time.perf_counter()
         advantages = episode_token_advantages(episodes, kind=config.advantage.kind, scale=config.advantage.scale,
-                                              scorer=scorer) if episodes else []
+                                              scorer=scorer, oracle=config.advantage.oracle) if episodes else []
         constant = constant_groups(episodes, advantages)
         times["time_score"] += time.perf_counter() - clock
         offers: dict[int, list[tuple[int, int, int]]] = {}  # group -> (member, length, loss units)

@@ -121,8 +121,11 @@ ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
              ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}),
              ("trca-meanonly", "TRCA, A_S mean-only", {"method": "trca", "step_scale": "none"}))
 ORACLE = ("oracle", "oracle credit (gate)", {"method": "oracle"})
-IMITATION = ("oracle-imitation", "oracle credit, imitation-weighted (gate)",
-             {"method": "oracle", "oracle": "imitation"})
+# the oracle's variants tried to pass the gate: its credit weighted for imitation, then also more optimizer steps
+GATE_VARIANTS = (("oracle-imitation", "oracle credit, imitation-weighted (gate)",
+                  {"method": "oracle", "oracle": "imitation"}),
+                 ("oracle-imitation-mb4", "oracle credit, imitation-weighted, 4 mini-batches (gate)",
+                  {"method": "oracle", "oracle": "imitation", "mini_batches": 4}))
 
 
 def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
@@ -135,7 +138,8 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
               "eval_episodes": args.eval_episodes, "eval_greedy": True}
     oracle_budget = {"iterations": args.oracle_iterations or args.iterations}
     plan = [(0, m, args.seeds) for m in METHODS] + \
-        [(0, (*ORACLE[:2], ORACLE[2] | oracle_budget), args.oracle_seeds), (0, IMITATION, args.oracle_seeds)] + \
+        [(0, (*ORACLE[:2], ORACLE[2] | oracle_budget), args.oracle_seeds)] + \
+        [(0, variant, args.oracle_seeds) for variant in GATE_VARIANTS] + \
         [(1, a, args.ablation_seeds) for a in ABLATIONS]
     # the comparison (and the gate's oracle) before the ablations, seeds interleaved across methods: an
     # interrupted experiment holds as many seeds of each
@@ -430,7 +434,7 @@ def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
         return Curve(spec=spec, points=[CurvePoint(**{**p, "wins": (), "greedy_wins": ()}) for p in run["points"]])
 
     grouped = {label: [as_curve(r) for r in runs] for label, runs in _by_label(curves).items()}
-    main_labels = ["sparse GRPO", "GRPO + TRCA", ORACLE[1], IMITATION[1]]
+    main_labels = ["sparse GRPO", "GRPO + TRCA", ORACLE[1], *(v[1] for v in GATE_VARIANTS)]
     figures = [plot_curves({k: grouped[k] for k in main_labels if k in grouped}, workdir / "learning.png",
                            title="small policy: held-out success (mean, min-max over seeds)")]
     ablations = [k for k in grouped if k.startswith("TRCA,")]
@@ -461,10 +465,10 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
                       f"(greedy {oracle['greedy_mean'][at]:.3f})")
         lines[-1] += (f"; at its own budget of {oracle['rollouts'][-1]} rollouts: {oracle['success'][-1]} "
                       f"(greedy {oracle['greedy_mean'][-1]:.3f})." if at < len(oracle["rollouts"]) - 1 else ".")
-    if imitation := summary["methods"].get(IMITATION[1]):
-        lines[-1] += (" The oracle weighted for imitation (1 / pi_old(c|s) on the plan's command, 0 elsewhere: in "
-                      f"expectation the gradient of log pi(c*|s)) at the same budget: {imitation['success'][-1]} "
-                      f"(greedy {imitation['greedy_mean'][-1]:.3f}).")
+    for _, label, _ in GATE_VARIANTS:
+        if variant := summary["methods"].get(label):
+            lines[-1] += (f" {label.removesuffix(' (gate)').capitalize()} at the same budget: {variant['success'][-1]} "
+                          f"(greedy {variant['greedy_mean'][-1]:.3f}).")
     rows = [[label, m["seeds"], " ".join(f"{x:.3f}" for x in m["success_mean"]), m["success"][-1],
              f"{m['greedy_mean'][-1]:.3f}", " ".join(f"{x:.2f}" for x in m["per_seed_final"]),
              f"{m['train_success_last4']:.3f}", f"{m['constant_fraction']:.0%}",

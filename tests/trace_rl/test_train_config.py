@@ -65,12 +65,21 @@ def test_a_partial_section_keeps_the_rest_of_its_defaults() -> None:
     ("advantage.kind=trca", "advantage.rubric = \"\": TRCA scores episodes with a rubric"),
     ("rollout.backend=vllm", "vLLM runs on GPUs"),
     ("advantage.step_scale=mean", 'advantage.step_scale = "mean": std or none'),
+    ("advantage.oracle=imitate", 'advantage.oracle = "imitate": did you mean "imitation"?'),
     ("nonsense", "write --set KEY=VALUE"),
 ])
 def test_a_bad_override_names_key_value_and_fix(override: str, message: str) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(None, [override])
     assert message in str(error.value)
+
+
+def test_the_imitation_weighted_oracle_asks_for_the_admissible_mode() -> None:
+    imitation = ["advantage.kind=oracle", "advantage.oracle=imitation"]
+    with pytest.raises(ConfigError, match="only the admissible-command mode keeps"):
+        load_config(None, [*imitation, "rollout.action_mode=generate"])
+    config = load_config(None, [*imitation, "rollout.action_mode=admissible"])
+    assert config.advantage.oracle == "imitation"
 
 
 def test_an_ambiguous_short_key_lists_the_candidates() -> None:

@@ -290,6 +290,11 @@ class TrainConfig:
         if self.loss.entropy_coef and self.loss_level != "command":
             raise FieldError("loss.entropy_coef", self.loss.entropy_coef, "the entropy bonus acts on the command "
                              "level (admissible mode) only; set loss.entropy_coef = 0")
+        if self.advantage.kind == "oracle" and self.advantage.oracle == "imitation" \
+                and self.rollout.action_mode != "admissible":
+            raise FieldError("advantage.oracle", "imitation", "the imitation weight is 1 / pi_old(c|s), which only the "
+                             "admissible-command mode keeps; set rollout.action_mode = \"admissible\" or "
+                             "advantage.oracle = \"signed\"")
 
     @property
     def loss_level(self) -> str:

@@ -121,11 +121,14 @@ ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
              ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}),
              ("trca-meanonly", "TRCA, A_S mean-only", {"method": "trca", "step_scale": "none"}))
 ORACLE = ("oracle", "oracle credit (gate)", {"method": "oracle"})
-# the oracle's variants tried to pass the gate: its credit weighted for imitation, then also more optimizer steps
+# the oracle's variants tried to pass the gate: its credit weighted for imitation, then also more optimizer steps,
+# or a command's score as the sum of its tokens' log-probs (the mean caps how sharp pi(c|s) can get)
 GATE_VARIANTS = (("oracle-imitation", "oracle credit, imitation-weighted (gate)",
                   {"method": "oracle", "oracle": "imitation"}),
                  ("oracle-imitation-mb4", "oracle credit, imitation-weighted, 4 mini-batches (gate)",
-                  {"method": "oracle", "oracle": "imitation", "mini_batches": 4}))
+                  {"method": "oracle", "oracle": "imitation", "mini_batches": 4}),
+                 ("oracle-imitation-sum", "oracle credit, imitation-weighted, sum score (gate)",
+                  {"method": "oracle", "oracle": "imitation", "choice_score": "sum"}))
 
 
 def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:

@@ -5,7 +5,8 @@ can tell them apart, after a learnability gate.
 
 1. The gate (is the family learnable by this policy at all?): the untrained policy, a state-blind verb prior
    (`learnability.VerbPrior`), behaviour cloning on the training walkthroughs (`--bc-epochs`), and a training run
-   with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget.
+   with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget
+   (`--oracle-iterations`), and its variants tried to pass the gate (`GATE_VARIANTS`).
 2. The comparison: `--seeds` seeds each of sparse GRPO and GRPO + TRCA (examples/textworld.rubric), and the TRCA
    ablations lambda = 0, lambda = 1, no context grouping and A_S mean-only (`step_scale none`; `--ablation-seeds`
    each), every run on the same budget

@@ -538,9 +538,10 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only", "only") or value is False or value is None:
+        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
             continue
-        flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(str(value))}"))
+        text = ",".join(value) if isinstance(value, list) else str(value)  # --only's methods
+        flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(text)}"))
     record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")
 
 

@@ -46,6 +46,7 @@ from tracec.atomic import atomic_open
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 EVAL_SEED_BASE = 100_000
+QUEST_LENGTHS = (3, 4, 5, 6)  # the family's default (`TaskFamily`)
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
 
 
@@ -58,7 +59,8 @@ def main() -> None:
 
     quiet_libraries()
     began = time.perf_counter()
-    family = TaskFamily(train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
+    family = TaskFamily(quest_lengths=args.quest_lengths,  # fixed before any tuning
+                        train_seeds=tuple(range(args.train_games)),
                         eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
     runs = {name: run for name, run in _runs(args, setup).items()
@@ -85,6 +87,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=Path("out/learning"))
     parser.add_argument("--train-games", type=int, default=256, help="training games: seeds 0 .. N-1")
     parser.add_argument("--eval-games", type=int, default=32, help="held-out games: seeds 100000 ..")
+    parser.add_argument("--quest-lengths", type=lambda text: tuple(int(n) for n in text.split(",")),
+                        default=QUEST_LENGTHS, help="the family's quest lengths, e.g. 2,3,4 (seed s has the "
+                                                    "(s mod n)-th)")
     parser.add_argument("--hidden", type=int, default=128, help="the small policy's width")
     parser.add_argument("--layers", type=int, default=2, help="the small policy's depth")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
@@ -202,11 +207,14 @@ def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
             "seconds": time.perf_counter() - began}
 
 
-def _spec_key(spec: Any) -> dict[str, Any]:
-    """The spec's fields that differ from RunSpec's defaults: a field added to RunSpec later (with a default that
-    keeps the old behaviour) leaves the saved runs valid."""
+def _spec_key(spec: Any, family: Any) -> dict[str, Any]:
+    """The spec's fields that differ from RunSpec's defaults, and the family's quest lengths where they differ from
+    the family's default: a field added to RunSpec later (with a default that keeps the old behaviour) leaves the
+    saved runs valid."""
     changed = {f.name: getattr(spec, f.name) for f in fields(spec)
                if f.default is MISSING or getattr(spec, f.name) != f.default}
+    if family.quest_lengths != QUEST_LENGTHS:
+        changed["quest_lengths"] = list(family.quest_lengths)
     for name in ("model", "rubric"):  # by name: another workdir or clone holds the same policy and rubric
         if changed.get(name) is not None:
             changed[name] = Path(changed[name]).name
@@ -224,7 +232,7 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
     todo = {}
     recorded = _recorded_curves()
     for name, (label, spec) in runs.items():
-        path, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec)
+        path, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec, setup.family)
         saved = json.loads(path.read_text()) if path.is_file() else None
         if saved is not None and saved["spec"] == key:
             done[name] = saved
@@ -256,7 +264,7 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
-    out, key = workdir / "runs" / name, _spec_key(spec)
+    out, key = workdir / "runs" / name, _spec_key(spec, setup.family)
     marker = out / "spec.json"  # whose run the folder holds: a killed run of the same spec resumes
     resume = marker.is_file() and json.loads(marker.read_text()) == key and latest_checkpoint(out) is not None
     if not resume:
@@ -451,7 +459,8 @@ def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
 def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
     """The section's Markdown: the gate, the curves with intervals, the comparison, the trust region."""
     g = summary["gate"]
-    lines = [(f"Family: {args.train_games} training games, {args.eval_games} held-out games (quests of 3-6 steps, "
+    lines = [(f"Family: {args.train_games} training games, {args.eval_games} held-out games (quests of "
+             f"{min(args.quest_lengths)}-{max(args.quest_lengths)} steps, "
              f"12 turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on every linear layer; "
              f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes "
              f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, clip eps "
@@ -538,9 +547,10 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
+        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None \
+                or (key == "quest_lengths" and value == QUEST_LENGTHS):
             continue
-        text = ",".join(value) if isinstance(value, list) else str(value)  # --only's methods
+        text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)  # --only, --quest-lengths
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(text)}"))
     record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")
 

@@ -46,7 +46,6 @@ from tracec.atomic import atomic_open
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 EVAL_SEED_BASE = 100_000
-QUEST_LENGTHS = (3, 4, 5, 6)  # the family's default (`TaskFamily`)
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
 
 
@@ -59,8 +58,8 @@ def main() -> None:
 
     quiet_libraries()
     began = time.perf_counter()
-    family = TaskFamily(quest_lengths=args.quest_lengths,  # fixed before any tuning
-                        train_seeds=tuple(range(args.train_games)),
+    quests = {"quest_lengths": args.quest_lengths} if args.quest_lengths else {}  # else the family's default
+    family = TaskFamily(**quests, train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
                         eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
     runs = {name: run for name, run in _runs(args, setup).items()
@@ -71,6 +70,7 @@ def main() -> None:
         gate = gate_future.result()
     summary = _summarize(curves, gate, args)
     summary["not_run"] = [name for name in runs if name not in curves]
+    summary["quest_lengths"] = list(family.quest_lengths)
     probed = replace(setup, family=replace(family, train_seeds=family.train_seeds[:DIAGNOSED_GAMES]))
     summary["diagnostics"] = _cached(args.workdir / "diagnostics.json", {"games": DIAGNOSED_GAMES},
                                      lambda: _diagnostics(probed))
@@ -88,8 +88,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--train-games", type=int, default=256, help="training games: seeds 0 .. N-1")
     parser.add_argument("--eval-games", type=int, default=32, help="held-out games: seeds 100000 ..")
     parser.add_argument("--quest-lengths", type=lambda text: tuple(int(n) for n in text.split(",")),
-                        default=QUEST_LENGTHS, help="the family's quest lengths, e.g. 2,3,4 (seed s has the "
-                                                    "(s mod n)-th)")
+                        help="the family's quest lengths, e.g. 2,3,4 (seed s has the (s mod n)-th; default: "
+                             "TaskFamily's)")
     parser.add_argument("--hidden", type=int, default=128, help="the small policy's width")
     parser.add_argument("--layers", type=int, default=2, help="the small policy's depth")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
@@ -213,7 +213,7 @@ def _spec_key(spec: Any, family: Any) -> dict[str, Any]:
     saved runs valid."""
     changed = {f.name: getattr(spec, f.name) for f in fields(spec)
                if f.default is MISSING or getattr(spec, f.name) != f.default}
-    if family.quest_lengths != QUEST_LENGTHS:
+    if family.quest_lengths != next(f.default for f in fields(family) if f.name == "quest_lengths"):
         changed["quest_lengths"] = list(family.quest_lengths)
     for name in ("model", "rubric"):  # by name: another workdir or clone holds the same policy and rubric
         if changed.get(name) is not None:
@@ -460,7 +460,7 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
     """The section's Markdown: the gate, the curves with intervals, the comparison, the trust region."""
     g = summary["gate"]
     lines = [(f"Family: {args.train_games} training games, {args.eval_games} held-out games (quests of "
-             f"{min(args.quest_lengths)}-{max(args.quest_lengths)} steps, "
+             f"{min(summary['quest_lengths'])}-{max(summary['quest_lengths'])} steps, "
              f"12 turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on every linear layer; "
              f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes "
              f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, clip eps "
@@ -547,8 +547,7 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None \
-                or (key == "quest_lengths" and value == QUEST_LENGTHS):
+        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
             continue
         text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)  # --only, --quest-lengths
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(text)}"))

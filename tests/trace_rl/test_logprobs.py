@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -158,6 +159,21 @@ def test_bad_arguments_are_named(change: dict[str, object], message: str) -> Non
     keywords = {k: arguments.pop(k) for k in ("temperature", "chunk_size", "backend") if k in arguments}
     with pytest.raises(ValueError, match=message):
         token_logprobs(arguments["hidden"], arguments["weight"], arguments["targets"], **keywords)  # type: ignore
+
+
+def test_auto_takes_the_triton_tiles_on_a_cuda_tensor_where_triton_is_installed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the tensor's device and dtype decide; a stand-in carries them (no GPU here). The GPU check found `auto`
+    refused on CUDA before this."""
+    from tracec.trace_rl.policy import logprobs
+
+    on_cuda = SimpleNamespace(device=torch.device("cuda"), dtype=torch.float32)
+    assert logprobs._tile_ops("auto", on_cuda) is not logprobs.TORCH_TILES  # type: ignore[arg-type]
+    assert logprobs._tile_ops("auto", SimpleNamespace(device=torch.device("cuda"),  # type: ignore[arg-type]
+                                                      dtype=torch.float64)) is logprobs.TORCH_TILES
+    assert logprobs._tile_ops("auto", torch.zeros(1)) is logprobs.TORCH_TILES
+    monkeypatch.setattr(logprobs.importlib.util, "find_spec", lambda name: None)  # Triton not installed
+    assert logprobs._tile_ops("auto", on_cuda) is logprobs.TORCH_TILES  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ in fp32, exact but slower on a GPU than tensor-core GEMMs with fp32 outputs woul
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -98,10 +99,12 @@ TORCH_TILES = TileOps(fold=fold_tile, head_grad=head_grad_tile)
 
 
 def _tile_ops(backend: Backend, hidden: Tensor) -> TileOps:
-    if backend == "torch" or (backend == "auto" and (hidden.device.type != "cuda" or hidden.dtype == torch.float64)):
-        return TORCH_TILES
-    if backend != "triton":
+    """The tiles `backend` names; `auto`: Triton's on a CUDA tensor below fp64 where Triton is installed, else torch's."""
+    if backend not in ("auto", "torch", "triton"):
         raise ValueError(f"token_logprobs: backend={backend!r} must be 'auto', 'torch' or 'triton'")
+    if backend == "torch" or (backend == "auto" and (hidden.device.type != "cuda" or hidden.dtype == torch.float64
+                                                     or importlib.util.find_spec("triton") is None)):
+        return TORCH_TILES
     if hidden.dtype == torch.float64:
         raise ValueError("token_logprobs: the Triton kernels compute in fp32; use backend='torch' for fp64 inputs")
     # The one import of the Triton kernels (and so of Triton, an optional extra); a cycle too: they use TileOps.

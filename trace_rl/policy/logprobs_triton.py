@@ -14,7 +14,6 @@ and any tuning of the block size on a GPU (none has run these kernels yet: the G
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -28,11 +27,13 @@ except ImportError as error:  # pragma: no cover - depends on the install
         from error
 
 BLOCK = 1024  # columns a program handles at once
+# The kernels' pointer and size parameters carry no annotations: Triton's compiler resolves every annotation as a
+# global of this module (`Any` fails on a GPU, while the CPU interpreter never looks).
 
 
 @triton.jit
-def _fold_kernel(tile_ptr: Any, row_stride: Any, n_cols: Any, max_ptr: Any, sum_ptr: Any, shifted_ptr: Any,
-                 rescale_ptr: Any, HAS_ENTROPY: tl.constexpr, BLOCK_SIZE: tl.constexpr) -> None:
+def _fold_kernel(tile_ptr, row_stride, n_cols, max_ptr, sum_ptr, shifted_ptr,  # type: ignore[no-untyped-def]
+                 rescale_ptr, HAS_ENTROPY: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
     row_ptr = tile_ptr + row.to(tl.int64) * row_stride
     old_max = tl.load(max_ptr + row)
@@ -64,8 +65,8 @@ def _fold_kernel(tile_ptr: Any, row_stride: Any, n_cols: Any, max_ptr: Any, sum_
 
 
 @triton.jit
-def _head_grad_kernel(tile_ptr: Any, row_stride: Any, n_cols: Any, logsumexp_ptr: Any, grad_ptr: Any,
-                      targets_ptr: Any, BLOCK_SIZE: tl.constexpr) -> None:
+def _head_grad_kernel(tile_ptr, row_stride, n_cols, logsumexp_ptr, grad_ptr,  # type: ignore[no-untyped-def]
+                      targets_ptr, BLOCK_SIZE: tl.constexpr):
     row = tl.program_id(0)
     columns = tl.program_id(1) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     inside = columns < n_cols

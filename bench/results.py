@@ -5,6 +5,7 @@ Each suite owns a section (between HTML comment markers) so suites can be rerun 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import re
@@ -21,13 +22,18 @@ def record(section: str, body: str, command: str) -> None:
     begin, end = f"<!-- begin {section} -->", f"<!-- end {section} -->"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
-    text = RESULTS.read_text() if RESULTS.exists() else HEADER
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-    fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, RESULTS)
+    folder = os.open(RESULTS.parent, os.O_RDONLY)
+    try:  # runs recording side by side (bench/gpu_carried.sh) each keep the other's section: one at a time
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        text = RESULTS.read_text() if RESULTS.exists() else HEADER
+        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
+        text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+        fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, RESULTS)
+    finally:
+        os.close(folder)  # releases the lock
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

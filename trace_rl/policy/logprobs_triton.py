@@ -14,7 +14,6 @@ and any tuning of the block size on a GPU (none has run these kernels yet: the G
 
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 from tracec.trace_rl.policy.logprobs import TileOps

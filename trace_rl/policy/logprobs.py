@@ -99,7 +99,7 @@ TORCH_TILES = TileOps(fold=fold_tile, head_grad=head_grad_tile)
 
 
 def _tile_ops(backend: Backend, hidden: Tensor) -> TileOps:
-    """The tiles `backend` names; `auto`: Triton's on a CUDA tensor below fp64 where Triton is installed,,
+    """The tiles `backend` names; `auto`: Triton's on a CUDA tensor below fp64 where Triton is installed,
     else torch's."""
     if backend not in ("auto", "torch", "triton"):
         raise ValueError(f"token_logprobs: backend={backend!r} must be 'auto', 'torch' or 'triton'")

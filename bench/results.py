@@ -17,21 +17,22 @@ RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADER = "# Benchmark results\n\nRatios matter more than absolute times: these machines are noisy.\n"
 
 
-def record(section: str, body: str, command: str) -> None:
-    """Replace (or append) `section` with `body` and the `command` that reproduces it; written atomically."""
+def record(section: str, body: str, command: str, *, results: Path = RESULTS) -> None:
+    """Replace (or append) `section` of `results` with `body` and the `command` that reproduces it; written
+    atomically."""
     begin, end = f"<!-- begin {section} -->", f"<!-- end {section} -->"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
-    folder = os.open(RESULTS.parent, os.O_RDONLY)
+    folder = os.open(results.parent, os.O_RDONLY)
     try:  # runs recording side by side (bench/gpu_carried.sh) each keep the other's section: one at a time
         fcntl.flock(folder, fcntl.LOCK_EX)
-        text = RESULTS.read_text() if RESULTS.exists() else HEADER
+        text = results.read_text() if results.exists() else HEADER
         pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
         text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
-        fd, tmp = tempfile.mkstemp(dir=RESULTS.parent, prefix=".RESULTS.")
+        fd, tmp = tempfile.mkstemp(dir=results.parent, prefix=f".{results.name}.")
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.replace(tmp, RESULTS)
+        os.replace(tmp, results)
     finally:
         os.close(folder)  # releases the lock
 

@@ -1,21 +1,24 @@
-"""The GPU paths of the trainer, checked and measured in one run; figures to bench/RESULTS.md ("gpu check").
+"""The GPU paths of the trainer, checked and measured; each section's figures to bench/RESULTS.md ("gpu check, NAME").
 
-    bench/gpu_check.sh                       # a fresh CUDA machine: installs what it needs, then runs this
+    bench/gpu_check.sh                       # a fresh CUDA machine with a package index: installs, then runs this
+    bench/gpu_carried.sh 1; ... 2            # this workplace's device image, in two carried loads (bench/gpu_pack.py)
     python bench/gpu_check.py                # a machine that has the `train`, `bench` and `gpu` extras
     python bench/gpu_check.py --dry-run      # the same plumbing on the CPU (tiny model, no vLLM): a smoke test
 
-Sections, each timed, each reported even when another fails (exit 1 if any failed):
+Sections, each timed, each reported even when another fails (exit 1 if any failed); a section this machine cannot
+run (no vLLM installed) is reported as not run, and the sections that compare with vLLM run their other side alone:
 1. kernel: the Triton log-prob kernel against the torch reference on CUDA, values and hidden-state gradients, at
    SmolLM2's shape (8192 tokens, H 576, V 49152) and a Qwen-sized vocabulary (4096 tokens, H 512, V 152064):
    largest differences, fwd+bwd time and peak memory of each.
 2. vllm: rollouts of a capability environment through vLLM (token prompts, processed log-probs). Token-in/token-out:
    the trainer's recomputed log-prob of every sampled token against vLLM's. Adapter sync: the adapter is
    perturbed and synced; the new samples must agree with the new adapter (small gap) better than with the old one.
-3. train: one training iteration of SmolLM2 on the GPU with each rollout backend (transformers' KV-cache sampler,
-   vLLM), the time split of each.
-4. routing: two perturbed SmolLM2 adapters served by vLLM with a `LoRARequest` per request (`VLLMAdapters`) against
-   peft on the same GPU (`PeftAdapters`): the routing scores over the label tokens (log-probs against logits: equal
-   up to one constant), and greedy replies under each adapter (each adapter's reply must differ from the base's).
+3. train: one training iteration of SmolLM2 on the GPU with each rollout backend installed (transformers' KV-cache
+   sampler, vLLM), the time split of each.
+4. routing: two perturbed SmolLM2 adapters served by peft (`PeftAdapters`) and, where installed, by vLLM with a
+   `LoRARequest` per request (`VLLMAdapters`) on the same GPU: the routing scores over the label tokens (log-probs
+   against logits: equal up to one constant), and greedy replies under each adapter (each must differ from the
+   base's).
 Left out: multi-GPU (DDP over nccl is the same code as gloo, tested on the CPU).
 """
 
@@ -35,7 +38,7 @@ from typing import Any
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # last: a tracec laid out elsewhere (bench/gpu_carried.sh) wins
 
 from bench.results import markdown_table, record
 
@@ -93,8 +96,8 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
     from tracec.trace_rl.rollouts.turns import TurnTemplate
 
-    if dry_run:
-        return {"table": "(dry run: vLLM needs a GPU)"}
+    if dry_run or not _has_vllm():
+        raise NotRun("vLLM needs a GPU" if dry_run else VLLM_ABSENT)
     config = load_config(None, ["model.device=cuda", "rollout.backend=vllm", "rollout.vllm_eager=true",
                                 "rollout.max_new_tokens=48", "rollout.loss_tokens=turn", "env.max_turns=3"])
     policy = Policy.load(config.model.name, config.lora, device=device, seed=0)
@@ -152,7 +155,7 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.grpo.config import load_config
     from tracec.trace_rl.grpo.train import train
 
-    backends = ["transformers"] if dry_run else ["transformers", "vllm"]
+    backends = ["transformers"] + (["vllm"] if not dry_run and _has_vllm() else [])
     model = ["model.name=tiny", "model.threads=1"] if dry_run else []
     rows = []
     for backend in backends:
@@ -168,8 +171,9 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
                      metrics["optimizer_steps"]])
     table = markdown_table(["rollout backend", "iteration s", "rollout s", "score s", "learn s", "sampled tokens/s",
                             "optimizer steps"], rows)
+    absent = "" if "vllm" in backends or dry_run else f"\n\nThe vLLM backend was not run: {VLLM_ABSENT}."
     return {"table": "One TRCA iteration on tool_calling_precision (4 groups x 8 episodes, 3 turns, 48 new tokens a "
-                     "turn, SmolLM2 fp32):\n\n" + table}
+                     "turn, SmolLM2 fp32):\n\n" + table + absent}
 
 
 def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
@@ -177,10 +181,9 @@ def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.policy.model import TRAINED, Policy
     from tracec.trace_rl.trace.peft_adapters import PeftAdapters
     from tracec.trace_rl.trace.routing import Router, route_options
-    from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
 
     if dry_run:
-        return {"table": "(dry run: vLLM needs a GPU)"}
+        raise NotRun("routing loads SmolLM2 on the GPU")
     folder = Path(tempfile.mkdtemp(prefix="gpu-check-routing-"))
     adapters = {}
     for seed, adapter in ((1, "alpha"), (2, "beta")):
@@ -195,34 +198,55 @@ def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
                              ("beta", "checks an order before changing it", "")], ["A", "B", "C"])
     task = "Hi, I'm Ana Lima. Please book room R12 for me for 3 nights, meal plan breakfast."
     messages = [{"role": "user", "content": task}]
+    rows: list[list[object]] = []
+    served: dict[str, Any] = {}
+    if _has_vllm():
+        from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
+
+        started = time.perf_counter()
+        served["vllm"] = VLLMAdapters.load("smollm2-135m-instruct", adapters, max_new_tokens=32,
+                                           gpu_memory_utilization=0.3, enforce_eager=True)
+        rows.append(["vLLM start with 2 LoRA adapters (eager)", f"{time.perf_counter() - started:.1f} s"])
     started = time.perf_counter()
-    served = VLLMAdapters.load("smollm2-135m-instruct", adapters, max_new_tokens=32, gpu_memory_utilization=0.3,
-                               enforce_eager=True)
-    startup = time.perf_counter() - started
-    peft = PeftAdapters.load("smollm2-135m-instruct", adapters, device=device, max_new_tokens=32)
-    scores = {}
-    for label, model in (("vllm", served), ("peft", peft)):
+    served["peft"] = PeftAdapters.load("smollm2-135m-instruct", adapters, device=device, max_new_tokens=32)
+    rows.append(["peft load with 2 LoRA adapters", f"{time.perf_counter() - started:.1f} s"])
+    scores, replies = {}, {}
+    for label, model in served.items():
+        started = time.perf_counter()
         decision = Router(model, options).route(task)
         values = list(decision.logits.values())
         scores[label] = (decision.choice, [v - values[-1] for v in values])  # relative to `base`: the constant cancels
-    gap = max(abs(a - b) for a, b in zip(scores["vllm"][1], scores["peft"][1]))
-    replies = {}
-    for label, model in (("vllm", served), ("peft", peft)):
+        rows.append([f"route with {label}: choice, seconds", f"{decision.choice}, {time.perf_counter() - started:.2f}"])
         for name in (None, "alpha", "beta"):
             with model.active(name):
                 replies[(label, name)] = model.generate(messages)
-    rows: list[list[object]] = [["vLLM start with 2 LoRA adapters (eager)", f"{startup:.1f} s"],
-            ["route: vLLM / peft choice", f"{scores['vllm'][0]} / {scores['peft'][0]}"],
-            ["route: max |difference| of label scores relative to base", f"{gap:.2e}"]]
-    for name in (None, "alpha", "beta"):
-        rows.append([f"greedy reply under {name or 'base'}: vLLM equals peft", replies[("vllm", name)] ==
-                     replies[("peft", name)]])
-    for name in ("alpha", "beta"):
-        if replies[("vllm", name)] == replies[("vllm", None)]:
-            raise AssertionError(f"vLLM's reply under adapter {name} equals the base's: its LoRARequest did nothing")
-    if gap > 0.05 or scores["vllm"][0] != scores["peft"][0]:
-        raise AssertionError(f"vLLM routes otherwise than peft (label score gap {gap:.3f})")
-    return {"table": markdown_table(["routing with LoRARequests (SmolLM2, 2 adapters)", "value"], rows)}
+        for name in ("alpha", "beta"):
+            if replies[(label, name)] == replies[(label, None)]:
+                raise AssertionError(f"{label}'s reply under adapter {name} equals the base's: the adapter did nothing")
+        rows.append([f"greedy replies under alpha and beta differ from the base's ({label})", True])
+    if "vllm" in served:
+        gap = max(abs(a - b) for a, b in zip(scores["vllm"][1], scores["peft"][1]))
+        rows.append(["route: max |difference| of label scores relative to base, vLLM against peft", f"{gap:.2e}"])
+        for name in (None, "alpha", "beta"):
+            rows.append([f"greedy reply under {name or 'base'}: vLLM equals peft",
+                         replies[("vllm", name)] == replies[("peft", name)]])
+        if gap > 0.05 or scores["vllm"][0] != scores["peft"][0]:
+            raise AssertionError(f"vLLM routes otherwise than peft (label score gap {gap:.3f})")
+    absent = "" if "vllm" in served else f"\n\nvLLM's LoRARequests were not compared: {VLLM_ABSENT}."
+    return {"table": markdown_table(["routing (SmolLM2, 2 adapters)", "value"], rows) + absent}
+
+
+class NotRun(Exception):
+    """A section this machine cannot run: reported as not run, not as failed."""
+
+
+VLLM_ABSENT = "vLLM is not installed here (the device image has none, and its wheels outweigh what a call carries)"
+
+
+def _has_vllm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
 
 
 SECTIONS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
@@ -247,18 +271,6 @@ def main() -> int:
         import os
 
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    failures, parts = 0, []
-    for name in args.only or list(SECTIONS):
-        started = time.perf_counter()
-        try:
-            result = SECTIONS[name](device, args.dry_run)
-            status = f"ok ({time.perf_counter() - started:.0f} s)"
-        except Exception as error:  # noqa: BLE001 - report every section, then fail the run
-            failures += 1
-            traceback.print_exc()
-            result, status = {"table": f"`{type(error).__name__}: {error}`"}, "FAILED"
-        print(f"gpu_check {name}: {status}", file=sys.stderr)
-        parts.append(f"### {name}: {status}\n\n{result['table']}")
     machine = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (dry run)"
     versions: dict[str, str] = {"torch": torch.__version__}
     for package in ("vllm", "triton", "transformers", "peft"):
@@ -266,10 +278,23 @@ def main() -> int:
             versions[package] = __import__(package).__version__
         except ImportError:
             versions[package] = "absent"
-    body = f"{machine}; {json.dumps(versions)}\n\n" + "\n\n".join(parts)
-    print(body)
-    if not args.dry_run:
-        record("gpu check", body, "bench/gpu_check.sh")
+    failures = 0
+    for name in args.only or list(SECTIONS):
+        started = time.perf_counter()
+        try:
+            result = SECTIONS[name](device, args.dry_run)
+            status = f"ok ({time.perf_counter() - started:.0f} s)"
+        except NotRun as reason:
+            result, status = {"table": f"Not run: {reason}."}, "not run"
+        except Exception as error:  # noqa: BLE001 - report every section, then fail the run
+            failures += 1
+            traceback.print_exc()
+            result, status = {"table": f"`{type(error).__name__}: {error}`"}, "FAILED"
+        print(f"gpu_check {name}: {status}", file=sys.stderr)
+        body = f"{machine}; {json.dumps(versions)}; {status}\n\n{result['table']}"
+        print(body)
+        if not args.dry_run:  # a section each: the device's loads run them in different calls
+            record(f"gpu check, {name}", body, f"python bench/gpu_check.py --only {name}")
     return 1 if failures else 0
 
 

@@ -3,8 +3,9 @@
 # it was built for), the project with its train and bench extras, and SmolLM2, then runs bench/gpu_check.py, which
 # checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, one training iteration per
 # rollout backend and routing with vLLM LoRARequests against peft, and writes its figures to bench/RESULTS.md
-# ("gpu check"); then SmolLM2 + LoRA on the TextWorld family in the admissible mode with the command-level loss
-# (bench/learning_smollm2.py, section "learning, SmolLM2 (GPU)"; it needs textworld, from the wheel folder or PyPI).
+# ("gpu check, ..."); then SmolLM2 + LoRA on the TextWorld family, TRCA and sparse GRPO (bench/gpu_learning.sh).
+# A machine with no package index and a limit on what a call carries (this workplace's device image): bench/gpu_pack.py
+# and bench/gpu_carried.sh instead.
 #   bench/gpu_check.sh                      # from PyPI
 #   WHEELHOUSE=/path/to/wheels bench/gpu_check.sh   # offline: every wheel needed, in one folder
 # Extra arguments go to gpu_check.py (--only kernel, ...).
@@ -40,8 +41,6 @@ fi
 "$VENV/bin/tracec" models install >&2
 status=0
 "$VENV/bin/python" bench/gpu_check.py "$@" || status=$?
-# SmolLM2 learning on the GPU: TRCA, 16 iterations of 8 x 8 episodes, 32 held-out games x 2 sampled episodes before
-# and after, with the same trust-region diagnostics as on the CPU; sized for ~6 minutes on one H200.
-"$VENV/bin/python" bench/learning_smollm2.py --workdir out/learning-smollm2-gpu --device cuda --iterations 16 \
-  --groups 8 --group-size 8 --record --section "learning, SmolLM2 (GPU)" || status=$?
+# SmolLM2 learning on the GPU: TRCA and sparse GRPO side by side, $LEARNING_MINUTES (default 6) each.
+PYTHON="$VENV/bin/python" bench/gpu_learning.sh out/learning-smollm2-gpu || status=$?
 exit $status

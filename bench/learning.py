@@ -47,6 +47,7 @@ from tracec.atomic import atomic_open
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 EVAL_SEED_BASE = 100_000
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
+FAMILY_SHAPE = ("rooms", "objects", "quest_lengths", "max_turns")  # what a run or the gate is keyed by
 
 
 def main() -> None:
@@ -58,19 +59,20 @@ def main() -> None:
 
     quiet_libraries()
     began = time.perf_counter()
-    quests = {"quest_lengths": args.quest_lengths} if args.quest_lengths else {}  # else the family's default
-    family = TaskFamily(**quests, train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
+    shape = {name: getattr(args, name) for name in ("quest_lengths", "max_turns") if getattr(args, name)}
+    family = TaskFamily(**shape, train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
                         eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
     runs = {name: run for name, run in _runs(args, setup).items()
             if not args.only or name.rsplit("-s", 1)[0] in args.only}
     with ThreadPoolExecutor(max_workers=1) as side:  # the gate in this process while the pool trains
-        gate_future = side.submit(_cached, args.workdir / "gate.json", _gate_key(args), lambda: _gate(setup, args))
+        gate_future = side.submit(_cached, args.workdir / "gate.json", _gate_key(args, family),
+                                  lambda: _gate(setup, args))
         curves = _run_all(runs, setup, args)
         gate = gate_future.result()
     summary = _summarize(curves, gate, args)
     summary["not_run"] = [name for name in runs if name not in curves]
-    summary["quest_lengths"] = list(family.quest_lengths)
+    summary["quest_lengths"], summary["max_turns"] = list(family.quest_lengths), family.max_turns
     probed = replace(setup, family=replace(family, train_seeds=family.train_seeds[:DIAGNOSED_GAMES]))
     summary["diagnostics"] = _cached(args.workdir / "diagnostics.json", {"games": DIAGNOSED_GAMES},
                                      lambda: _diagnostics(probed))
@@ -90,6 +92,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--quest-lengths", type=lambda text: tuple(int(n) for n in text.split(",")),
                         help="the family's quest lengths, e.g. 2,3,4 (seed s has the (s mod n)-th; default: "
                              "TaskFamily's)")
+    parser.add_argument("--max-turns", type=int, help="turns an episode may take (default: TaskFamily's)")
     parser.add_argument("--hidden", type=int, default=128, help="the small policy's width")
     parser.add_argument("--layers", type=int, default=2, help="the small policy's depth")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
@@ -168,9 +171,9 @@ def _cached(path: Path, key: dict[str, Any], compute: Any) -> dict[str, Any]:
     return value
 
 
-def _gate_key(args: argparse.Namespace) -> dict[str, Any]:
+def _gate_key(args: argparse.Namespace, family: Any) -> dict[str, Any]:
     return {k: getattr(args, k) for k in ("train_games", "eval_games", "hidden", "layers", "eval_episodes",
-                                          "bc_epochs", "bc_lr")}
+                                          "bc_epochs", "bc_lr")} | _family_key(family)
 
 
 def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -208,17 +211,22 @@ def _gate(setup: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _spec_key(spec: Any, family: Any) -> dict[str, Any]:
-    """The spec's fields that differ from RunSpec's defaults, and the family's quest lengths where they differ from
-    the family's default: a field added to RunSpec later (with a default that keeps the old behaviour) leaves the
+    """The spec's fields that differ from RunSpec's defaults, and the family's shape where it differs from the
+    family's default: a field added to RunSpec later (with a default that keeps the old behaviour) leaves the
     saved runs valid."""
     changed = {f.name: getattr(spec, f.name) for f in fields(spec)
-               if f.default is MISSING or getattr(spec, f.name) != f.default}
-    if family.quest_lengths != next(f.default for f in fields(family) if f.name == "quest_lengths"):
-        changed["quest_lengths"] = list(family.quest_lengths)
+               if f.default is MISSING or getattr(spec, f.name) != f.default} | _family_key(family)
     for name in ("model", "rubric"):  # by name: another workdir or clone holds the same policy and rubric
         if changed.get(name) is not None:
             changed[name] = Path(changed[name]).name
     return json.loads(json.dumps(changed, default=_plain))
+
+
+def _family_key(family: Any) -> dict[str, Any]:
+    """The family's shape (not its seeds, keyed apart) where it differs from TaskFamily's defaults."""
+    defaults = {f.name: f.default for f in fields(family)}
+    return {name: list(value) if isinstance(value, tuple) else value for name in FAMILY_SHAPE
+            if (value := getattr(family, name)) != defaults[name]}
 
 
 def _plain(value: object) -> object:
@@ -461,7 +469,8 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
     g = summary["gate"]
     lines = [(f"Family: {args.train_games} training games, {args.eval_games} held-out games (quests of "
              f"{min(summary['quest_lengths'])}-{max(summary['quest_lengths'])} steps, "
-             f"12 turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on every linear layer; "
+             f"{summary['max_turns']} turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on "
+             "every linear layer; "
              f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes "
              f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, clip eps "
              f"{args.clip_eps:g}, target KL {args.target_kl:g}, 2 mini-batches; command-level loss. Each point: "

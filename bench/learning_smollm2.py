@@ -42,11 +42,16 @@ def main() -> None:
     args = _arguments()
     from tracec.trace_rl.experiments.learning_curve import RunSpec, learning_curve, prepare_setup
     from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
+    from tracec.trace_rl.policy.catalog import ModelError, require_device
     from tracec.trace_rl.policy.lora import LoraSection
 
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
+    try:
+        require_device(args.device, "--device")  # before the games are made
+    except ModelError as error:
+        sys.exit(f"learning_smollm2: {error}")
     setup = prepare_setup(args.workdir, smollm2_family(args.train_games, args.eval_games))
     spec = RunSpec(method=args.method, model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=32.0),
                    iterations=args.iterations, eval_every=args.iterations, groups_per_batch=args.groups,

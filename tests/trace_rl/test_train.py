@@ -176,7 +176,7 @@ def test_the_command_line_reports_user_errors_in_one_line(tmp_path: Path,
     gpu = ["--set", "rollout.group_size=4", "--set", "model.device=cuda", "--out", str(tmp_path / "gpu")]
     if not torch.cuda.is_available():
         assert cli_main(["train", str(bad), *gpu]) == 1
-        assert "torch sees no CUDA device here" in capsys.readouterr().err
+        assert "model.device cuda: torch sees no CUDA device" in capsys.readouterr().err
     other = ["--set", "rollout.group_size=4", "--set", "model.name=tiny", "--set", "advantage.kind=trca",
              "--set", f"env.capability.path={REPO}/examples/envs/tool_calling_precision.rubric", "--set",
              "env.kind=capability", "--set", f"advantage.rubric={REPO}/examples/household.rubric",

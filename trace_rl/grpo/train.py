@@ -61,6 +61,7 @@ from tracec.trace_rl.grpo.environments import TaskStream, environment_factory
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.grpo.report import MetricsLog, plot_curve
 from tracec.trace_rl.llm.vllm_backend import import_vllm
+from tracec.trace_rl.policy.catalog import require_device
 from tracec.trace_rl.policy.choice_policy import tree_length
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
@@ -326,9 +327,7 @@ def _lr_factor(config: TrainConfig) -> Callable[[int], float]:
 
 
 def _check_device(config: TrainConfig, device: str) -> None:
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"model.device = {config.model.device!r}, but torch sees no CUDA device here "
-                          f"(torch {torch.__version__}); use model.device = \"cpu\"")
+    require_device(device, "model.device")
     if config.rollout.backend == "vllm":
         import_vllm()  # the install hint (an LLMError) before anything loads
 

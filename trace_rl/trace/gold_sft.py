@@ -62,6 +62,7 @@ from tracec.trace_rl.grpo.checkpoint import (
 from tracec.trace_rl.grpo.config import TrainConfig, config_to_dict
 from tracec.trace_rl.grpo.learner import micro_batches, row_width
 from tracec.trace_rl.grpo.report import MetricsLog
+from tracec.trace_rl.policy.catalog import require_device
 from tracec.trace_rl.policy.logprobs import sequence_logprobs
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import PackedBatch, pack_sequences
@@ -113,9 +114,7 @@ def train_gold_sft(config: TrainConfig, environments: Sequence[Path], out: Path,
         _write_marker(out, key, settings, environments, finished=False)
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
-    if config.model.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"model.device = {config.model.device!r}, but torch sees no CUDA device here; use "
-                          "model.device = \"cpu\"")
+    require_device(config.model.device, "model.device")
     policy = Policy.load(config.model.name, config.lora, device=config.model.device, dtype=config.model.dtype,
                          seed=config.run.seed)
     episodes = [e for path in environments for e in gold_episodes(policy.tokenizer, Path(path), settings=settings,

@@ -16,7 +16,7 @@ from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.toolcall import format_call
 from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
-from tracec.trace_rl.policy.catalog import resolve_model
+from tracec.trace_rl.policy.catalog import ModelError, resolve_model
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.tiny import build_tokenizer
@@ -201,3 +201,12 @@ def test_settings_are_checked_and_a_folder_of_another_run_is_refused(tmp_path: P
     (tmp_path / "metrics.jsonl").write_text("{}\n")
     with pytest.raises(ConfigError, match="holds a run that is not an SFT-gold one"):
         train_gold_sft(_config(), ENVS[:1], tmp_path, settings=GoldSFTSettings(tasks=1))
+
+
+def test_a_cuda_device_without_cuda_is_refused_before_the_folder_is_touched(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a machine without CUDA, on any machine
+    config = config_from_dict({"model": {"name": "tiny", "device": "cuda"}, "lora": {"rank": 8, "alpha": 16}})
+    with pytest.raises(ModelError, match="model.device cuda: torch sees no CUDA device"):
+        train_gold_sft(config, ENVS[:1], tmp_path / "run", settings=GoldSFTSettings(tasks=1))
+    assert not (tmp_path / "run").exists()

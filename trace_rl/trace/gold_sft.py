@@ -103,6 +103,7 @@ def train_gold_sft(config: TrainConfig, environments: Sequence[Path], out: Path,
     out = Path(out)
     if not environments:
         raise ConfigError("SFT-gold: no capability environment to learn from; name at least one `.rubric` file")
+    require_device(config.model.device, "model.device")  # before the folder is marked as this run's
     key = inputs_key(config, environments, settings)
     marker = _read_marker(out)
     if marker is not None and marker.get("key") == key and marker.get("finished"):
@@ -114,7 +115,6 @@ def train_gold_sft(config: TrainConfig, environments: Sequence[Path], out: Path,
         _write_marker(out, key, settings, environments, finished=False)
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
-    require_device(config.model.device, "model.device")
     policy = Policy.load(config.model.name, config.lora, device=config.model.device, dtype=config.model.dtype,
                          seed=config.run.seed)
     episodes = [e for path in environments for e in gold_episodes(policy.tokenizer, Path(path), settings=settings,

@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from recompute import recomputed_logprobs
 from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
 from tracec.trace_rl.grpo.credit import episode_token_advantages
-from tracec.trace_rl.grpo.learner import PackedLogprobs
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.policy.packing import pack_sequences
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
@@ -95,14 +94,6 @@ def _engine(policy: Policy, envs: list[CommandEnv] | None = None, *, score: str 
     return RolloutEngine(sampler, template, make, rollout, max_turns=max_turns)
 
 
-def _recomputed(policy: Policy, episodes: list[EpisodeRollout], temperature: float) -> list[np.ndarray]:
-    batch = pack_sequences([e.token_ids.tolist() for e in episodes], [e.sampled.tolist() for e in episodes],
-                           max_tokens_per_row=4096)
-    with torch.no_grad():
-        logprobs, _ = PackedLogprobs(policy.model, temperature)(batch, False)
-    return [lp.numpy() for lp in logprobs]
-
-
 def _turn_spans(episode: EpisodeRollout) -> list[tuple[int, int]]:
     """[start, stop) of each sampled run (one per turn)."""
     edges = np.flatnonzero(np.diff(np.concatenate([[0], episode.sampled.astype(int), [0]])))
@@ -129,7 +120,7 @@ def test_each_turn_is_a_chosen_command_and_the_environment_plays_it(tiny: Policy
 def test_the_chosen_tokens_carry_log_probs_the_trainer_recomputes(tiny: Policy, score: str) -> None:
     engine = _engine(tiny, score=score, temperature=0.8, max_turns=3)
     episodes = engine.run([GroupTask(group=0, seed=3), GroupTask(group=1, seed=4)], group_size=4, seed=1, iteration=2)
-    for episode, recomputed in zip(episodes, _recomputed(tiny, episodes, 0.8), strict=True):
+    for episode, recomputed in zip(episodes, recomputed_logprobs(tiny, episodes, 0.8), strict=True):
         sampled = episode.sampler_logprobs[episode.sampled]
         assert (sampled < 0).all()
         assert np.abs(recomputed - sampled).max() <= 1e-4

@@ -7,11 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from recompute import recomputed_logprobs
 from toy_env import LetterEnv, capability_env
-from tracec.trace_rl.grpo.learner import PackedLogprobs
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.policy.packing import pack_sequences
 from tracec.trace_rl.rollouts import kv_sampler
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
@@ -38,17 +37,8 @@ def _engine(policy: Policy, make_env: Any = LetterEnv, *, max_turns: int, **sett
     return RolloutEngine(sampler, template, make_env, rollout, max_turns=max_turns)
 
 
-def _recomputed(policy: Policy, episodes: list[EpisodeRollout], temperature: float) -> list[np.ndarray]:
-    """The trainer's log-probs (packed, one forward) of every sampled token."""
-    batch = pack_sequences([e.token_ids.tolist() for e in episodes], [e.sampled.tolist() for e in episodes],
-                           max_tokens_per_row=4096)
-    with torch.no_grad():
-        logprobs, _ = PackedLogprobs(policy.model, temperature)(batch, False)
-    return [lp.numpy() for lp in logprobs]
-
-
 def _max_gap(policy: Policy, episodes: list[EpisodeRollout], temperature: float) -> float:
-    recomputed = _recomputed(policy, episodes, temperature)
+    recomputed = recomputed_logprobs(policy, episodes, temperature)
     return max(float(np.abs(r - e.sampler_logprobs[e.sampled]).max()) for r, e in zip(recomputed, episodes))
 
 

@@ -102,8 +102,9 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
 
     smol: dict[str, Any] | None = None
     if budget.smol_iterations:
-        _section(f"3. SmolLM2-135M-Instruct + LoRA: {budget.smol_iterations} iterations of "
-                 f"{budget.smol_groups} x {budget.smol_group_size} episodes (GRPO + TRCA)")
+        iterations = f"{budget.smol_iterations} iteration{'s' * (budget.smol_iterations != 1)}"
+        _section(f"3. SmolLM2-135M-Instruct + LoRA: {iterations} of {budget.smol_groups} x {budget.smol_group_size} "
+                 "episodes (GRPO + TRCA)")
         smol = _smollm2(setup, budget, workdir)
     wall, cpu = time.perf_counter() - began, _cpu_seconds() - cpu_began
     _write_summary(workdir / "learning.json", budget, curves, smol, wall, cpu)

@@ -103,13 +103,13 @@ def train_gold_sft(config: TrainConfig, environments: Sequence[Path], out: Path,
     out = Path(out)
     if not environments:
         raise ConfigError("SFT-gold: no capability environment to learn from; name at least one `.rubric` file")
-    require_device(config.model.device, "model.device")  # before the folder is marked as this run's
     key = inputs_key(config, environments, settings)
     marker = _read_marker(out)
     if marker is not None and marker.get("key") == key and marker.get("finished"):
         found = out / str(marker.get("adapter"))
         if (found / "adapter_config.json").is_file():
             return found
+    require_device(config.model.device, "model.device")  # a finished run is found without it, a new one needs it
     if marker is None or marker.get("key") != key:
         _start_afresh(out, had_marker=marker is not None)
         _write_marker(out, key, settings, environments, finished=False)

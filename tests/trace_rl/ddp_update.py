@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import sys
 from pathlib import Path
@@ -72,4 +73,7 @@ def main(out: Path, aggregation: str) -> None:
 
 
 if __name__ == "__main__":
+    # A rank stuck (in a collective, or in the group's teardown) prints every thread's stack and exits, inside the
+    # test's 300 s bound: the failure then says where it hung, not only that it did.
+    faulthandler.dump_traceback_later(240, exit=True)
     main(Path(sys.argv[1]), sys.argv[2])

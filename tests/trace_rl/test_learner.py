@@ -73,6 +73,17 @@ def test_an_update_raises_the_log_prob_of_good_actions_and_lowers_the_bad() -> N
     assert np.all(np.sign(change[np.abs(advantage) > 0.5]) == np.sign(advantage[np.abs(advantage) > 0.5]))
 
 
+def _run_update(argv: list[str], env: dict[str, str]) -> None:
+    """Run ddp_update.py; bounded (a rank that hangs fails the test instead of holding the suite), and a failure
+    shows the end of what the processes printed (a hung rank prints its stacks: see ddp_update.py)."""
+    try:
+        subprocess.run(argv, check=True, env=env, capture_output=True, text=True, timeout=300)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        printed = error.stderr or b""  # bytes after a timeout even with text=True
+        printed = printed.decode(errors="replace") if isinstance(printed, bytes) else printed
+        pytest.fail(f"{error}\n{printed[-6000:]}")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean"])
 def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation: str) -> None:
@@ -81,11 +92,9 @@ def test_two_gloo_ranks_make_the_one_process_update(tmp_path: Path, aggregation:
     one.mkdir()
     two.mkdir()
     script = str(HERE / "ddp_update.py")
-    # Bounded: a rank that hangs in a collective fails the test instead of holding the suite
-    subprocess.run([sys.executable, script, str(one), aggregation], check=True, env=env, capture_output=True,
-                   timeout=300)
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,
-                    str(two), aggregation], check=True, env=env, capture_output=True, timeout=300)
+    _run_update([sys.executable, script, str(one), aggregation], env)
+    _run_update([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script,
+                 str(two), aggregation], env)
     a, b = load_file(str(one / "adapter.safetensors")), load_file(str(two / "adapter.safetensors"))
     start = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=0).adapter_state()
     moved = max(float((a[k] - start[k]).abs().max()) for k in a)

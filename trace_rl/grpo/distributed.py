@@ -7,14 +7,26 @@ process group: gloo on CPU, nccl on CUDA (each rank on its LOCAL_RANK device). W
 every collective is the identity, so the trainer has one code path. The trainer splits each batch's groups across
 ranks (group i on rank i mod world), gathers the few numbers every rank needs to agree on (which groups are
 constant, how many loss tokens each sequence has), and lets DDP average the gradients; only rank 0 writes files.
+
+`process_group` owns the group's lifetime, and so the order it ends in: first whatever holds the group (the DDP
+wrappers `Distributed.wrap` made, which the block must have let go of; reference cycles are collected), then a
+barrier (every rank's collectives done), then `destroy_process_group`, which drops the group's last reference. A
+group whose last holder is a DDP wrapper ends with it, later, in a destructor that joins the backend's threads while
+holding the GIL; a gloo thread that still has to drop a finished collective's tensors needs the GIL, and the rank
+never exits. torch releases the GIL around that destructor only when `destroy_process_group` runs it.
 Left out: model or tensor parallelism, FSDP, elastic restarts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import gc
 import os
-from dataclasses import dataclass
+import traceback
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -27,6 +39,9 @@ class Distributed:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
+    # The DDP wrappers `wrap` made: each holds the process group, so none may outlive it (`process_group`).
+    wrappers: list[weakref.ref[DistributedDataParallel]] = field(default_factory=list, init=False, repr=False,
+                                                                 compare=False)
 
     @property
     def is_main(self) -> bool:
@@ -53,7 +68,9 @@ class Distributed:
         if not self.active:
             return module
         ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(module, device_ids=ids)
+        wrapper = DistributedDataParallel(module, device_ids=ids)
+        self.wrappers.append(weakref.ref(wrapper))
+        return wrapper
 
     def owns(self, index: int) -> bool:
         return index % self.world == self.rank
@@ -77,9 +94,43 @@ def init_distributed(device: str) -> tuple[Distributed, str]:
     return Distributed(rank=rank, world=world, local_rank=local_rank), device
 
 
-def shutdown(dist: Distributed) -> None:
-    if dist.active and torch_dist.is_initialized():
-        # Every rank's work finished first: destroying a gloo group with work in flight can deadlock (its destructor
-        # joins the gloo loop holding the GIL the loop waits for), seen as one rank that never exits.
+@contextlib.contextmanager
+def process_group(device: str) -> Iterator[tuple[Distributed, str]]:
+    """`init_distributed` for the block, which must let go of every DDP wrapper it made before it ends; on the way
+    out the group ends in the order the module docstring gives. A block that raises skips the barrier (the other
+    ranks may be waiting in another collective) and drops the locals of the frames it unwound, which hold them."""
+    dist, device = init_distributed(device)
+    try:
+        yield dist, device
+    except BaseException as error:
+        _clear_frames(error)
+        _leave(dist, failed=True)
+        raise
+    _leave(dist, failed=False)
+
+
+def _leave(dist: Distributed, *, failed: bool) -> None:
+    if not dist.active or not torch_dist.is_initialized():
+        return
+    gc.collect()  # a wrapper held only by a reference cycle goes now, not at interpreter exit
+    if any(wrapper() is not None for wrapper in dist.wrappers):
+        if failed:  # the error says what went wrong; the group is left to the process's exit
+            return
+        raise RuntimeError("a DistributedDataParallel wrapper outlives its process group: drop what holds it (a "
+                           "Learner) inside the `process_group` block, or the rank can hang at exit")
+    if not failed:
         torch_dist.barrier()
-        torch_dist.destroy_process_group()
+    torch_dist.destroy_process_group()
+
+
+def _clear_frames(error: BaseException) -> None:
+    """Drop the locals of the frames `error` and the errors it chains unwound (their tracebacks still print)."""
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        pending += [current.__cause__, current.__context__]

@@ -1,5 +1,12 @@
 """Shared test options: `--update-golden` rewrites golden files (review the diff), `shared_dir` finds ../shared, the
-hypothesis profile of the gate."""
+hypothesis profile of the gate.
+
+Float comparisons follow one rule, `numerics.py` beside this file: a tolerance comes from the dtype and from what is
+accumulated (n roundings at values of size m: 2 n m u, u = 2^-24 in fp32, 2^-53 in fp64), never from the
+differences one machine happened to show; matmul kernels, their blocking and the thread count differ on the next
+CPU. Where the code allows, compare in fp64 (`numerics.float64_model` for a model) so that the bound is tiny and a
+real bug is orders of magnitude above it; where the arithmetic is exact (integers, dyadic values, one code path in
+one order), compare exactly."""
 
 from __future__ import annotations
 

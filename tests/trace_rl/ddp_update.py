@@ -1,5 +1,7 @@
 """One learner update on a fixed synthetic batch, in one process or under torchrun (each rank holding the groups
-`group % world == rank`); rank 0 writes the adapter and the update's statistics. Used by test_learner.py.
+`group % world == rank`); rank 0 writes the adapter and the update's statistics. Used by test_learner.py. The model
+runs in fp64 (`numerics.float64_model`: tests/ must be importable), so that the two ways of summing the gradient
+agree to fp64 rounding.
 
     python ddp_update.py OUT AGGREGATION
     python -m torch.distributed.run --standalone --nproc_per_node 2 ddp_update.py OUT AGGREGATION
@@ -15,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from numerics import float64_model
 from safetensors.torch import save_file
 from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
-from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shutdown
+from tracec.trace_rl.grpo.distributed import Distributed, process_group
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -52,12 +55,17 @@ def synthetic_batch(policy: Policy, *, groups: int = 4, members: int = 3, seed: 
 
 
 def main(out: Path, aggregation: str) -> None:
-    dist, _ = init_distributed("cpu")
+    with process_group("cpu") as (dist, _):
+        update(dist, out, aggregation)  # its Learner, whose DDP wrapper holds the group, ends with the call
+
+
+def update(dist: Distributed, out: Path, aggregation: str) -> None:
     torch.set_num_threads(1)
     policy = Policy.load("tiny", LoraSection(rank=4, alpha=8), seed=0)
     with torch.no_grad():
         for p in policy.trainable_parameters():
             p.normal_(0, 0.05, generator=torch.Generator().manual_seed(p.numel()))
+    float64_model(policy.model)
     batch = synthetic_batch(policy)
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
     config = config_from_dict({"optim": {"epochs": 2, "mini_batches": 2, "micro_batch_tokens": 70},
@@ -69,7 +77,6 @@ def main(out: Path, aggregation: str) -> None:
     if dist.is_main:
         save_file(policy.adapter_state(), str(out / "adapter.safetensors"))
         (out / "stats.json").write_text(json.dumps(dataclasses.asdict(stats)))
-    shutdown(dist)
 
 
 if __name__ == "__main__":

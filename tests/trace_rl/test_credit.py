@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numerics import rounding_error, standardized_tolerance, tolerance
 from toy_env import capability_env
 from tracec.runtime.evaluate import RubricScorer
 from tracec.trace_rl.grpo.credit import (
@@ -40,7 +41,8 @@ def test_grpo_advantages_are_the_group_normalised_reward(rewards: list[float], g
         mean = sum(members) / len(members)
         std = (sum((r - mean) ** 2 for r in members) / len(members)) ** 0.5
         expected = (reward - mean) / (std + 1e-6) if scale == "std" else reward - mean
-        assert got[i] == pytest.approx(expected, abs=1e-6)
+        close = standardized_tolerance(members, 1e-6, divide=scale == "std")  # the rule (tests/numerics.py)
+        assert got[i] == pytest.approx(expected, abs=close)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +70,7 @@ def test_trca_gives_each_step_its_own_advantage_on_its_action_tokens(episodes: l
     # the rubric's task groups are the rollout groups: a group scores alike alone or beside another
     alone = trca_step_advantages(scorer, [e for e in episodes if e.group == 1])
     for together, single in zip([s for e, s in zip(episodes, steps) if e.group == 1], alone):
-        assert np.allclose(together, single)
+        assert np.array_equal(together, single)  # bit for bit: a group's statistics depend on its contents only
 
 
 def test_lambda_and_gamma_overrides_change_the_returns(episodes: list[EpisodeRollout]) -> None:
@@ -118,7 +120,8 @@ def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -
     advantages = oracle_advantages([episode(0, [True, False, False]), episode(0, [False]), episode(1, [True, True])])
     signs = np.array([1.0, -1.0, -1.0, -1.0])  # the direct transcription: (x - mean) / (std + 1e-6) over the group
     expected = (signs - signs.mean()) / (signs.std() + 1e-6)
-    assert np.allclose(np.concatenate(advantages[:2]), expected)
+    close = standardized_tolerance(signs, 1e-6)  # the rule (tests/numerics.py)
+    np.testing.assert_allclose(np.concatenate(advantages[:2]), expected, atol=close, rtol=0)
     assert advantages[0][0] > 0 > advantages[0][1]
     assert np.array_equal(advantages[2], [0.0, 0.0])  # every step on the plan: nothing to tell apart
 
@@ -138,7 +141,9 @@ def test_the_imitation_weighted_oracle_weighs_a_plan_step_by_one_over_its_old_pr
     played = [episode(0, [True, False], [0.25, 0.5]), episode(0, [True], [0.8])]
     advantages = oracle_advantages(played, weight="imitation")
     raw = np.array([1 / 0.25, 0.0, 1 / 0.8])  # the direct transcription: 1[c = c*] / pi_old(c|s), standardized
-    assert np.allclose(np.concatenate(advantages), (raw - raw.mean()) / (raw.std() + 1e-6))
+    # 1 / exp(log p) against 1 / p: a few roundings (the log's, the exp's, the division's) in each raw value
+    close = standardized_tolerance(raw, 1e-6, input_error=rounding_error(5, float(raw.max()), np.float64))
+    np.testing.assert_allclose(np.concatenate(advantages), (raw - raw.mean()) / (raw.std() + 1e-6), atol=close, rtol=0)
     assert advantages[0][0] > advantages[1][0] > advantages[0][1]  # the rarer plan command gets the more credit
     with pytest.raises(ValueError, match="admissible mode"):
         oracle_advantages([dataclasses.replace(played[0], choice_turns=())], weight="imitation")
@@ -147,12 +152,14 @@ def test_the_imitation_weighted_oracle_weighs_a_plan_step_by_one_over_its_old_pr
 def test_the_imitation_weights_make_the_expected_policy_gradient_that_of_log_pi_of_the_plan_command() -> None:
     """Over every command c of one state, sum_c pi(c) w(c) grad log pi(c) with w = 1[c = c*] / pi(c) equals
     grad log pi(c*), cloning's gradient, where the signed +1 / -1 credit gives 2 grad pi(c*)."""
-    logits = torch.tensor([0.3, -1.2, 2.0, 0.1], requires_grad=True)
+    logits = torch.tensor([0.3, -1.2, 2.0, 0.1], dtype=torch.float64, requires_grad=True)
     plan = 1
     log_pi = torch.log_softmax(logits, dim=0)
     pi = log_pi.exp().detach()
     grads = [torch.autograd.grad(log_pi[c], logits, retain_graph=True)[0] for c in range(4)]
     imitation = sum(pi[c] * (float(c == plan) / pi[plan]) * grads[c] for c in range(4))
     signed = sum(pi[c] * (1.0 if c == plan else -1.0) * grads[c] for c in range(4))
-    assert torch.allclose(imitation, grads[plan], atol=1e-6)
-    assert torch.allclose(signed, 2 * pi[plan] * grads[plan], atol=1e-6)
+    # the rule (tests/numerics.py): sums of 4 terms pi(c) w(c) grad, each a few products, of size <= 1
+    close = tolerance(4 * 4, 1.0, torch.float64)
+    torch.testing.assert_close(imitation, grads[plan], atol=close, rtol=0)
+    torch.testing.assert_close(signed, 2 * pi[plan] * grads[plan], atol=close, rtol=0)

@@ -12,6 +12,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numerics import float64_model, forward_roundings, forward_size, tolerance
 from safetensors.torch import load_file, save_file
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -38,14 +39,23 @@ def adapters(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return [_adapter(root / "a", rank=4, alpha=8, seed=1), _adapter(root / "b", rank=2, alpha=6, seed=2)]
 
 
-def _deltas(folder: Path) -> dict[str, torch.Tensor]:
-    """Each module's s B A, read directly from the files (s = alpha / r)."""
+def _deltas(folder: Path, *, absolute: bool = False) -> dict[str, torch.Tensor]:
+    """Each module's s B A, read directly from the files (s = alpha / r); with `absolute`, s |B| |A|: what each
+    entry's sum accumulates."""
     config = json.loads((folder / "adapter_config.json").read_text())
-    tensors = load_file(str(folder / "adapter_model.safetensors"))
+    tensors = {k: v.double().abs() if absolute else v.double()
+               for k, v in load_file(str(folder / "adapter_model.safetensors")).items()}
     scale = config["lora_alpha"] / config["r"]
-    return {key.removesuffix(".lora_A.weight"): scale * (tensors[key.replace("lora_A", "lora_B")].double()
-                                                          @ tensors[key].double())
+    return {key.removesuffix(".lora_A.weight"): scale * (tensors[key.replace("lora_A", "lora_B")] @ tensors[key])
             for key in tensors if key.endswith("lora_A.weight")}
+
+
+def _written_tolerance(folder: Path, roundings: int) -> float:
+    """How far the delta s B A of a merged adapter may be from the exact merge: the merge computes in fp64 and
+    writes its factors in the adapters' dtype, fp32, which rounds `roundings` factors of each product (B alone for
+    a linear merge, both for a factored one); the rule (tests/numerics.py) at the largest sum s |B| |A|."""
+    return tolerance(roundings, max(float(delta.max()) for delta in _deltas(folder, absolute=True).values()),
+                     torch.float32)
 
 
 def test_the_linear_merge_is_the_weighted_sum_of_the_deltas(adapters: list[Path], tmp_path: Path) -> None:
@@ -54,11 +64,13 @@ def test_the_linear_merge_is_the_weighted_sum_of_the_deltas(adapters: list[Path]
     assert result.rank == 6 and result.weights == (0.5, 0.5) and result.residual == 0.0
     merged = _deltas(tmp_path / "mean")
     assert set(merged) == set(one) and len(merged) == 2 * len(TARGETS)  # 2 layers
+    close = _written_tolerance(tmp_path / "mean", 1)
     for module, delta in merged.items():
-        assert torch.allclose(delta, 0.5 * one[module] + 0.5 * two[module], atol=1e-6)
+        torch.testing.assert_close(delta, 0.5 * one[module] + 0.5 * two[module], atol=close, rtol=0)
     merge_linear(adapters, tmp_path / "weighted", weights=[1.0, -2.0])
+    close = _written_tolerance(tmp_path / "weighted", 1)
     for module, delta in _deltas(tmp_path / "weighted").items():
-        assert torch.allclose(delta, one[module] - 2.0 * two[module], atol=1e-6)
+        torch.testing.assert_close(delta, one[module] - 2.0 * two[module], atol=close, rtol=0)
     assert json.loads((tmp_path / "mean" / "merge.json").read_text())["method"] == "linear"
 
 
@@ -66,20 +78,28 @@ def test_a_merged_folder_loads_and_decodes_as_the_hand_merged_weights(adapters: 
                                                                       one_torch_thread: None) -> None:
     merge_linear(adapters, tmp_path / "mean")
     model = PeftAdapters.load("tiny", {"mean": tmp_path / "mean"})
+    float64_model(model.policy.model)  # the fp32 factors as they are, the arithmetic in fp64
     ids = torch.tensor([[7, 20, 33, 41, 52, 60, 9]])
     with torch.no_grad(), model.active("mean"):
         merged = model.policy.model(input_ids=ids).logits
     one, two = (_deltas(f) for f in adapters)
     by_hand = Policy.load("tiny", LoraSection(targets=TARGETS))
+    float64_model(by_hand.model)
     with torch.no_grad():
         for module in one:
             layer = by_hand.model.get_submodule(module).get_base_layer()
-            layer.weight += (0.5 * one[module] + 0.5 * two[module]).float()
+            layer.weight += 0.5 * one[module] + 0.5 * two[module]
         with by_hand.base_model():
             expected = by_hand.model(input_ids=ids).logits
+            size = forward_size(by_hand.model, ids)
         with model.active(None):
             base = model.policy.model(input_ids=ids).logits
-    assert torch.allclose(merged, expected, atol=1e-5)
+    # the rule (tests/numerics.py): the merged B written in fp32 (one rounding in an adapted projection a layer, on
+    # the way to a logit), then the forward's roundings in fp64
+    config = model.policy.model.config
+    close = tolerance(config.num_hidden_layers, size, torch.float32) + tolerance(
+        forward_roundings(config, ids.shape[1]), size, torch.float64)
+    torch.testing.assert_close(merged, expected, atol=close, rtol=0)
     assert not torch.allclose(merged, base, atol=1e-3)  # the adapter does something
 
 
@@ -107,23 +127,32 @@ def test_ties_is_the_papers_three_steps(seed: int, n: int, rows: int, cols: int,
     rng = np.random.default_rng(seed)
     deltas = [rng.normal(size=(rows, cols)) for _ in range(n)]
     got = ties_delta([torch.from_numpy(d) for d in deltas], density=density, scale=scale).numpy()
-    np.testing.assert_allclose(got, _ties_by_hand(deltas, density, scale), atol=1e-12)
+    # the rule (tests/numerics.py): a sum of <= 4 kept entries, a division, the scale; at scale * the largest entry
+    size = scale * max(1.0, *(float(np.abs(d).max()) for d in deltas))
+    np.testing.assert_allclose(got, _ties_by_hand(deltas, density, scale), atol=tolerance(n + 2, size, np.float64),
+                               rtol=0)
 
 
 def test_the_ties_merge_writes_its_delta_and_reports_what_the_svd_lost(adapters: list[Path], tmp_path: Path) -> None:
     one, two = (_deltas(f) for f in adapters)
     exact = merge_ties(adapters, tmp_path / "exact", density=0.3, scale=0.8, rank=64)  # full rank: SVD exact
-    assert exact.rank == 64 and exact.residual < 1e-12
+    assert exact.rank == 64 and exact.residual == 0.0  # every singular value kept: nothing is left to sum
+    # The SVD's factors, written in fp32: both factors of each product rounded. (The fp64 SVD itself is backward
+    # stable, ~1e-13 here, far below.)
+    close = _written_tolerance(tmp_path / "exact", 2)
     for module, delta in _deltas(tmp_path / "exact").items():
         expected = _ties_by_hand([one[module].numpy(), two[module].numpy()], 0.3, 0.8)
-        np.testing.assert_allclose(delta.numpy(), expected, atol=1e-6)
+        np.testing.assert_allclose(delta.numpy(), expected, atol=close, rtol=0)
     lossy = merge_ties(adapters, tmp_path / "lossy", density=0.3)
     assert lossy.rank == 6  # the default: the sum of the ranks
     assert 0 < lossy.residual <= lossy.worst_residual < 1  # trimming made the delta full rank: the SVD cut it
+    sizes = _deltas(tmp_path / "lossy", absolute=True)
     for module, delta in _deltas(tmp_path / "lossy").items():
         full = _ties_by_hand([one[module].numpy(), two[module].numpy()], 0.3, 1.0)
         singular = np.linalg.svd(full, compute_uv=False)  # Eckart-Young: the best rank 6 loses the rest exactly
-        assert np.linalg.norm(full - delta.numpy()) == pytest.approx(np.sqrt((singular[6:] ** 2).sum()), rel=1e-4)
+        # the factors' fp32 rounding moves the norm by at most the norm of its effect (tests/numerics.py)
+        close = tolerance(2, float(np.linalg.norm(sizes[module].numpy())), np.float32)
+        assert np.linalg.norm(full - delta.numpy()) == pytest.approx(np.sqrt((singular[6:] ** 2).sum()), abs=close)
     assert read_lora(tmp_path / "lossy").scaling == 1.0
 
 

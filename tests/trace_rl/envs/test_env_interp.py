@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from numerics import tolerance
 from tracec.dsl.errors import EnvError
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.capability import Environment, Limits, compile_environment, load_environment
@@ -80,7 +81,7 @@ def test_partial_work_scores_by_the_reward_formula(program) -> None:  # type: ig
     env.reset(3)
     step(env, f"I am done, the refund is {env.scenario.report[0]}")  # type: ignore[union-attr]
     assert (env.scores().state, env.scores().report) == (0.0, 1.0)
-    assert env.scores().reward == pytest.approx(0.4)
+    assert env.scores().reward == pytest.approx(0.4, abs=tolerance(4, 1.0, float))  # weighted scores <= 1
 
 
 def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  # type: ignore[no-untyped-def]

@@ -267,7 +267,7 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     import shutil
 
     from tracec.trace_rl.experiments.learning_curve import learning_curve
-    from tracec.trace_rl.grpo.checkpoint import latest_checkpoint
+    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
 
     from tracec.quiet import quiet_libraries
 

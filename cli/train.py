@@ -2,7 +2,8 @@
 
 The same arguments work under torchrun (`python -m tracec.cli train ...`). Progress goes to stderr: a bar over
 the iterations and one line of metrics per iteration (rank 0 only); stdout gets one line at the end (the run folder,
-the adapter, the last reward). A config or model mistake is a one-line error and exit 1, never a traceback.
+the adapter, the last reward). A config or model mistake is a one-line error and exit 1, never a traceback, and
+every file the config names is checked before any model loads (`trace_rl.grpo.preflight`), in well under a second.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ import sys
 from pathlib import Path
 
 from tracec.cli.errors import EXIT_OK
-from tracec.cli.paths import work_folder
+from tracec.cli.paths import kernel_cache, work_folder
 from tracec.trace_rl.grpo.config import ConfigError
+from tracec.trace_rl.grpo.run_folder import check_run_dir
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.policy.catalog import ModelError
 
@@ -33,9 +35,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.grpo.config import load_config
+    from tracec.trace_rl.grpo.preflight import check_located
 
-    config = load_config(args.config, args.overrides)  # before the trainer (and torch) is imported
-    work_folder(args.out or Path(config.run.out))
+    config = load_config(args.config, args.overrides)
+    check_located(config, args.config, args.overrides)  # its files, model, environment: before torch is imported
+    out = args.out or Path(config.run.out)
+    work_folder(out)  # the trainer makes it, once the run starts
+    check_run_dir(out, config, args.resume)  # a new run into an old one, or nothing to resume: before any model
+    if config.advantage.kind == "trca":
+        kernel_cache()  # the rubric's kernels are compiled into it
+    from tracec.trace_rl.grpo.report import no_signal_warning
     from tracec.trace_rl.grpo.train import train
 
     bar, report = _progress(config.run.iterations, quiet=args.quiet)
@@ -44,8 +53,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     last = result.metrics[-1] if result.metrics else {}
-    print(f"{result.run_dir}: {len(result.metrics)} iterations, reward {last.get('reward_mean', float('nan')):.3f}, "
-          f"success {last.get('success_rate', float('nan')):.2f}; adapter: {result.adapter}")
+    steps = sum(int(m.get("optimizer_steps", 0)) for m in result.metrics)
+    warning = no_signal_warning(result.metrics)
+    if warning is not None:
+        print(f"tracec train: warning: {warning}", file=sys.stderr, flush=True)
+    print(f"{result.run_dir}: {len(result.metrics)} iterations, {steps} optimizer steps"
+          f"{' (no learning signal)' if warning is not None else ''}, reward "
+          f"{last.get('reward_mean', float('nan')):.3f}, success {last.get('success_rate', float('nan')):.2f}; "
+          f"adapter: {result.adapter}")
     return EXIT_OK
 
 

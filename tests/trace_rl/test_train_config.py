@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,117 @@ def test_a_checkpoint_folder_named_in_a_config_is_found_beside_the_config(tmp_pa
     monkeypatch.chdir(tmp_path)  # the working folder has no ckpt: the config's folder does
     assert load_config(tmp_path / "conf" / "train.toml").model.name == str(tmp_path / "conf" / "ckpt")
     assert load_config(None, ["model.name=tiny"]).model.name == "tiny"  # a model's name stays a name
+
+
+def test_report_to_takes_known_writers_only(tmp_path: Path) -> None:
+    path = tmp_path / "train.toml"
+    path.write_text('[run]\nreport_to = ["tensorbord"]\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r'train\.toml:2:1: error: run\.report_to = "tensorbord": did you mean '
+                                          r'"tensorboard"\?'):
+        load_config(path)
+    assert load_config(None, ['run.report_to=["tensorboard"]']).run.report_to == ("tensorboard",)
+    assert load_config(None).run.report_to == ()  # off by default
+
+
+def test_a_temperature_whose_log_probs_overflow_is_refused_at_load() -> None:
+    with pytest.raises(ConfigError, match=r"rollout\.temperature = 1e-300: a number in \[0\.01, 10\]"):
+        load_config(None, ["rollout.temperature=1e-300"])
+    assert load_config(None, ["rollout.temperature=0.01"]).rollout.temperature == 0.01
+
+
+def _checkpoint(folder: Path, config: dict[str, object], tensors: dict[str, list[int]]) -> Path:
+    """A checkpoint folder as far as the load-time checks read it: config.json, a tokenizer file and a safetensors
+    file whose header holds `tensors` (name -> shape; no data follows, as no check reads any)."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "tokenizer.json").write_text("{}")
+    header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+                         for name, shape in tensors.items()}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    return folder
+
+
+LAYER = {"model.embed_tokens.weight": [8, 4], "model.layers.0.self_attn.q_proj.weight": [4, 4],
+         "model.layers.0.input_layernorm.weight": [4]}
+
+
+def test_lora_targets_are_matched_against_the_checkpoints_layers_at_load(tmp_path: Path) -> None:
+    from tracec.trace_rl.grpo.preflight import check_located
+
+    model = _checkpoint(tmp_path / "ckpt", {"model_type": "llama", "tie_word_embeddings": True}, LAYER)
+    run = [f"model.name={model}", f"env.capability.path={REPO / 'examples/envs/tool_calling_precision.rubric'}"]
+    # peft's rule: a full name or its last dotted parts; a tied output layer has no tensor of its own, yet is there
+    fits = [*run, 'lora.targets=["self_attn.q_proj", "lm_head"]']
+    check_located(load_config(None, fits), None, fits)
+    with pytest.raises(ConfigError, match=r'^--set lora\.targets=\["input_layernorm"\]: error: lora\.targets = '
+                                          r'\["input_layernorm"\]: the model ".*ckpt" has no module named '
+                                          r"input_layernorm; LoRA can adapt its layers named embed_tokens, q_proj, "
+                                          r"lm_head \(full names like model\.layers\.0\.self_attn\.q_proj\)"):
+        norm = [*run, 'lora.targets=["input_layernorm"]']  # a norm: no matrix to adapt
+        check_located(load_config(None, norm), None, norm)
+
+
+@pytest.mark.parametrize(("files", "says"), [
+    ({"config.json": "{}"}, r'/config\.json names no "model_type"'),
+    ({"config.json": "{"}, r"/config\.json cannot be read as JSON"),
+    ({"config.json": '{"model_type": "llama"}', "tokenizer.json": "{}"}, r"holds no weights"),
+    ({"config.json": '{"model_type": "llama"}', "model.safetensors": ""}, r"holds no tokenizer"),
+])
+def test_a_checkpoint_folder_missing_a_part_is_named_with_the_part(tmp_path: Path, files: dict[str, str],
+                                                                    says: str) -> None:
+    from tracec.trace_rl.policy.catalog import ModelError, check_checkpoint
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ModelError, match=rf"^{re.escape(str(tmp_path))}.*{says}"):
+        check_checkpoint(tmp_path)
+
+
+def test_the_tiny_models_layers_are_known_without_building_it() -> None:
+    import torch
+    from tracec.trace_rl.policy.tiny import build_tiny_model
+    from tracec.trace_rl.policy.tiny_vocab import tiny_modules
+
+    model, _ = build_tiny_model(0)
+    matrices = [name for name, module in model.named_modules()
+                if isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dim() == 2]
+    assert list(tiny_modules()) == matrices
+
+
+def test_a_policy_refuses_lora_targets_its_model_lacks_with_a_config_error() -> None:
+    """The trainer's own check (a config built in code skips the load-time one): no peft traceback."""
+    from tracec.trace_rl.policy.lora import LoraSection
+    from tracec.trace_rl.policy.model import Policy
+
+    with pytest.raises(ConfigError, match=r'^lora\.targets = \["nope_proj"\]: the model "tiny" has no module named '
+                                          r"nope_proj; LoRA can adapt its layers named embed_tokens, q_proj"):
+        Policy.load("tiny", LoraSection(targets=("nope_proj",)))
+
+
+def test_a_textworld_game_is_told_by_its_header_and_its_facts(tmp_path: Path) -> None:
+    from tracec.trace_rl.grpo.preflight import game_file_problem
+
+    game = tmp_path / "game.z8"
+    game.write_bytes(bytes([8]) + bytes(63))  # a Z-machine version 8 header
+    assert game_file_problem(game) == "a game without its game.json beside it (`tw-make` writes the game's facts " \
+        "there, and TextWorld reads them with the game)"
+    (tmp_path / "game.json").write_text("{}")
+    assert game_file_problem(game) is None
+    game.write_text("not a game\n")
+    assert game_file_problem(game).startswith("not a TextWorld game")  # type: ignore[union-attr]
+    assert game_file_problem(tmp_path) == "is a folder, not a game file"
+    assert game_file_problem(tmp_path / "none.z8").startswith("no such game file")  # type: ignore[union-attr]
+
+
+def test_a_python_factory_built_in_code_is_checked_as_the_trainer_makes_it() -> None:
+    """`environment_factory` (what `train` uses without `make_env`) says the factory's mistake as a ConfigError."""
+    from tracec.trace_rl.grpo.config import EnvSection, PythonEnvSection
+    from tracec.trace_rl.grpo.environments import environment_factory
+
+    with pytest.raises(ConfigError, match=r'^env\.python\.factory = "json:loads": loads cannot be called with no '
+                                          r"arguments"):
+        environment_factory(EnvSection(kind="python", python=PythonEnvSection(factory="json:loads")))
+    make = environment_factory(EnvSection(kind="python", python=PythonEnvSection(factory="os:getcwd")))
+    with pytest.raises(ConfigError, match=r'^env\.python\.factory = "os:getcwd": getcwd\(\) made a str, not an '
+                                          r"environment \(it has no system_prompt, reset, step, trajectory"):
+        make()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -26,10 +25,9 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, save_config
+from tracec.trace_rl.grpo.config import TrainConfig, save_config
+from tracec.trace_rl.grpo.run_folder import checkpoint_dir, checkpoints, damaged_checkpoint
 from tracec.trace_rl.policy.model import Policy
-
-_NAME = re.compile(r"iter_(\d{6,})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,15 +37,6 @@ class TrainerState:
     optimizer: dict[str, Any]
     scheduler: dict[str, Any]
     rng: dict[str, Any]
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return run_dir / "checkpoints"
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    folders = [p for p in checkpoint_dir(run_dir).glob("iter_*") if _NAME.fullmatch(p.name) and p.is_dir()]
-    return max(folders, key=lambda p: int(p.name[5:])) if folders else None
 
 
 def save_checkpoint(run_dir: Path, *, policy: Policy, state: TrainerState, config: TrainConfig,
@@ -71,8 +60,7 @@ def save_checkpoint(run_dir: Path, *, policy: Policy, state: TrainerState, confi
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if keep:
-        for old in sorted((p for p in root.glob("iter_*") if _NAME.fullmatch(p.name)),
-                          key=lambda p: int(p.name[5:]))[:-keep]:
+        for old in checkpoints(run_dir)[:-keep]:
             shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -85,9 +73,7 @@ def load_checkpoint(folder: Path, policy: Policy) -> TrainerState:
         return TrainerState(iteration=int(raw["iteration"]), data_position=int(raw["data_position"]),
                             optimizer=raw["optimizer"], scheduler=raw["scheduler"], rng=raw["rng"])
     except Exception as error:  # noqa: BLE001 - a file cut short or overwritten fails in its reader's own way
-        raise ConfigError(f"--resume: the checkpoint {folder} is damaged ({type(error).__name__}: {error}); delete "
-                          "that folder to resume from the checkpoint before it, or start over with another --out") \
-            from None
+        raise damaged_checkpoint(folder, f"{type(error).__name__}: {error}") from None
 
 
 def capture_rng() -> dict[str, Any]:

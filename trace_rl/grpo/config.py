@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.dsl.defaults import STEP_SCALES
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.rollouts.section import RolloutSection
 
@@ -149,8 +149,9 @@ class EnvSection:
     tau2: Tau2EnvSection = Tau2EnvSection()
     python: PythonEnvSection = PythonEnvSection()
     mixture: MixtureEnvSection = MixtureEnvSection()  # multi-capability GRPO: capability environments, weighted
-    call_format: str = "native"  # tool environments (capability, tau2): native (tools as JSON schemas through the
-    #   chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the system prompt, <action>)
+    call_format: str = DEFAULT_CALL_FORMAT  # tool environments (capability, tau2): native (tools as JSON schemas
+    #   through the chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the system prompt,
+    #   <action>)
 
     def __post_init__(self) -> None:
         choice("call_format", self.call_format, CALL_FORMATS)
@@ -248,6 +249,9 @@ class LossSection:
         require(self.target_kl >= 0, "target_kl", self.target_kl, "a number >= 0 (0 = never stop early); try 0.02")
 
 
+REPORTERS = ("tensorboard",)  # where a run's metrics may go besides metrics.jsonl (`run.report_to`)
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunSection:
     iterations: int = 100
@@ -255,6 +259,7 @@ class RunSection:
     keep_checkpoints: int = 2  # the newest this many are kept; 0 keeps all
     seed: int = 0
     out: str = "runs/train"  # the run folder: metrics.jsonl, checkpoints/, curve.png (`--out` overrides it)
+    report_to: tuple[str, ...] = ()  # also write the metrics for: "tensorboard" (event files in OUT/tensorboard/)
 
     def __post_init__(self) -> None:
         require(self.iterations >= 1, "iterations", self.iterations, "an integer >= 1")
@@ -262,6 +267,8 @@ class RunSection:
         require(self.keep_checkpoints >= 0, "keep_checkpoints", self.keep_checkpoints, "an integer >= 0")
         require(self.seed >= 0, "seed", self.seed, "an integer >= 0")
         require(bool(self.out), "out", self.out, "name the run folder")
+        for reporter in self.report_to:
+            choice("report_to", reporter, REPORTERS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -364,6 +371,13 @@ def _expanded(path: str) -> Path:
         return Path(path)
 
 
+def absolute_path(value: str, base: Path) -> str:
+    """A path a config names, made absolute: `~` and `~user` expanded, a relative one (a `~name` that names no
+    user is one) resolved from `base`. The pipeline's config makes its paths absolute through this too."""
+    expanded = _expanded(value)
+    return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
+
+
 def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConfig:
     data = config_to_dict(config)
     # model.name is a model's name or a checkpoint folder: a folder beside the config is the config's, like any path
@@ -379,7 +393,7 @@ def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConf
             table = table[section]
         value = table.get(name)
         if isinstance(value, list):  # a list of files (env.mixture.paths)
-            table[name] = [p if _expanded(p).is_absolute() else str((base / p).resolve()) for p in value]
-        elif value and not _expanded(value).is_absolute():
-            table[name] = str((base / value).resolve())
+            table[name] = [absolute_path(p, base) for p in value]
+        elif value:
+            table[name] = absolute_path(value, base)
     return config_from_dict(data)

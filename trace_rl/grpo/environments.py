@@ -15,7 +15,6 @@ Left out: mixtures of other kinds than capability environments (TextWorld, tau2-
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -24,19 +23,20 @@ import numpy as np
 from tracec.trace_rl.envs import capability
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.mixture import MixtureEnvironment
-from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory
+from tracec.trace_rl.envs.protocol import EnvironmentFactory
 from tracec.trace_rl.envs.tau2 import Tau2Environment, find_data_dir, load_domain, load_guidelines, tau2_user
 from tracec.trace_rl.envs.tau2.gold import gold_user
 from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
+from tracec.trace_rl.envs.toolcall import DEFAULT_CALL_FORMAT
 from tracec.trace_rl.envs.users import LLMUser
 from tracec.trace_rl.grpo.config import CapabilityEnvSection, ConfigError, EnvSection
+from tracec.trace_rl.grpo.preflight import game_file_problem, made_environment, python_factory
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
 from tracec.trace_rl.policy.tiny import build_tiny_model
 
 from tracec.cache_dir import cache_root
-
-PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))  # what every environment has
+from tracec.config_io import FieldError
 
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
@@ -68,6 +68,8 @@ def _program(path: str, name: str, key: str) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"{key} = {path!r}: no such file; name a capability environment's "
                           "`.rubric` file, e.g. examples/envs/tool_calling_precision.rubric") from None
+    except OSError as error:  # a folder, a file it may not read: the key with the path
+        raise ConfigError(f"{key} = {path!r}: {(error.strerror or str(error)).lower()}") from None
 
 
 def _capability_user(section: CapabilityEnvSection) -> Any:
@@ -84,9 +86,9 @@ def _textworld(section: EnvSection) -> EnvironmentFactory:
     tw = section.textworld
     cache = Path(tw.cache).expanduser() if tw.cache else cache_root(os.environ) / "textworld"
     if tw.game:
-        if not Path(tw.game).is_file():
-            raise ConfigError(f"env.textworld.game = {tw.game!r}: no such game file (make one with `tw-make`, or "
-                              "leave it out to train on a family of games, one per seed)")
+        problem = game_file_problem(Path(tw.game))
+        if problem is not None:  # else TextWorld's own answer: its game engine's exit, or a traceback
+            raise ConfigError(f"env.textworld.game = {tw.game!r}: {problem}")
         game: Any = Path(tw.game)
     elif tw.challenge == "custom":
         game = CustomGame(world_size=tw.world_size, nb_objects=tw.nb_objects, quest_length=tw.quest_length)
@@ -114,7 +116,7 @@ def tau2_data(setting: str, key: str) -> Path:
 
 
 def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int,
-                 call_format: str = "native") -> EnvironmentFactory:
+                 call_format: str = DEFAULT_CALL_FORMAT) -> EnvironmentFactory:
     """Environments of one tau2-bench domain: the scripted gold user when `user` is None, else that chat backend
     simulating the user under the benchmark's guidelines."""
     gold: dict[str, Any] = {}  # each task's gold database, replayed once for all environments
@@ -136,27 +138,18 @@ def _user_backend(name: str) -> Any:
 
 
 def _python(spec: str) -> EnvironmentFactory:
-    module_name, _, attribute = spec.partition(":")
+    """Environments of the factory `spec` names, each checked to speak the protocol: else the rollout would fail on
+    its first `reset`, far from the config's mistake."""
     try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(f"env.python.factory = {spec!r}: cannot import {module_name!r} ({error}); is it on "
-                          "PYTHONPATH?") from None
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise ConfigError(f"env.python.factory = {spec!r}: {module_name!r} has no {attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise ConfigError(f"env.python.factory = {spec!r}: {attribute!r} is not callable")
+        factory = python_factory(spec)
+    except FieldError as error:
+        raise ConfigError(str(error)) from None
 
     def make() -> Any:
-        """What the factory made, if it speaks the protocol: else the rollout would fail on its first `reset`."""
-        made = target()
-        missing = [name for name in PROTOCOL if not hasattr(made, name)]
-        if missing:
-            raise ConfigError(f"env.python.factory = {spec!r}: {attribute}() made a {type(made).__name__}, not an "
-                              f"environment (it has no {', '.join(missing)}; see tracec.trace_rl.envs.protocol)")
-        return made
+        try:
+            return made_environment(spec, factory)
+        except FieldError as error:
+            raise ConfigError(str(error)) from None
 
     return make
 

@@ -20,7 +20,7 @@ Every optimizer step reports its trust-region diagnostics (`StepStats`): the rat
 maximum over the mini-batch's loss units, the approximate KL to the behaviour policy, the clip fraction and the
 gradient norm before clipping. With `target_kl`, a step whose mini-batch already sits further than that from the
 behaviour policy is not taken, and the iteration's updates end there (PPO's early stop): the first step of an
-iteration always runs, at ratio 1.
+iteration always runs, at ratio 1. A non-finite loss, gradient or weight stops the run (`divergence`).
 
 The sequence table (which sequences exist, their lengths and loss-token counts, who owns them) is global: every
 rank plans every part and micro-batch alike, runs its own sequences of each, and pads with empty micro-batches to
@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 from tracec.trace_rl.grpo.config import TrainConfig
 from tracec.trace_rl.grpo.distributed import Distributed
+from tracec.trace_rl.grpo.divergence import DivergedError, not_finite_update, require_finite_weights
 from tracec.trace_rl.grpo.loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
 from tracec.trace_rl.policy.choice_policy import (
     ChoiceTree,
@@ -200,7 +201,8 @@ class Learner:
                 if total_tokens == 0:
                     continue
                 step, entropy = self._step(members, by_key, total_tokens, with_entropy=epoch == 0,
-                                           may_stop=bool(steps), seconds=seconds)
+                                           may_stop=bool(steps), seconds=seconds,
+                                           where=f"iteration {iteration + 1}, optimizer step {len(steps) + 1}")
                 steps.append(step)
                 entropy_sum, entropy_count = entropy_sum + entropy[0], entropy_count + entropy[1]
                 if not step.taken:
@@ -222,9 +224,11 @@ class Learner:
                           time_optimizer=float(seconds[2]))
 
     def _step(self, members: list[SequenceInfo], by_key: dict[tuple[int, int], LearnSequence], total_tokens: int, *,
-              with_entropy: bool, may_stop: bool, seconds: np.ndarray) -> tuple[StepStats, tuple[float, float]]:
+              with_entropy: bool, may_stop: bool, seconds: np.ndarray,
+              where: str) -> tuple[StepStats, tuple[float, float]]:
         """One optimizer step on a mini-batch (not taken when `may_stop` and its KL is past `target_kl`); its
-        diagnostics and entropy sums. Adds the seconds of its forwards, backwards and optimizer to `seconds`."""
+        diagnostics and entropy sums. Adds the seconds of its forwards, backwards and optimizer to `seconds`.
+        A non-finite loss or gradient norm raises DivergedError before the step, non-finite weights after it."""
         total_sequences = sum(1 for m in members if m.loss_tokens)
         plans = [self._micro_batches([m for m in members if m.rank == rank]) for rank in range(self.dist.world)]
         mine = plans[self.dist.rank]
@@ -252,8 +256,13 @@ class Learner:
         started = time.perf_counter()
         norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(),
                                               self.optim.max_grad_norm or float("inf"))
+        diverged = not_finite_update(totals, float(norm), self.scorer.temperature, self.loss, self.optim)
+        if diverged is not None:
+            raise DivergedError(f"{where}: {diverged}")
         if taken:
             self.optimizer.step()
+            require_finite_weights(self.policy.trainable_parameters(), where, float(totals[0]), float(norm),
+                                   self.optim)
         self.optimizer.zero_grad(set_to_none=True)
         seconds[2] += time.perf_counter() - started
         stats = StepStats(loss=float(totals[0]), clip_fraction=float(totals[1]), kl=float(totals[2]),

@@ -16,8 +16,10 @@ Each iteration:
    log-probs from the sampler, optional k3 KL to the base model (the adapter disabled), an optional entropy bonus
    and KL target; each step's trust-region diagnostics (ratio quantiles, KL to the sampler, clip fraction,
    gradient norm) go to the metrics.
-5. Bookkeeping: metrics to `metrics.jsonl` and the console, a checkpoint every `checkpoint_every` iterations
-   (`checkpoint`), the adapter synced to the rollout engine when it is not the training model itself (vLLM).
+5. Bookkeeping: metrics to `metrics.jsonl` and the console (and TensorBoard, `run.report_to`), a checkpoint every
+   `checkpoint_every` iterations (`checkpoint`), the adapter synced to the rollout engine when it is not the
+   training model itself (vLLM). A non-finite loss, gradient or weight stops the run before anything of its
+   iteration is saved (`divergence.DivergedError`): the newest checkpoint stays the last good one.
 
 What this leaves out of GRPO as papers describe it: a separate frozen reference model (the base is the adapter
 switched off), a value function or any critic, reward models (rewards are the environment's and the rubric's),
@@ -41,25 +43,19 @@ import numpy as np
 import torch
 from tracec.runtime.evaluate import RubricScorer
 from tracec.trace_rl.envs.protocol import EnvironmentFactory
-from tracec.trace_rl.grpo.checkpoint import (
-    TrainerState,
-    capture_rng,
-    checkpoint_dir,
-    latest_checkpoint,
-    load_checkpoint,
-    restore_rng,
-    save_checkpoint,
-)
-from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, config_to_dict, saved_config
+from tracec.trace_rl.grpo.checkpoint import TrainerState, capture_rng, load_checkpoint, restore_rng, save_checkpoint
+from tracec.trace_rl.grpo.config import ConfigError, TrainConfig
 from tracec.trace_rl.grpo.credit import (
     check_rubric_fits,
     constant_groups,
     episode_token_advantages,
 )
-from tracec.trace_rl.grpo.distributed import Distributed, init_distributed, shutdown
+from tracec.trace_rl.grpo.distributed import Distributed, process_group
+from tracec.trace_rl.grpo.divergence import DivergedError
 from tracec.trace_rl.grpo.environments import TaskStream, environment_factory
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
-from tracec.trace_rl.grpo.report import MetricsLog, plot_curve
+from tracec.trace_rl.grpo.report import MetricsLog, TensorBoardLog, import_tensorboardx, plot_curve
+from tracec.trace_rl.grpo.run_folder import check_run_dir, checkpoint_dir
 from tracec.trace_rl.llm.vllm_backend import import_vllm
 from tracec.trace_rl.policy.catalog import require_device
 from tracec.trace_rl.policy.choice_policy import tree_length
@@ -91,11 +87,10 @@ def train(config: TrainConfig, *, out: str | Path | None = None, resume: bool = 
           make_env: EnvironmentFactory | None = None,
           on_iteration: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
     """Run (or, with `resume`, continue) the training `config` describes; `make_env` overrides `[env]`."""
-    dist, device = init_distributed(config.model.device)
-    try:
+    # `_train` holds the Learner, whose DDP wrapper holds the group: gone (returned, or its frames cleared) by the
+    # time the block ends the group
+    with process_group(config.model.device) as (dist, device):
         return _train(config, Path(out or config.run.out), resume, make_env, on_iteration, dist, device)
-    finally:
-        shutdown(dist)
 
 
 @dataclass
@@ -116,25 +111,46 @@ class _Run:
 
 def _train(config: TrainConfig, run_dir: Path, resume: bool, make_env: EnvironmentFactory | None,
            on_iteration: Callable[[dict[str, Any]], None] | None, dist: Distributed, device: str) -> TrainResult:
+    # The checkpoints' copy of the config names the folder the run writes to, which --out may have chosen.
+    config = config.replace(run=dataclasses.replace(config.run, out=str(run_dir.resolve())))
     run = _setup(config, run_dir, resume, make_env, dist, device)
+    if dist.is_main:
+        checkpoint_dir(run_dir).mkdir(parents=True, exist_ok=True)  # the folder is a run's now (`run_started`)
     log = MetricsLog(run_dir / "metrics.jsonl", keep_through=run.start, enabled=dist.is_main)
-    for iteration in range(run.start, config.run.iterations):
-        metrics = _iterate(run, config, dist, iteration)
-        log.append(metrics)
-        if on_iteration is not None and dist.is_main:
-            on_iteration(metrics)
-        if (iteration + 1) % config.run.checkpoint_every == 0 or iteration + 1 == config.run.iterations:
-            state = TrainerState(iteration=iteration + 1, data_position=run.stream.position,
-                                 optimizer=run.optimizer.state_dict(), scheduler=run.scheduler.state_dict(),
-                                 rng=capture_rng())
-            if dist.is_main:
-                run.adapter = save_checkpoint(run_dir, policy=run.policy, state=state, config=config,
-                                              keep=config.run.keep_checkpoints) / "adapter"
-            dist.barrier()
+    tensorboard = "tensorboard" in config.run.report_to and dist.is_main
+    with contextlib.closing(TensorBoardLog(run_dir / "tensorboard", first_iteration=run.start + 1)) if tensorboard \
+            else contextlib.nullcontext() as board:
+        for iteration in range(run.start, config.run.iterations):
+            metrics = _iterate_or_stop(run, config, dist, iteration, run_dir)
+            log.append(metrics)
+            if board is not None:
+                board.append(metrics)
+            if on_iteration is not None and dist.is_main:
+                on_iteration(metrics)
+            if (iteration + 1) % config.run.checkpoint_every == 0 or iteration + 1 == config.run.iterations:
+                state = TrainerState(iteration=iteration + 1, data_position=run.stream.position,
+                                     optimizer=run.optimizer.state_dict(), scheduler=run.scheduler.state_dict(),
+                                     rng=capture_rng())
+                if dist.is_main:
+                    run.adapter = save_checkpoint(run_dir, policy=run.policy, state=state, config=config,
+                                                  keep=config.run.keep_checkpoints) / "adapter"
+                dist.barrier()
     if dist.is_main:
         plot_curve(log.records(), run_dir / "curve.png")
     adapter = run.adapter or checkpoint_dir(run_dir)  # other ranks: the folder rank 0 writes into
     return TrainResult(run_dir=run_dir, adapter=adapter, metrics=log.records(), policy=run.policy)
+
+
+def _iterate_or_stop(run: _Run, config: TrainConfig, dist: Distributed, iteration: int,
+                     run_dir: Path) -> dict[str, Any]:
+    """`_iterate`, with a diverged update located in the run: its folder and the checkpoint left to resume from."""
+    try:
+        return _iterate(run, config, dist, iteration)
+    except DivergedError as error:
+        kept = f"the newest checkpoint, {run.adapter.parent}, is the last good one" if run.adapter is not None \
+            else "no checkpoint was written"
+        raise DivergedError(f"{run_dir}: error: {error}. The run stops: nothing of this iteration is saved, and "
+                            f"{kept}") from None
 
 
 def _iterate(run: _Run, config: TrainConfig, dist: Distributed, iteration: int) -> dict[str, Any]:
@@ -177,8 +193,10 @@ def _setup(config: TrainConfig, run_dir: Path, resume: bool, make_env: Environme
     """The model, optimizer, schedule, data stream and rollout engine, restored from the newest checkpoint if any."""
     if config.model.threads:
         torch.set_num_threads(config.model.threads)
-    start_from = _check_run_dir(run_dir, config, resume)
+    start_from = check_run_dir(run_dir, config, resume)
     _check_device(config, device)
+    if "tensorboard" in config.run.report_to:
+        import_tensorboardx()  # the install hint before anything loads
     policy = Policy.load(config.model.name, config.lora, device=device, dtype=config.model.dtype, seed=config.run.seed)
     positions = getattr(policy.model.config, "max_position_embeddings", None)
     if isinstance(positions, int) and config.rollout.max_context_tokens > positions:
@@ -224,6 +242,7 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
     sequences: list[LearnSequence] = []
     first: list[dict[str, Any]] = []  # the first batch's episodes: an unbiased sample of the policy
     sampled = attempts = 0
+    signal = False  # some group of some batch had an advantage that is not 0
     times = {"time_rollout": 0.0, "time_score": 0.0}
     for attempt in range(1 + config.advantage.max_resample_batches):
         attempts += 1
@@ -244,6 +263,7 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
         gathered = dist.gather(([_summary(e, e.group in constant) for e in episodes], offers))
         summaries = [s for rank_summaries, _ in gathered for s in rank_summaries]
         sampled += sum(s["sampled_tokens"] for s in summaries)
+        signal = signal or not all(s["constant"] for s in summaries)
         if attempt == 0:
             first = summaries
         # Groups in group order whoever holds them, so every rank accepts the same ones.
@@ -259,6 +279,7 @@ def collect_batch(engine: RolloutEngine, stream: TaskStream, scorer: RubricScore
     metrics = _rollout_metrics(first, groups_trained=len(accepted), resample_batches=attempts - 1)
     metrics.update(times)
     metrics["sampled_tokens"] = sampled
+    metrics["no_signal"] = not signal
     metrics["tokens_per_s"] = sampled / max(times["time_rollout"], 1e-9)
     return Batch(sequences=sequences, table=table, metrics=metrics)
 
@@ -330,34 +351,3 @@ def _check_device(config: TrainConfig, device: str) -> None:
     require_device(device, "model.device")
     if config.rollout.backend == "vllm":
         import_vllm()  # the install hint (an LLMError) before anything loads
-
-
-def _check_run_dir(run_dir: Path, config: TrainConfig, resume: bool) -> Path | None:
-    """The checkpoint to resume from (None: a fresh run); refuses to mix a new run into an old folder."""
-    latest = latest_checkpoint(run_dir)
-    if not resume:
-        if latest is not None or (run_dir / "metrics.jsonl").exists():
-            raise ConfigError(f"{run_dir} already holds a run; pass --resume to continue it, or choose another --out")
-        return None
-    if latest is None:
-        return None  # nothing to resume yet: start (a run killed before its first checkpoint)
-    saved = config_to_dict(saved_config(latest / "config.toml"))
-    given = config_to_dict(config)
-    saved["run"].pop("iterations"), given["run"].pop("iterations")  # a resumed run may run longer
-    saved["run"].pop("out"), given["run"].pop("out")
-    if saved != given:
-        changed = sorted(_differences(saved, given))
-        raise ConfigError(f"--resume: the config differs from the run's ({latest / 'config.toml'}) in "
-                          f"{', '.join(changed)}; only run.iterations may change when resuming")
-    return latest
-
-
-def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
-    out = []
-    for key in sorted(set(a) | set(b)):
-        left, right = a.get(key), b.get(key)
-        if isinstance(left, dict) and isinstance(right, dict):
-            out.extend(_differences(left, right, f"{prefix}{key}."))
-        elif left != right:
-            out.append(f"{prefix}{key}")
-    return out

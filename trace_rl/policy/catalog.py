@@ -17,8 +17,9 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tracec.trace_rl.policy.tiny_vocab import parameter_count
+from tracec.trace_rl.policy.tiny_vocab import parameter_count, tiny_modules
 
 from tracec.arguments import DEVICE
 from tracec.cache_dir import home_cache
@@ -90,17 +91,65 @@ def is_checkpoint(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+def check_checkpoint(folder: Path) -> dict[str, Any]:
+    """The `config.json` of a checkpoint folder, once the folder holds what loading it needs: a config naming its
+    architecture, weights and a tokenizer; else a ModelError naming the folder and what is missing."""
+    written = "a checkpoint folder is what `save_pretrained` writes (the model's and the tokenizer's)"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelError(f"{folder}/config.json cannot be read as JSON ({error}); {written}") from None
+    if not isinstance(config, dict) or not config.get("model_type"):
+        raise ModelError(f"{folder}/config.json names no \"model_type\" (the architecture transformers builds); "
+                         f"{written}")
+    if not any(any(folder.glob(pattern)) for pattern in _WEIGHTS):
+        raise ModelError(f"{folder} holds no weights ({' or '.join(_WEIGHTS)}); {written}")
+    if not any((folder / name).is_file() for name in _TOKENIZER):
+        raise ModelError(f"{folder} holds no tokenizer ({' or '.join(_TOKENIZER)}); {written}")
+    return config
+
+
+_WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
+_TOKENIZER = ("tokenizer.json", "tokenizer_config.json")
+
+
+def adaptable_modules(name_or_path: str) -> tuple[str, ...] | None:
+    """The full names of the model's modules that hold a weight matrix (the layers LoRA can adapt), read without
+    loading it: the tiny model's from its layout, a checkpoint's from its safetensors headers (None when its weights
+    are in another format). A checkpoint that ties its output layer to the embedding stores no `lm_head.weight`,
+    yet has the layer."""
+    if name_or_path == TINY:
+        return tiny_modules()
+    folder = resolve_model(name_or_path)
+    config = check_checkpoint(folder)
+    if not any(folder.glob("*.safetensors")):
+        return None
+    modules = [name.removesuffix(".weight") for header in _safetensors_headers(folder) for name, tensor in
+               header.items() if name.endswith(".weight") and len(tensor.get("shape", ())) == 2]
+    if config.get("tie_word_embeddings", True) and "lm_head" not in modules:
+        modules.append("lm_head")
+    return tuple(modules)
+
+
 def _checkpoint_parameters(folder: Path) -> int:
     """Parameters stored in the folder's safetensors files, read from their headers (no weights are loaded)."""
     total = 0
+    for header in _safetensors_headers(folder):
+        for tensor in header.values():
+            count = 1
+            for size in tensor["shape"]:
+                count *= size
+            total += count
+    return total
+
+
+def _safetensors_headers(folder: Path) -> list[dict[str, Any]]:
+    """Each safetensors file's tensors (name -> dtype, shape, offsets), read from its header alone."""
+    headers = []
     for file in sorted(folder.glob("*.safetensors")):
         with open(file, "rb") as handle:
             (length,) = struct.unpack("<Q", handle.read(8))
             header = json.loads(handle.read(length))
-        for name, tensor in header.items():
-            if name != "__metadata__":
-                count = 1
-                for size in tensor["shape"]:
-                    count *= size
-                total += count
-    return total
+        header.pop("__metadata__", None)
+        headers.append(header)
+    return headers

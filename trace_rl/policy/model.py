@@ -22,10 +22,12 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from tracec.trace_rl.policy.catalog import TINY, resolve_model
-from tracec.trace_rl.policy.lora import LoraSection
+from tracec.trace_rl.policy.catalog import TINY, check_checkpoint, resolve_model
+from tracec.trace_rl.policy.lora import LoraSection, check_targets
 from tracec.trace_rl.policy.tiny import build_tiny_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from tracec.config_io import ConfigError, FieldError
 
 TRAINED = "default"  # peft's name for the first adapter: the one the trainer trains
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -52,6 +54,12 @@ class Policy:
         base, tokenizer = _load_base(name_or_path, dtype)
         for parameter in base.parameters():
             parameter.requires_grad_(False)
+        matrices = [name for name, module in base.named_modules()
+                    if isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dim() == 2]
+        try:
+            check_targets(lora.targets, matrices, str(name_or_path))
+        except FieldError as error:
+            raise ConfigError(str(error)) from None
         # peft annotates lora_alpha as int, but it only scales the adapter (alpha / r): a float is as good.
         config = peft.LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                  target_modules=list(lora.targets), bias="none", task_type="CAUSAL_LM")
@@ -59,8 +67,8 @@ class Policy:
             torch.manual_seed(seed)
             try:
                 model = peft.get_peft_model(base, config)
-            except ValueError as error:  # peft: "Target modules {...} not found in the base model"
-                raise ValueError(f"lora.targets = {list(lora.targets)}: {error}") from None
+            except ValueError as error:  # peft: a target it cannot adapt (a layer type it has no LoRA for)
+                raise ConfigError(f"lora.targets = {list(lora.targets)}: {error}") from None
         return cls(model.to(device), tokenizer, source=str(name_or_path))
 
     @property
@@ -140,6 +148,7 @@ def _load_base(name_or_path: str, dtype: str) -> tuple[Any, Any]:
         model, tokenizer = build_tiny_model(0, max_positions=4096)
         return model.to(_DTYPES[dtype]), tokenizer
     folder = resolve_model(name_or_path)  # ModelError with the fix when it is neither installed nor a folder
+    check_checkpoint(folder)  # a ModelError naming what the folder lacks, not transformers' traceback
     model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=_DTYPES[dtype])
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return model.eval(), tokenizer

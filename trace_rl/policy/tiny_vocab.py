@@ -1,9 +1,10 @@
 """What the tiny model holds, without torch: its character vocabulary, its special tokens and its size.
 
 The vocabulary of `trace_rl.policy.tiny` (one token per printable ASCII character but the backslash, tab and
-newline, plus the special tokens), the role markers of the fallback chat template, and `parameter_count()`, which
-says how many parameters `build_tiny_model` gives without building it. They live apart from the model so that
-`tracec models` and the chat rendering (`tracec.trace_rl.llm.conversation`) import neither torch nor transformers.
+newline, plus the special tokens), the role markers of the fallback chat template, `parameter_count()`, which
+says how many parameters `build_tiny_model` gives without building it, and `tiny_modules()`, its layers' names.
+They live apart from the model so that `tracec models`, the chat rendering (`tracec.trace_rl.llm.conversation`) and
+a run's load-time checks import neither torch nor transformers.
 """
 
 from __future__ import annotations
@@ -22,3 +23,11 @@ def parameter_count(*, layers: int = 2, hidden: int = 64) -> int:
     vocabulary = len(SPECIAL_TOKENS) + len(CHARACTERS)
     per_layer = 4 * hidden * hidden + 3 * hidden * (2 * hidden) + 2 * hidden
     return vocabulary * hidden + layers * per_layer + hidden
+
+
+def tiny_modules(*, layers: int = 2) -> tuple[str, ...]:
+    """The full names of the modules of `build_tiny_model` that hold a weight matrix (what LoRA can adapt): a
+    Llama's, its output layer tied to the embedding."""
+    per_layer = [f"self_attn.{name}_proj" for name in "qkvo"] + [f"mlp.{name}_proj" for name in ("gate", "up", "down")]
+    return ("model.embed_tokens", *(f"model.layers.{i}.{name}" for i in range(layers) for name in per_layer),
+            "lm_head")

@@ -34,8 +34,10 @@ class RolloutSection:
         require(self.group_size >= 2, "group_size", self.group_size,
                 "a group needs at least 2 episodes (a group of one has no baseline); try 16")
         require(self.groups_per_batch >= 1, "groups_per_batch", self.groups_per_batch, "an integer >= 1; try 4")
-        require(0 < self.temperature <= 10, "temperature", self.temperature,
-                "a number in (0, 10]; training samples the policy itself, so not 0 (greedy); try 1.0")
+        # Log-probs are logits / T: below ~1e-30 that overflows float32 (every loss NaN), and long before, at
+        # T < 0.01, sampling is greedy in all but name while the ratio's numeric noise grows as 1/T.
+        require(0.01 <= self.temperature <= 10, "temperature", self.temperature,
+                "a number in [0.01, 10]; training samples the policy itself, so not 0 or near it (greedy); try 1.0")
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1; try 128")
         require(self.max_context_tokens > self.max_new_tokens, "max_context_tokens", self.max_context_tokens,
                 f"must exceed rollout.max_new_tokens ({self.max_new_tokens}) to leave room for a prompt")

@@ -50,18 +50,11 @@ from tracec.dsl.errors import CheckError
 from tracec.trace_rl.envs import capability
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent
-from tracec.trace_rl.grpo.checkpoint import (
-    TrainerState,
-    capture_rng,
-    checkpoint_dir,
-    latest_checkpoint,
-    load_checkpoint,
-    restore_rng,
-    save_checkpoint,
-)
+from tracec.trace_rl.grpo.checkpoint import TrainerState, capture_rng, load_checkpoint, restore_rng, save_checkpoint
 from tracec.trace_rl.grpo.config import TrainConfig, config_to_dict
 from tracec.trace_rl.grpo.learner import micro_batches, row_width
 from tracec.trace_rl.grpo.report import MetricsLog
+from tracec.trace_rl.grpo.run_folder import checkpoint_dir, latest_checkpoint
 from tracec.trace_rl.policy.catalog import require_device
 from tracec.trace_rl.policy.logprobs import sequence_logprobs
 from tracec.trace_rl.policy.model import Policy

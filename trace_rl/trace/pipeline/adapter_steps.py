@@ -1,10 +1,10 @@
 """The pipeline's last three steps: train one adapter per environment, route the evaluation tasks, evaluate.
 
 - train: `[train]` (a whole trainer config) with the pipeline's base model, the capability's environment and the
-  run folder `NAME/` set, through the trainer's public `train(...)`; always with `resume`, so a killed step
-  continues from each adapter's last checkpoint in the staging folder. `adapters.json` names each adapter folder
-  (relative to the step's folder), its iterations and its first and last mean reward; `NAME/curve.png` is the
-  trainer's curve.
+  run folder `NAME/` set, through the trainer's public `train(...)`; with `resume` once the run has started, so a
+  killed step continues from each adapter's last checkpoint in the staging folder. `adapters.json` names each
+  adapter folder (relative to the step's folder), its iterations and its first and last mean reward;
+  `NAME/curve.png` is the trainer's curve.
 - route: the routing options (`options.json`: each capability's label, description and gold example, then
   `base`), with `routing.retrieval_k` > 0 the retrieval index (`index.jsonl`, `route_index`), and the route of
   every evaluation task (`decisions.jsonl`) with its label logits, its retrieval and its nucleus mixture.
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracec.trace_rl.grpo.config import CapabilityEnvSection
 from tracec.trace_rl.grpo.report import console_line
+from tracec.trace_rl.grpo.run_folder import run_started
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.trace.adapters import BaseModelUser
 from tracec.trace_rl.trace.evaluate import EvalDomain, evaluate, policy_conditions
@@ -55,7 +56,7 @@ def train_adapters(context: Context, folder: Path, built: Path) -> str:
         def progress(record: dict[str, Any], name: str = name, total: int = total) -> None:
             context.detail(f"train {name}: {console_line(record, total)}")
 
-        result = train(train_config, out=run_dir, resume=True, on_iteration=progress)
+        result = train(train_config, out=run_dir, resume=run_started(run_dir), on_iteration=progress)
         rewards = [m.get("reward_mean") for m in result.metrics]
         trained[name] = {"adapter": result.adapter.relative_to(folder).as_posix(), "iterations": len(result.metrics),
                          "first_reward": rewards[0] if rewards else None,

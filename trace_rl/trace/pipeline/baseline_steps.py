@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracec.trace_rl.grpo.config import MixtureEnvSection
 from tracec.trace_rl.grpo.report import console_line
+from tracec.trace_rl.grpo.run_folder import run_started
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.trace.gold_sft import GoldSFTSettings, train_gold_sft
@@ -116,7 +117,7 @@ def _multi_grpo(context: Context, out: Path, paths: list[Path], weights: tuple[f
     def progress(record: dict[str, Any]) -> None:
         context.detail(f"baselines multi_grpo: {console_line(record, total)}")
 
-    result = train(config, out=out, resume=True, on_iteration=progress)
+    result = train(config, out=out, resume=run_started(out), on_iteration=progress)
     rewards = [m.get("reward_mean") for m in result.metrics]
     return {"adapter": result.adapter.relative_to(out.parent).as_posix(), "iterations": len(result.metrics),
             "first_reward": rewards[0] if rewards else None, "last_reward": rewards[-1] if rewards else None,

@@ -16,6 +16,7 @@ from pathlib import Path
 from tracec.cli.errors import EXIT_OK, EXIT_USER, UsageError
 from tracec.cli.paths import read_source
 from tracec.dsl.env_model import MAX_STEPS
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 
 from tracec.arguments import integer
 
@@ -31,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0), help="the task instance to show or play (default 0)")
     parser.add_argument("--play", action="store_true", help="type the agent's turns, one a line")
     parser.add_argument("--max-steps", type=integer(1, MAX_STEPS), help=f"1..{MAX_STEPS} (default: the file's limit)")
-    parser.add_argument("--call-format", choices=("native", "text"),
-                        help="--play: the tools as JSON schemas, calls as <tool_call> (native, the default), or listed "
-                             "with <action> calls (text); either spelling is read")
+    parser.add_argument("--call-format", choices=CALL_FORMATS,
+                        help="how the gold solution is spelt and --play gives the tools: as JSON schemas, calls "
+                             "as <tool_call> (native), or listed with <action> calls (text); default "
+                             f"{DEFAULT_CALL_FORMAT}, training's; --play reads either spelling")
     parser.add_argument("--seeds", type=integer(1, 1_000_000), help="validate: how many seeds (default 100)")
     parser.add_argument("--first-seed", type=integer(0), help="validate: the first seed (default 0)")
 
@@ -59,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK if report.ok else EXIT_USER
     from tracec.trace_rl.envs.capability.shell import describe, play
 
+    call_format = args.call_format or DEFAULT_CALL_FORMAT  # None until given: `validate` refuses the flag
     if args.play:
-        play(program, args.seed or 0, sys.stdin, sys.stdout, max_steps=args.max_steps,
-             call_format=args.call_format or "native")
+        play(program, args.seed or 0, sys.stdin, sys.stdout, max_steps=args.max_steps, call_format=call_format)
     else:
-        sys.stdout.write(describe(program, args.seed or 0))
+        sys.stdout.write(describe(program, args.seed or 0, call_format))
     return EXIT_OK
 

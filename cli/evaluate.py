@@ -27,16 +27,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.paths import input_file, work_folder
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.evaluate import EvalError
-from tracec.trace_rl.trace.pipeline.config import EvaluateSection
-from tracec.trace_rl.trace.routing import RouteError, RoutingSettings
+from tracec.trace_rl.trace.pipeline.config import EvaluateSection, Tau2TargetSection
+from tracec.trace_rl.trace.routing import RouteError, RouteOption, RoutingSettings
 
 from tracec.arguments import integer, number, torch_device
 from tracec.config_io import ConfigError, FieldError, read_toml, to_dict
@@ -68,9 +70,10 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the retrieval index: {text, capabilities} lines (default: the run's route/index.jsonl)")
 
 
-def add_target_arguments(group: Any, *, required: bool, user: str) -> None:
+def add_target_arguments(group: Any, *, required: bool) -> None:
     """The flags that name a target, which `target_from_args` reads: evaluate's to play it, route's to take one task
-    of it; `user` is the default simulated tau2 user."""
+    of it (the first message it routes on is the one evaluate's routed condition sees: one default user for both)."""
+    user = Tau2TargetSection().user
     group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=required,
                        help="what is played: capability environments, a TextWorld family or tau2-bench domains")
     group.add_argument("--env", action="append", default=[], type=Path, help="capability: a .rubric (repeatable)")
@@ -79,15 +82,15 @@ def add_target_arguments(group: Any, *, required: bool, user: str) -> None:
     group.add_argument("--user", choices=("base", "scripted"), default=user,
                        help=f"tau2: the simulated user: the base model (TRACE) or scripted (default {user})")
     group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
-    group.add_argument("--call-format", choices=("native", "text"), default="native",
-                       help="capability, tau2: tools as JSON schemas and <tool_call> calls (native, the default) or "
-                            "listed in the system prompt with <action> calls (text)")
+    group.add_argument("--call-format", choices=CALL_FORMATS, default=DEFAULT_CALL_FORMAT,
+                       help="capability, tau2: tools as JSON schemas and <tool_call> calls (native) or listed in the "
+                            f"system prompt with <action> calls (text); default {DEFAULT_CALL_FORMAT}, training's")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     target = parser.add_argument_group("the target")
-    add_target_arguments(target, required=True, user="base")
+    add_target_arguments(target, required=True)
     target.add_argument("--max-turns", type=integer(1), default=30, help="agent turns per episode (default 30)")
     parser.add_argument("--conditions", default="base,adapters,routed",
                         help="comma-separated: base, adapters (each), routed, mixture, or adapter names")
@@ -104,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.evaluate import evaluate, policy_conditions
+    from tracec.trace_rl.trace.evaluate import checked_conditions, evaluate, policy_conditions
     from tracec.trace_rl.trace.routing import Router
 
     target = target_from_args(args)
@@ -113,17 +116,21 @@ def run(args: argparse.Namespace) -> int:
     if not named:
         raise UsageError("--conditions: name at least one: base, adapters, routed, mixture or an adapter's name")
     routing, index, index_path = routing_from_args(args)
-    model, options = load_model(args)
-    router = Router(model, options, routing, index) if options is not None else None
-    try:
-        conditions = policy_conditions(model, named, router)
+    choice = model_choice(args)
+    try:  # every argument is checked before the model loads: a typo is answered at once
+        chosen = checked_conditions(named, list(choice.adapters), routing=choice.options is not None)
     except ValueError as error:
         raise UsageError(f"--conditions: {error}") from None
     from tracec.trace_rl.trace.pipeline.targets import target_domains  # the environments: torch, textworld
 
-    domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=BaseModelUser(model))
-    fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in model_adapters(args).items()},
-                   "options": [o.__dict__ for o in options or []], "target": to_dict(target),
+    user = BaseModelUser()  # the environments are built (their files read) first; the model joins once loaded
+    domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=user)
+    model = load_model(choice)
+    user.bind(model)
+    router = Router(model, choice.options, routing, index) if choice.options is not None else None
+    conditions = policy_conditions(model, chosen, router)
+    fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in choice.adapters.items()},
+                   "options": [o.__dict__ for o in choice.options or []], "target": to_dict(target),
                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
     if routing.retrieval_k or "mixture" in named:  # only then: older folders keep their fingerprint
         fingerprint["routing"] = {"top_p": routing.top_p, "retrieval_k": routing.retrieval_k,
@@ -175,11 +182,24 @@ def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
     return adapters
 
 
-def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The base model with the adapters loaded, and the routing options (None when there are none); every file
-    and setting is checked before the model (and torch) loads."""
+@dataclass(frozen=True, kw_only=True)
+class ModelChoice:
+    """The model a command loads, every file read and every setting checked: what is left is only the loading."""
+
+    name: str
+    adapters: dict[str, Path]
+    options: list[RouteOption] | None  # the routing options; None when there are none
+    engine: str
+    device: str
+    dtype: str
+    max_new_tokens: int
+
+
+def model_choice(args: argparse.Namespace) -> ModelChoice:
+    """The base model, its adapters (each folder checked to hold a whole adapter, never looked up online) and the
+    routing options the arguments name, the run's settings filling what they leave out; nothing loads torch."""
     from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
-    from tracec.trace_rl.trace.adapters import adapter_targets
+    from tracec.trace_rl.trace.adapters import adapter_config
     from tracec.trace_rl.trace.routing import read_options
 
     run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
@@ -188,18 +208,23 @@ def load_model(args: argparse.Namespace) -> tuple[Any, Any]:
     options = read_options(input_file(path)) if path is not None else None
     adapters = model_adapters(args)
     for folder in adapters.values():
-        adapter_targets(folder)
+        adapter_config(folder)
     name = args.model or settings.get("name") or "smollm2-135m-instruct"
     if name != TINY:
         resolve_model(name)
     device = args.device or settings.get("device") or "cpu"
     require_device(device, "--device" if args.device else "model.device")
-    from tracec.trace_rl.trace.peft_adapters import load_adapter_model  # torch, transformers
+    return ModelChoice(name=name, adapters=adapters, options=options,
+                       engine=args.engine or evaluate.get("engine") or "transformers", device=device,
+                       dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
 
-    model = load_adapter_model(name, adapters, engine=args.engine or evaluate.get("engine") or "transformers",
-                               device=device, dtype=settings.get("dtype", "float32"),
-                               max_new_tokens=args.max_new_tokens)
-    return model, options
+
+def load_model(choice: ModelChoice) -> Any:
+    """The base model with the adapters loaded, on the chosen engine (torch, transformers: seconds)."""
+    from tracec.trace_rl.trace.peft_adapters import load_adapter_model
+
+    return load_adapter_model(choice.name, choice.adapters, engine=choice.engine, device=choice.device,
+                              dtype=choice.dtype, max_new_tokens=choice.max_new_tokens)
 
 
 def routing_from_args(args: argparse.Namespace) -> tuple[Any, list[Any], Path | None]:

@@ -25,6 +25,7 @@ from tracec.cli.evaluate import (
     add_model_arguments,
     add_target_arguments,
     load_model,
+    model_choice,
     routing_from_args,
     target_from_args,
 )
@@ -41,10 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=integer(0), default=0, help="with --target: the task's seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     group = parser.add_argument_group("a target's task instead of --task")
-    add_target_arguments(group, required=False, user="scripted")  # scripted: the scenario's own opening
+    add_target_arguments(group, required=False)
 
 
 def run(args: argparse.Namespace) -> int:
+    from tracec.trace_rl.trace.adapters import BaseModelUser
     from tracec.trace_rl.trace.routing import Router
 
     if (args.task is None) == (args.target is None):
@@ -58,9 +60,16 @@ def run(args: argparse.Namespace) -> int:
     if named.get(args.target, 1) != 1:  # a TextWorld family is one domain
         raise UsageError("--target: name exactly one domain (one --env, or one --domain)")
     routing, index, _ = routing_from_args(args)
-    model, options = load_model(args)
+    choice = model_choice(args)
+    user = BaseModelUser()  # the target's environment is built (its files read) before the model loads
+    domain = _domain(target, args.seed, user) if target is not None else None
+    model = load_model(choice)
+    user.bind(model)
+    options = choice.options
+    assert options is not None  # --options or --run, checked above
     router = Router(model, options, routing, index)
-    task = text if text is not None else _first_message(args, target, model)
+    task = _first_message(domain, args.seed) if domain is not None else text
+    assert task is not None  # --task or --target, checked above
     decision = router.route(task, top_p=args.top_p)
     if args.json:
         print(json.dumps(decision.record(), indent=2))
@@ -84,14 +93,17 @@ def _task_text(task: str) -> str:
     return input_file(Path(task[1:])).read_text(encoding="utf-8") if task.startswith("@") else task
 
 
-def _first_message(args: argparse.Namespace, target: Any, model: Any) -> str:
-    from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.pipeline.targets import target_domains
+def _domain(target: Any, seed: int, user: Any) -> Any:
+    from tracec.trace_rl.trace.pipeline.targets import target_domains  # the environments: torch, textworld
 
-    (domain,) = target_domains(target, first_seed=args.seed, tasks=1, user=BaseModelUser(model))
+    (domain,) = target_domains(target, first_seed=seed, tasks=1, user=user)
+    return domain
+
+
+def _first_message(domain: Any, seed: int) -> str:
     env = domain.make_env()
     try:
-        return env.reset(args.seed).text
+        return str(env.reset(seed).text)
     finally:
         close = getattr(env, "close", None)
         if callable(close):

@@ -9,18 +9,28 @@ from pathlib import Path
 import pytest
 from tracec.cli import main
 from tracec.trace_rl.envs.capability import load_environment
-from tracec.trace_rl.envs.toolcall import format_tool_call
+from tracec.trace_rl.envs.toolcall import format_call, format_tool_call
+from tracec.trace_rl.grpo.config import EnvSection
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"
 
 
-def test_describe_shows_the_seeds_task_and_gold_solution(capsys: pytest.CaptureFixture[str]) -> None:
+def test_describe_shows_the_seeds_task_and_gold_solution_in_training_s_call_format(
+        capsys: pytest.CaptureFixture[str]) -> None:
     scenario = load_environment(str(TRIPS)).scenario(3)
     assert main(["env", str(TRIPS), "--seed", "3"]) == 0
     out = capsys.readouterr().out
     assert f"  {scenario.task}\n" in out
-    assert all(f"  {format_tool_call(c.name, c.arguments)}\n" in out for c in scenario.gold_calls)
+    trained_in = EnvSection(kind="textworld").call_format  # `tracec train`'s unless its config says otherwise
+    assert trained_in == "native" and f"gold solution ({trained_in} calls):\n" in out
+    native = "".join(f"  {line}\n" for c in scenario.gold_calls
+                     for line in format_call(c.name, c.arguments, trained_in).splitlines())
+    assert native in out and "<tool_call>" in native
+    assert main(["env", str(TRIPS), "--seed", "3", "--call-format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "gold solution (text calls):\n" in out
+    assert "".join(f"  {format_tool_call(c.name, c.arguments)}\n" for c in scenario.gold_calls) in out
 
 
 def test_validate_passes_and_a_broken_reward_fails_with_the_reason(tmp_path: Path,

@@ -68,7 +68,12 @@ class Raw:
     body: bytes  # a 200 whose body is not a chat completion
 
 
-Step = Reply | Status | Stall | Raw
+@dataclass(frozen=True)
+class Truncated:
+    text: str = "four"  # a chat completion whose body breaks off halfway, its Content-Length promising all of it
+
+
+Step = Reply | Status | Stall | Raw | Truncated
 
 
 class ChatServer:
@@ -111,19 +116,18 @@ class ChatServer:
                     self._send(step.code, step.body.encode(), step.headers)
                 elif isinstance(step, Raw):
                     self._send(200, step.body, {})
+                elif isinstance(step, Truncated):
+                    whole = _completion([step.text])
+                    self._send(200, whole[: len(whole) // 2], {"Content-Length": str(len(whole))})
+                    self.close_connection = True
                 else:
-                    texts = [step.text] if isinstance(step.text, str) else step.text
-                    choices = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
-                               for i, t in enumerate(texts)]
-                    payload = {"id": "chatcmpl-test", "object": "chat.completion", "choices": choices}
-                    self._send(200, json.dumps(payload).encode(), {})
+                    self._send(200, _completion([step.text] if isinstance(step.text, str) else step.text), {})
 
             def _send(self, code: int, body: bytes, headers: dict[str, str]) -> None:
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for key, value in headers.items():
+                    for key, value in {"Content-Length": str(len(body)), **headers}.items():
                         self.send_header(key, value)
                     self.end_headers()
                     self.wfile.write(body)
@@ -142,3 +146,9 @@ class ChatServer:
             self._server.shutdown()
             self._server.server_close()
             thread.join(timeout=5)
+
+
+def _completion(texts: list[str]) -> bytes:
+    choices = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}
+               for i, t in enumerate(texts)]
+    return json.dumps({"id": "chatcmpl-test", "object": "chat.completion", "choices": choices}).encode()

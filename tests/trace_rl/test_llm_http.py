@@ -1,12 +1,15 @@
 """The OpenAI-compatible HTTP backend against a real HTTP server on loopback: canned replies, n samples, a 429 then
-success, 5xx retries, a timeout, a malformed body, an unreachable server, a refused key."""
+success, 5xx retries, a timeout, a body cut short, a malformed body, an unreachable server, a refused key."""
 
 from __future__ import annotations
 
+import json
 import socket
+from pathlib import Path
 
 import pytest
-from scripted_llm import ChatServer, Raw, Reply, Stall, Status
+from scripted_llm import ChatServer, Raw, Reply, Stall, Status, Truncated
+from tracec.cli import main
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.http import HTTPConfig, OpenAIChatBackend
@@ -82,6 +85,32 @@ def test_a_timeout_is_retried_then_reported() -> None:
     with (ChatServer([Stall(1.0), Stall(1.0)]).running() as server,
           pytest.raises(LLMError, match=r"no reply within 0.2 s \(gave up after 2 tries\)")):
         backend(server, timeout_s=0.2, retries=1).sample(MESSAGES, Sampling())
+
+
+def test_a_body_cut_short_is_retried_then_reported_with_the_url() -> None:
+    said: list[str] = []
+    with ChatServer([Truncated(), Reply("four")]).running() as server:
+        assert backend(server, said=said).sample(MESSAGES, Sampling()) == ["four"]
+    assert len(said) == 1 and "the reply broke off" in said[0] and "retrying" in said[0]
+    with (ChatServer([Truncated(), Truncated()]).running() as server,
+          pytest.raises(LLMError, match=r"/v1/chat/completions: the reply broke off after \d+ of \d+ bytes "
+                                        r"\(gave up after 2 tries\)") as raised):
+        backend(server, retries=1).sample(MESSAGES, Sampling())
+    assert str(raised.value).startswith(server.base_url) and len(server.requests) == 2
+
+
+def test_a_command_whose_server_keeps_breaking_off_exits_1_naming_the_url(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    episode = {"episode": "a", "task": "t", "instruction": "leave", "states": [{"room": "hall"}, {"room": "yard"}],
+               "actions": [{"verb": "go"}], "env_reward": 1.0, "success": True}
+    trajectories = tmp_path / "t.jsonl"
+    trajectories.write_text(json.dumps(episode) + "\n")
+    with ChatServer([Truncated()] * 2).running() as server:
+        code = main(["analyze", "discover", str(trajectories), "-o", str(tmp_path / "d.json"), "--runs", "1",
+                     "--llm", "http", "--model", "m", "--base-url", server.base_url, "--retries", "0", "--tries", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert f"{server.base_url}/chat/completions: the reply broke off" in err and "(gave up after 1 try)" in err
 
 
 @pytest.mark.parametrize(("body", "says"), [

@@ -30,6 +30,7 @@ from typing import Any
 
 CALL_FORMATS = ("native", "text")  # how an agent is given tools and writes calls: JSON schemas and <tool_call>, or
 #   a prose tool list in the system prompt and <action>
+DEFAULT_CALL_FORMAT = "native"  # training's, evaluation's and `tracec env`'s unless a setting says otherwise
 _MAX_DEPTH = 32
 _MAX_LEAF_DEPTH = 8
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -39,10 +40,9 @@ _TOOL_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.IGNORECASE | re.
 _FENCE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)```", re.IGNORECASE | re.DOTALL)
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "/": "/", "0": "\0"}
-# The usual turn, a flat call `name(key="text", key=12, key=true)`: one regex checks the whole body, a
-# second reads the arguments. It takes only what the full parser reads the same way (strings without escapes
-# or control characters, JSON numbers with at most 18 digits before the point, literals); the rest goes to
-# the full parser.
+# The usual turn, a flat call `name(key="text", key=12, key=true)`: one regex checks the whole body, a second reads
+# the arguments. It takes only what the full parser reads the same way (strings without escapes or control
+# characters, JSON numbers with at most 18 digits before the point, literals); the rest goes to the full parser.
 _FLAT_ARG = (
     r"([A-Za-z_][A-Za-z0-9_.\-]*)\s*[=:]\s*"
     r"""(?:"([^"\\\x00-\x1f]*)"|'([^'\\]*)'|(-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"""

@@ -4,7 +4,8 @@ hosted API.
 `POST {base_url}/chat/completions` with the model, the messages and only the sampling fields the call sets (`n`,
 `max_tokens`, `temperature`, `top_p`, `stop`, `seed`), over the standard library's `urllib` (no client package).
 Transient failures retry with exponential backoff (`backoff * 2^k` seconds, capped, or the server's
-`Retry-After` when it sends one): HTTP 429 and 5xx, timeouts, refused or reset connections. Other 4xx answers
+`Retry-After` when it sends one): HTTP 429 and 5xx, timeouts, refused or reset connections, a reply cut short
+or otherwise broken at the HTTP level (a server that closes mid-body). Other 4xx answers
 (a bad key, an unknown model) fail at once with the server's own message. A body that is not a chat completion
 fails with an excerpt of it. A server that returns fewer choices than `n` (llama.cpp ignores `n`) is asked again
 for the rest. Every failure is an `LLMError` that names the URL and what to check.
@@ -15,6 +16,7 @@ reply is text that the agent's environment parses. Left out: streaming, tool-cal
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
 import time
@@ -115,6 +117,12 @@ class OpenAIChatBackend:
                     last = f"cannot connect ({reason}); is the server running at {self.config.base_url}?"
             except (ConnectionError, OSError) as error:  # a reset or a closed connection mid-reply
                 last = f"the connection failed ({error})"
+            except http.client.IncompleteRead as error:  # the server closed before the body it announced
+                got = len(error.partial)
+                whole = f" of {got + error.expected}" if error.expected is not None else ""
+                last = f"the reply broke off after {got}{whole} bytes"
+            except http.client.HTTPException as error:  # a malformed status line or headers: a server in trouble
+                last = f"the reply was not valid HTTP ({type(error).__name__}: {error})"
             if attempt < self.config.retries:  # said, so that a slow or failing server is never silent
                 tries = self.config.retries + 1
                 self._notify(f"{self.url}: {last}; retrying in {wait:g} s (try {attempt + 2} of {tries})")

@@ -34,6 +34,8 @@ from typing import Any, Protocol
 from tracec.trace_rl.trace.eval_table import BASE  # the name of "no adapter", as a condition or a route
 
 ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM (GPU)
+WEIGHTS = "adapter_model.safetensors"  # peft's weights file, as `Policy.save_adapter` writes it
+_MAX_HEADER = 100_000_000  # bytes: safetensors' own bound on a header; a larger length is not a header
 
 
 class AdapterError(ValueError):
@@ -105,13 +107,16 @@ def check_adapter_name(name: str) -> None:
 
 
 def adapter_config(folder: str | Path) -> dict[str, Any]:
-    """An adapter folder's `adapter_config.json`, checked to be a LoRA config peft can load."""
+    """An adapter folder's `adapter_config.json`, the folder checked to hold an adapter peft and vLLM load from disk:
+    a LoRA config and whole weights (`adapter_shapes`). Given a folder without them, peft would look the name up
+    on a model hub instead."""
     path = Path(folder) / "adapter_config.json"
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise AdapterError(f"{folder}: not an adapter folder (no adapter_config.json); name the `adapter` folder "
-                           "of a training checkpoint") from None
+        why = "no adapter_config.json" if Path(folder).is_dir() else "no such folder"
+        raise AdapterError(f"{folder}: not an adapter folder ({why}); name the `adapter` folder of a training "
+                           "checkpoint") from None
     except json.JSONDecodeError as error:
         raise AdapterError(f"{path}:{error.lineno}:{error.colno}: not JSON: {error.msg}") from None
     targets = config.get("target_modules")
@@ -119,7 +124,49 @@ def adapter_config(folder: str | Path) -> dict[str, Any]:
         targets = [targets]
     if not isinstance(targets, list) or not targets or config.get("peft_type", "LORA") != "LORA":
         raise AdapterError(f"{path}: a LoRA adapter config with target_modules is expected")
+    adapter_shapes(folder)
     return {**config, "target_modules": targets}
+
+
+def adapter_shapes(folder: str | Path) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor of an adapter folder's weights, read from the safetensors header alone (no torch),
+    the file checked to be as long as the header says; {} for peft's older pickled `adapter_model.bin`, whose
+    shapes only torch can read. AdapterError naming the folder without weights, or the damaged file."""
+    safetensors, pickled = Path(folder) / WEIGHTS, Path(folder) / "adapter_model.bin"
+    if not safetensors.is_file():
+        if pickled.is_file():
+            return {}
+        raise AdapterError(f"{folder}: not an adapter folder (adapter_config.json but no {WEIGHTS}); name the "
+                           "`adapter` folder of a training checkpoint")
+    length, header = _safetensors_header(safetensors)
+    tensors = {key: entry for key, entry in header.items() if key != "__metadata__"}
+    try:
+        shapes = {key: tuple(int(n) for n in entry["shape"]) for key, entry in tensors.items()}
+        data = max((int(entry["data_offsets"][1]) for entry in tensors.values()), default=0)
+    except (TypeError, KeyError, IndexError, ValueError):
+        raise AdapterError(f"{safetensors}: damaged adapter (its header does not describe tensors); save or copy "
+                           "it again") from None
+    size, expected = safetensors.stat().st_size, 8 + length + data
+    if size != expected:
+        raise AdapterError(f"{safetensors}: damaged adapter ({size} bytes where its header describes {expected}: "
+                           "cut short, or written over); save or copy it again")
+    return shapes
+
+
+def _safetensors_header(path: Path) -> tuple[int, dict[str, Any]]:
+    """A safetensors file's header: its length in bytes and its JSON (the file starts with the length, 8 bytes
+    little-endian, then the JSON)."""
+    with path.open("rb") as file:
+        length = int.from_bytes(file.read(8), "little")
+        raw = file.read(length) if 2 <= length <= _MAX_HEADER else b""
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        header = None
+    if not isinstance(header, dict) or len(raw) != length:
+        raise AdapterError(f"{path}: damaged adapter (no safetensors header: an empty, cut or foreign file); save or "
+                           "copy it again")
+    return length, header
 
 
 def adapter_targets(folder: str | Path) -> tuple[str, ...]:
@@ -128,11 +175,17 @@ def adapter_targets(folder: str | Path) -> tuple[str, ...]:
 
 
 class BaseModelUser:
-    """`model`'s base (every adapter off) as a `ChatBackend`: a simulated user sharing the agent's weights."""
+    """`model`'s base (every adapter off) as a `ChatBackend`: a simulated user sharing the agent's weights. Made
+    before the model loads (`model=None`) and given it by `bind`, it lets a command build the environments it plays
+    in, and so check their files and settings, before it spends seconds on the weights."""
 
-    def __init__(self, model: AdapterModel) -> None:
+    def __init__(self, model: AdapterModel | None = None) -> None:
+        self.model = model
+
+    def bind(self, model: AdapterModel) -> None:
         self.model = model
 
     def generate(self, messages: list[dict[str, str]]) -> str:
+        assert self.model is not None, "BaseModelUser.bind(model) before an episode plays"
         with self.model.active(None):
             return self.model.generate(messages)

@@ -267,20 +267,28 @@ def conditions_named(names: Iterable[str], adapters: Sequence[str]) -> list[str]
     return out
 
 
+def checked_conditions(names: Iterable[str], adapters: Sequence[str], *, routing: bool) -> list[str]:
+    """`conditions_named`, checked: a ValueError names a condition that is none of base, adapters, baselines,
+    routed, mixture or one of `adapters`, and `routed` / `mixture` without routing options. It needs only the
+    adapters' names, so a command checks its conditions before it loads a model."""
+    chosen = conditions_named(names, adapters)
+    unknown = [n for n in chosen if n not in (BASE, ROUTED, MIXTURE, *adapters)]
+    if unknown:
+        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, baselines, "
+                         f"routed, mixture or an adapter's name ({', '.join(adapters) or 'none loaded'})")
+    routes = [n for n in (ROUTED, MIXTURE) if n in chosen]
+    if routes and not routing:
+        raise ValueError(f"the {' and '.join(routes)} condition{'s need' if len(routes) > 1 else ' needs'} routing "
+                         "options (each adapter's description and example)")
+    return chosen
+
+
 def policy_conditions(model: AdapterModel, names: Iterable[str], router: Router | None) -> list[Condition]:
     """The conditions a user names over one multi-adapter model: `base` (no adapter), `adapters` (each adapter) or
     an adapter's name (that adapter, fixed), `baselines` (each loaded baseline), `routed` (the router's choice per
     episode), `mixture` (the router's nucleus mixture per episode, `RoutingSettings.top_p`); a ValueError names any
     other, or `routed` / `mixture` without a router."""
-    chosen = conditions_named(names, model.adapter_names)
-    unknown = [n for n in chosen if n not in (BASE, ROUTED, MIXTURE, *model.adapter_names)]
-    if unknown:
-        raise ValueError(f"unknown condition {', '.join(map(repr, unknown))}: use base, adapters, baselines, "
-                         f"routed, mixture or an adapter's name ({', '.join(model.adapter_names) or 'none loaded'})")
-    routes = [n for n in (ROUTED, MIXTURE) if n in chosen]
-    if routes and router is None:
-        raise ValueError(f"the {' and '.join(routes)} condition{'s need' if len(routes) > 1 else ' needs'} routing "
-                         "options (each adapter's description and example)")
+    chosen = checked_conditions(names, model.adapter_names, routing=router is not None)
     conditions = []
     for name in chosen:
         if name in (ROUTED, MIXTURE):

@@ -24,14 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.trace.adapters import (
     ENGINES,
+    WEIGHTS,
     AdapterError,
     AdapterModel,
+    adapter_config,
+    adapter_shapes,
     adapter_targets,
     check_adapter_name,
     chosen_adapter,
@@ -83,16 +87,23 @@ class PeftAdapters:
 
     def add(self, name: str, folder: str | Path) -> None:
         """Load one more adapter; the base weights are shared, not copied."""
-        adapter_targets(folder)
+        config = adapter_config(folder)
         if name == MIXTURE:
             raise AdapterError(f"an adapter may not be called {MIXTURE!r}: mixtures are built under that name")
         if name in self._names:
             raise AdapterError(f"adapter {name!r} is loaded already")
+        misfit = _misfit(self.policy.model, adapter_shapes(folder))  # before peft, which would list every tensor
+        if misfit:
+            made_for = config.get("base_model_name_or_path") or "another model"
+            raise AdapterError(f"{folder}: this adapter was made for {made_for}, not for the model "
+                               f"{self.policy.source!r}: {misfit}")
         try:
             self.policy.load_adapter(folder, name)
-        except (ValueError, RuntimeError, KeyError) as error:  # peft: shapes or modules that do not fit the base
-            raise AdapterError(f"{folder}: this adapter does not fit the model {self.policy.source!r}: {error}") \
-                from None
+        except SafetensorError as error:  # a header that reads well over tensors that do not
+            raise AdapterError(f"{Path(folder) / WEIGHTS}: damaged adapter ({error}); save or copy it again") from None
+        except (ValueError, RuntimeError, KeyError) as error:  # peft: what the shapes checked above do not catch
+            raise AdapterError(f"{folder}: this adapter does not fit the model {self.policy.source!r}: "
+                               f"{_first_lines(str(error))}") from None
         self._names.append(name)
 
     @property
@@ -175,3 +186,39 @@ class PeftAdapters:
             logits = self.policy.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
         last = logits[0, -1].float()  # the position after the prompt: the reply's first token
         return [float(last[i]) for i in token_ids]
+
+
+def _misfit(model: Any, shapes: Mapping[str, tuple[int, ...]]) -> str:
+    """Why LoRA factors of `shapes` (peft's keys, `<module>.lora_A.weight` (r, in) and `<module>.lora_B.weight`
+    (out, r)) do not fit `model`'s layers, in one sentence; "" when they fit. A model of another size differs in
+    every factor: the count and one example say so, where peft would list each."""
+    modules = dict(model.named_modules())
+    missing, differ = [], []
+    for key, shape in sorted(shapes.items()):
+        module_name, _, factor = key.removesuffix(".weight").rpartition(".")
+        if factor not in ("lora_A", "lora_B") or len(shape) != 2:
+            continue
+        module = modules.get(module_name)
+        if module is None:
+            missing.append(module_name)
+            continue
+        features = getattr(module, "in_features" if factor == "lora_A" else "out_features", None)
+        wanted = (shape[0], features) if factor == "lora_A" else (features, shape[1])
+        if features is not None and wanted != shape:
+            differ.append(f"{module_name.removeprefix('base_model.model.')}.{factor} is {list(shape)} where this "
+                          f"model's layer needs {list(wanted)}")
+    factors = sum(1 for key in shapes if ".lora_A." in key or ".lora_B." in key)
+    said = []
+    if differ:
+        said.append(f"{len(differ)} of its {factors} LoRA factors differ in shape (e.g. {differ[0]})")
+    if missing:
+        said.append(f"it adapts {len(set(missing))} layers this model does not have (e.g. "
+                    f"{missing[0].removeprefix('base_model.model.')})")
+    return "; ".join(said)
+
+
+def _first_lines(message: str, keep: int = 2) -> str:
+    """The head of a library's error, with a count of the lines left out (torch lists every tensor)."""
+    lines = message.strip().splitlines()
+    left = f" ... ({len(lines) - keep} more lines)" if len(lines) > keep else ""
+    return " ".join(line.strip() for line in lines[:keep]) + left

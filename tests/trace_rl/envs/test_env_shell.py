@@ -20,8 +20,10 @@ def test_describe_shows_task_tools_and_gold_solution() -> None:
                          "capability  structured_data_reasoning", "seed        2"]
     assert f"  {scenario.task}" in lines
     assert "  cancel(trip: key) changes trips" in lines and "  find_user(name: name) -> rows of users" in lines
-    assert f'  <action>cancel(trip="{scenario.lets["target"]["id"]}")</action>' in lines
+    target = scenario.lets["target"]["id"]
+    assert f'  {{"name": "cancel", "arguments": {{"trip": "{target}"}}}}' in lines  # training's default: native calls
     assert lines[-1] == f"report: {scenario.report[0]}"
+    assert f'  <action>cancel(trip="{target}")</action>' in describe(PROGRAM, 2, "text").splitlines()
 
 
 def test_play_runs_typed_turns_to_the_end() -> None:

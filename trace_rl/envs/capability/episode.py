@@ -29,7 +29,14 @@ from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
 from tracec.trace_rl.envs.capability.schemas import tool_schemas
 from tracec.trace_rl.envs.protocol import Observation, StepResult
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS, ToolCallError, format_call, parse_tool_call, render_result
+from tracec.trace_rl.envs.toolcall import (
+    CALL_FORMATS,
+    DEFAULT_CALL_FORMAT,
+    ToolCallError,
+    format_call,
+    parse_tool_call,
+    render_result,
+)
 from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import ScriptedUser, User
 
@@ -48,7 +55,7 @@ class Environment(RecordsToolFacts):
     """Episodes of one compiled environment; `user` answers the agent's messages (default: `ScriptedUser()`)."""
 
     def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None,
-                 call_format: str = "native"):
+                 call_format: str = DEFAULT_CALL_FORMAT):
         limit = program.limits.max_steps if max_steps is None else max_steps
         if not 1 <= limit <= MAX_STEPS:
             raise ValueError(f"max_steps must be between 1 and {MAX_STEPS}, got {limit}")

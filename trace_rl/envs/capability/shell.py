@@ -1,7 +1,8 @@
 """What `tracec env FILE --seed N` prints, and the `--play` loop: a person types the agent's turns.
 
-`describe` shows the task, the tools with their signatures, the gold solution and the values to report (the
-seed's answers: this is a debugging view). `play` reads one agent turn a line from a stream and prints each
+`describe` shows the task, the tools with their signatures, the gold solution (its calls spelt as the agent writes
+them in the call format, by default the one training uses) and the values to report (the seed's answers: this is a
+debugging view). `play` reads one agent turn a line from a stream and prints each
 observation until the episode ends, then the scores. Left out: line editing and history (wrap it in `rlwrap`).
 """
 
@@ -12,26 +13,27 @@ from typing import TextIO
 from tracec.trace_rl.envs.capability.episode import Environment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Program
-from tracec.trace_rl.envs.toolcall import format_tool_call
+from tracec.trace_rl.envs.toolcall import DEFAULT_CALL_FORMAT, format_call
 from tracec.trace_rl.llm import conversation
 
 
-def describe(program: Program, seed: int) -> str:
+def describe(program: Program, seed: int, call_format: str = DEFAULT_CALL_FORMAT) -> str:
     scenario = program.scenario(seed)
     lines = [f"environment {program.name}: {program.description}"]
     if program.capability:
         lines.append(f"capability  {program.capability}")
     lines += [f"seed        {seed}", "", "task:", f"  {scenario.task}", "", "tools:"]
     lines += [f"  {tool.info.signature()}" for tool in program.tools.values()]
-    lines += ["", "gold solution:"]
-    lines += [f"  {format_tool_call(call.name, call.arguments)}" for call in scenario.gold_calls]
+    lines += ["", f"gold solution ({call_format} calls):"]
+    lines += [f"  {line}" for call in scenario.gold_calls
+              for line in format_call(call.name, call.arguments, call_format).splitlines()]
     if scenario.report:
         lines += ["", "report: " + ", ".join(show(v) for v in scenario.report)]
     return "\n".join(lines) + "\n"
 
 
 def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: int | None = None,
-         call_format: str = "native") -> Scores:
+         call_format: str = DEFAULT_CALL_FORMAT) -> Scores:
     """An interactive episode; returns its scores (also when the input ends before the episode does). The prompt
     shown is the system message as a model without a tools-aware template reads it (native: the Hermes block)."""
     env = Environment(program, max_steps=max_steps, call_format=call_format)

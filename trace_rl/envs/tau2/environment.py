@@ -35,7 +35,7 @@ from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.scoring import Score, score
 from tracec.trace_rl.envs.tau2.tasks import Task
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS, argument_leaves, parse_tool_call
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT, argument_leaves, parse_tool_call
 from tracec.trace_rl.envs.toolfacts import RecordsToolFacts, ToolFacts
 from tracec.trace_rl.envs.users import OUT_OF_SCOPE, SCENARIO, STOP, TRANSFER, LLMUser, ScriptedUser, User
 from tracec.trace_rl.llm.chat import ChatBackend
@@ -61,7 +61,7 @@ class Tau2Environment(RecordsToolFacts):
 
     def __init__(self, domain: Domain, *, user: User, task_ids: Sequence[str] | None = None, max_steps: int = 60,
                  greeting: str = GREETING, gold: MutableMapping[str, Db] | None = None,
-                 call_format: str = "native") -> None:
+                 call_format: str = DEFAULT_CALL_FORMAT) -> None:
         if max_steps < 1:
             raise ValueError(f"Tau2Environment: max_steps must be at least 1, got {max_steps}")
         if call_format not in CALL_FORMATS:

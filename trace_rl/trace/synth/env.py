@@ -32,10 +32,10 @@ from tracec.dsl.errors import CheckError, ParseError
 from tracec.runtime.output import write_records
 from tracec.trace_rl.envs.capability import compile_environment
 from tracec.trace_rl.envs.capability.validate import validate
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
-from tracec.trace_rl.llm.repair import RepairFailed, ask
+from tracec.trace_rl.llm.repair import TRIES, RepairFailed, ask
 from tracec.trace_rl.llm.replies import ReplyProblem
 from tracec.trace_rl.trace.synth.calibration import Bands, Calibration, calibrate
 from tracec.trace_rl.trace.synth.library import LibraryEnvironment, match_by_judgement, match_by_name
@@ -66,7 +66,7 @@ class CalibrationSettings:
     max_steps: int | None = None
     sampling: Sampling = POLICY_SAMPLING
     bands: Bands = field(default_factory=Bands)
-    call_format: str = "native"  # how the policy is given the tools: as it will be trained (`envs.toolcall`)
+    call_format: str = DEFAULT_CALL_FORMAT  # how the policy is given the tools: as it will be trained (`envs.toolcall`)
 
     def __post_init__(self) -> None:
         if self.seeds < 1 or self.group_size < 2:
@@ -78,7 +78,7 @@ class CalibrationSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class EnvSettings:
-    tries: int = 3
+    tries: int = TRIES
     validate_seeds: int = 50
     excerpt_chars: int = 1500
     sampling: Sampling = SAMPLING

@@ -20,6 +20,7 @@ from tracec.trace_rl.envs.agent import Agent, Message, run_episode
 from tracec.trace_rl.envs.capability import Environment, Program
 from tracec.trace_rl.envs.capability.generate import rng_for
 from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent, RandomAgent
+from tracec.trace_rl.envs.toolcall import DEFAULT_CALL_FORMAT
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 
 Record = dict[str, Any]
@@ -55,7 +56,8 @@ class PolicyAgent:
 
 
 def policy_rollouts(program: Program, policy: SamplingBackend, seeds: range, *, group_size: int,
-                    sampling: Sampling, max_steps: int | None = None, call_format: str = "native",
+                    sampling: Sampling, max_steps: int | None = None,
+                    call_format: str = DEFAULT_CALL_FORMAT,
                     report: Callable[[str], None] = lambda _: None) -> list[Rollout]:
     """`group_size` rollouts of `policy` on each seed, the tools given in `call_format`."""
     env = Environment(program, max_steps=max_steps, call_format=call_format)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from types import ModuleType
 
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
 from tracec.cli.paths import output_file, work_folder
@@ -27,7 +28,7 @@ from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.analysis.cases import CaseError
 from tracec.trace_rl.trace.analysis.dictionary import DictionaryError
 from tracec.trace_rl.trace.analysis.label import LabelingFailed
-from tracec.trace_rl.trace.analysis.runs import RunFileError
+from tracec.trace_rl.trace.analysis.runs import RUN_FILES, RunFileError
 from tracec.trace_rl.trace.usage import UsageProblem
 
 from tracec.arguments import integer, number
@@ -85,24 +86,40 @@ def run(args: argparse.Namespace) -> int:
     if args.step == "label":  # the outputs, before any LLM is called
         work_folder(args.output)
     else:
-        output_file(args.output)
+        output_file(args.output, inputs=_inputs(args))
     if args.step == "select" and args.chart is not None:
-        output_file(args.chart)
-    from tracec.trace_rl.trace.analysis import commands
-
+        output_file(args.chart, inputs=_inputs(args))
+    if args.step == "select":
+        return _commands().select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
+                                  candidates=args.candidates, chart=args.chart)
+    llm = backend_settings(args)  # flags that name no usable backend: said before any import or input
+    commands = _commands()
     if args.step == "discover":
         return commands.discover(args.trajectories, args.output, runs=args.runs, max_candidates=args.max_candidates,
                                  cases_per_run=args.cases_per_run, case_chars=args.case_chars, tries=args.tries,
                                  max_tokens=args.max_tokens, temperature=args.temperature,
-                                 llm=backend_settings(args), open_llm=_open_backend)
-    if args.step == "label":
-        return commands.label(args.trajectories, args.output, dictionary=args.capabilities, rubric=args.rubric,
-                              only=args.capability, kernel=args.kernel, runs=args.runs, first_run=args.first_run,
-                              case_chars=args.case_chars, skip_failed=args.skip_failed, force=args.force,
-                              tries=args.tries, max_tokens=args.max_tokens, temperature=args.temperature,
-                              llm=backend_settings(args), open_llm=_open_backend)
-    return commands.select(args.runs, args.output, rho=args.rho, delta=args.delta, k=args.k,
-                           candidates=args.candidates, chart=args.chart)
+                                 llm=llm, open_llm=_open_backend)
+    return commands.label(args.trajectories, args.output, dictionary=args.capabilities, rubric=args.rubric,
+                          only=args.capability, kernel=args.kernel, runs=args.runs, first_run=args.first_run,
+                          case_chars=args.case_chars, skip_failed=args.skip_failed, force=args.force,
+                          tries=args.tries, max_tokens=args.max_tokens, temperature=args.temperature,
+                          llm=llm, open_llm=_open_backend)
+
+
+def _commands() -> ModuleType:
+    """What the steps do, imported once the arguments are checked (it imports the compiler and numpy)."""
+    from tracec.trace_rl.trace.analysis import commands
+
+    return commands
+
+
+def _inputs(args: argparse.Namespace) -> list[Path]:
+    """The files a discover or a select reads (a folder of runs: its run files), which its outputs must not
+    replace; one that is missing is said when it is read."""
+    if args.step == "discover":
+        return list(args.trajectories)
+    runs = [file for given in args.runs for file in (sorted(given.glob(RUN_FILES)) if given.is_dir() else [given])]
+    return [*runs, *([args.candidates] if args.candidates is not None else [])]
 
 
 def _open_backend(settings: BackendSettings) -> SamplingBackend:

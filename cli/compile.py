@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.backend not in ("c", "auto"):
         raise UsageError("-o writes a C shared library; use it with --backend c (or no --backend)")
     if args.output is not None:
-        output_file(args.output)
+        output_file(args.output, inputs=(args.file,))
     started = time.perf_counter()
     compiled = load(args)
     checked_at = time.perf_counter()

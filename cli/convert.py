@@ -8,7 +8,6 @@ or not at all, and never over the input (the same file, or a link to it). The lo
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -28,10 +27,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.file.suffix not in SUFFIXES:
         raise UsageError(f"{args.file}: a trajectory file's name must end in {' or '.join(SUFFIXES)}")
-    output_file(args.output, SUFFIXES)
+    output_file(args.output, SUFFIXES, inputs=(args.file,))
     input_file(args.file)
-    if args.output.exists() and os.path.samefile(args.file, args.output):  # a link to it too
-        raise UserError("is the input itself; name another file to write", args.output)
     try:
         episodes = convert_trajectories(args.file, args.output)
     except OSError as error:

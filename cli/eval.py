@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.output is not None:
-        output_file(args.output, OUTPUT_SUFFIXES)
+        output_file(args.output, OUTPUT_SUFFIXES, inputs=(args.trajectories, args.file))
     input_file(args.trajectories)
     text = read_source(args.file)  # a path that cannot be read is said before numba is imported
     cache = kernel_cache() if args.backend != "interp" else None

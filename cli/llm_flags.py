@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 
-from tracec.trace_rl.llm.options import BACKENDS, DEFAULT_LOCAL_MODEL, BackendSettings
+from tracec.trace_rl.llm.options import BACKENDS, DEFAULT_LOCAL_MODEL, BackendSettings, choose_backend
+from tracec.trace_rl.llm.repair import TRIES
 
 from tracec.arguments import integer, number, torch_device
 
 
-def add_llm_arguments(parser: argparse.ArgumentParser, *, tries: int = 3) -> None:
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("the LLM")
     group.add_argument("--llm", choices=BACKENDS, help="backend (default: http when a base URL is set, else "
                        "transformers)")
@@ -35,10 +36,14 @@ def add_llm_arguments(parser: argparse.ArgumentParser, *, tries: int = 3) -> Non
     group.add_argument("--max-tokens", type=integer(1), default=None, help="reply length bound per call")
     group.add_argument("--temperature", type=number(0), default=None, help="sampling temperature (0: greedy)")
     group.add_argument("--seed", type=integer(0), default=0, help="sampling seed (default 0)")
-    group.add_argument("--tries", type=integer(1), default=tries,
-                       help=f"attempts per step of the repair loop (default {tries})")
+    group.add_argument("--tries", type=integer(1), default=TRIES,
+                       help=f"attempts per step of the repair loop (default {TRIES})")
 
 
 def backend_settings(args: argparse.Namespace) -> BackendSettings:
-    return BackendSettings(backend=args.llm, model=args.model, base_url=args.base_url, timeout=args.timeout,
-                           retries=args.retries, device=args.device, seed=args.seed)
+    """The settings the flags name, checked to name a usable backend (`BackendChoiceError`, a usage error) now,
+    before a command imports torch or reads its inputs."""
+    settings = BackendSettings(backend=args.llm, model=args.model, base_url=args.base_url, timeout=args.timeout,
+                               retries=args.retries, device=args.device, seed=args.seed)
+    choose_backend(settings)
+    return settings

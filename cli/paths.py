@@ -1,7 +1,8 @@
 """The paths a user gives the command line, checked before any work starts, with errors that name them.
 
 An input must be a readable file; an output must be a file name whose folder exists or can be made (a path under a
-regular file cannot, `f.rubric/x.jsonl`); a work folder must not be a file; the kernel cache must be writable, and
+regular file cannot, `f.rubric/x.jsonl`); a work folder must not be a file, and is made by the work itself, once
+every argument is checked (a refused command leaves nothing behind); the kernel cache must be writable, and
 when it is not the error says which setting moves it. Every error names the path the user typed, never a temporary
 file beside it. Source files are read here too, so that a file that is not UTF-8 is reported at its first bad byte.
 Left out: races (a folder removed between the check and the write still fails, with the same kind of message,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from tracec.cli.errors import UsageError, UserError
@@ -44,10 +46,15 @@ def read_source(path: Path) -> str:
     return decode_source(data, str(path))
 
 
-def output_file(path: Path, suffixes: tuple[str, ...] = ()) -> Path:
-    """`path` if a file can be written there (`suffixes`: the endings allowed, else a UsageError)."""
+def output_file(path: Path, suffixes: tuple[str, ...] = (), *, inputs: Iterable[Path] = ()) -> Path:
+    """`path` if a file can be written there (`suffixes`: the endings allowed, else a UsageError) without
+    replacing one of the command's `inputs` (the same file, through a link too), which it would destroy."""
     if path.is_dir():
         raise UserError("is a folder; name the file to write", path)
+    for given in inputs:
+        if _same_file(path, given):
+            which = "" if os.path.normpath(given) == os.path.normpath(path) else f" {given}"
+            raise UserError(f"is the input{which} itself; name another file to write", path)
     if suffixes and path.suffix not in suffixes:
         shown = " or ".join(suffixes)
         raise UsageError(f"{path}: the output's name must end in {shown}, which says its format")
@@ -56,14 +63,11 @@ def output_file(path: Path, suffixes: tuple[str, ...] = ()) -> Path:
 
 
 def work_folder(path: Path) -> Path:
-    """`path` as a folder, made if missing (with its parents)."""
+    """`path`, once it is a folder or one can be made there; not made here: the work makes it when it starts (as
+    `write_atomic` makes a file's folder), so that a command refused by a later check leaves no empty folder."""
     if path.exists() and not path.is_dir():
         raise UserError("is a file, not a folder", path)
     _check_folder_can_exist(path, path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError.from_os_error(error, path) from None
     return path
 
 
@@ -91,6 +95,14 @@ def _check_folder_can_exist(path: Path, folder: Path) -> None:
             if not os.access(ancestor, os.W_OK | os.X_OK):
                 raise UserError(f"permission denied: `{ancestor}` may not be written", path)
             return
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """Whether both name one existing file (a link resolves to what it points at)."""
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # either is missing or unreadable: nothing to overwrite, or the input's check says why
+        return False
 
 
 def _unusable(path: Path, error: OSError) -> UserError:

@@ -6,8 +6,9 @@
     tracec synth rubric --schema FILE|toolenv --description TEXT -o OUT.rubric
                         [--trajectories T.jsonl] [--random-trajectories R.jsonl] [--env ENV.rubric] [LLM flags]
 
-`synth env` tries the environment library first (`--library DIR`, default examples/envs; `--no-library`), then
-the LLM; calibration runs `--policy` (a local model, default smollm2-135m-instruct; `--no-calibrate` skips it).
+`synth env` tries the environment library first (`--library DIR`, default the installed `examples/envs`;
+`--no-library`), then the LLM; calibration runs `--policy` (a local model, default smollm2-135m-instruct;
+`--no-calibrate` skips it).
 Exit 0 when an environment or rubric passed every check, 1 when none did (the message names the check and why;
 every attempt is kept under the output), 2 on a usage error.
 """
@@ -26,14 +27,14 @@ from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.analysis.cases import CaseError
-from tracec.trace_rl.trace.synth.reference import MissingReference
+from tracec.trace_rl.trace.synth.reference import LIBRARY, MissingReference
 from tracec.trace_rl.trace.usage import UsageProblem
 
 from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
-# SynthFailed is named, not imported: its module imports torch (see `tracec.cli`), and only it raises SynthFailed.
+# SynthFailed is named, not imported: its module is loaded only when a step runs (`--help` never pays for it).
 USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, "tracec.trace_rl.trace.synth.commands:SynthFailed",
                MissingReference, "tracec.trace_rl.trace.synth.tool_schemas:ToolsFileError")
 
@@ -50,7 +51,7 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
     env.add_argument("--trajectories", nargs="*", type=Path, default=[],
                      help="trajectories whose failures (the entry's example ids, else any failed) are excerpted")
     env.add_argument("-o", "--output", type=Path, required=True, help="output folder")
-    env.add_argument("--library", type=Path, help="environment library folder (default examples/envs)")
+    env.add_argument("--library", type=Path, help=f"environment library folder (default: the installed one, {LIBRARY})")
     env.add_argument("--no-library", action="store_true", help="always ask the LLM to write the environment")
     env.add_argument("--validate-seeds", type=integer(1), default=50,
                      help="seeds the environment is validated on (default 50)")
@@ -91,7 +92,7 @@ def add_arguments(synth: argparse.ArgumentParser) -> None:
     rubric.add_argument("--env", type=Path, help="record gold, do-nothing and random episodes of this environment")
     rubric.add_argument("--seeds", type=integer(1), default=20, help="with --env: seeds to record (default 20)")
     rubric.add_argument("-o", "--output", type=Path, required=True, help="the rubric (.rubric)")
-    add_llm_arguments(rubric, tries=4)
+    add_llm_arguments(rubric)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"{flag}: LOW {low:g} is above HIGH {high:g}; give the band as LOW HIGH")
         work_folder(args.output)
     else:
-        output_file(args.output)
-    from tracec.trace_rl.trace.synth import commands  # after the paths: it imports torch (the local LLM)
+        read = (None if args.schema == "toolenv" else Path(args.schema), args.trajectories, args.random_trajectories,
+                args.env)
+        output_file(args.output, inputs=[path for path in read if path is not None])
+    llm = backend_settings(args)  # flags that name no usable backend: said before any input is read
+    from tracec.trace_rl.trace.synth import commands
 
     if args.step == "env":
         return commands.env(
@@ -113,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps, policy_temperature=args.policy_temperature,
             policy_max_tokens=args.policy_max_tokens, mean_band=tuple(args.mean_band),
             success_band=tuple(args.success_band), max_constant_groups=args.max_constant_groups, tries=args.tries,
-            llm=backend_settings(args), tools=args.tools)
+            llm=llm, tools=args.tools)
     return commands.rubric(args.output, schema=args.schema, schema_name=args.schema_name,
                            description=args.description, trajectories=args.trajectories,
                            random_trajectories=args.random_trajectories, environment=args.env, seeds=args.seeds,
-                           tries=args.tries, llm=backend_settings(args))
+                           tries=args.tries, llm=llm)

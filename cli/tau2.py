@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.envs.tau2.tasks import TaskError
 
     if args.dump_db is not None:
-        output_file(args.dump_db)
+        output_file(args.dump_db, inputs=_domain_files(args.data_dir, args.domain))
     try:
         result = replay(args.domain, args.task, args.data_dir)
     except KeyError as error:  # no such task: the message lists how many there are
@@ -46,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"actions: {len(result.outcomes)}, refused: {result.refused}")
     print(f"db hash: {result.hash}")
     return EXIT_OK
+
+
+def _domain_files(data_dir: Path | None, domain: str) -> list[Path]:
+    """The files of the domain's data (its database, tasks, policy), which --dump-db must not replace."""
+    from tracec.trace_rl.envs.tau2.env import find_data_dir
+
+    try:
+        folder = find_data_dir(data_dir) / domain
+    except FileNotFoundError:  # the replay says why
+        return []
+    return [path for path in folder.iterdir() if path.is_file()] if folder.is_dir() else []
 
 
 def _data_dir_help() -> str:

@@ -27,7 +27,7 @@ from tracec.compiler.backends import Backend, Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.pipeline import CompiledRubric, compile_rubric
-from tracec.dsl.check import check
+from tracec.dsl.check import CheckedModule, builtin_schemas, check
 from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
 from tracec.dsl.source_file import read_source
@@ -159,15 +159,33 @@ def evaluate_file(scorer: RubricScorer, trajectories: str | os.PathLike[str],
 def load_rubric(text: str, path: str, rubric: str | None = None) -> CompiledRubric:
     """Parse, check and compile the rubric named `rubric` (or the file's only rubric)."""
     checked = check(parse(text, path))
+    if not checked.rubrics:
+        raise CheckError([Diagnostic(path, NOWHERE, _no_rubric(checked))])
     if rubric is None:
         if len(checked.rubrics) != 1:
-            names = ", ".join(sorted(checked.rubrics)) or "none"
-            raise CheckError([Diagnostic(path, NOWHERE, f"name the rubric to use; this file has: {names}")])
+            names = ", ".join(sorted(checked.rubrics))
+            raise CheckError([Diagnostic(path, NOWHERE, f"name the rubric to use; this file has: {names} (--rubric "
+                                                        "NAME on the command line, `rubric=` in Python)")])
         rubric = next(iter(checked.rubrics))
     if rubric not in checked.rubrics:
         names = ", ".join(sorted(checked.rubrics)) or "none"
         raise CheckError([Diagnostic(path, NOWHERE, f"no rubric `{rubric}` in this file; it has: {names}")])
     return compile_rubric(checked.rubrics[rubric])
+
+
+def _no_rubric(checked: CheckedModule) -> str:
+    """What a file without a `rubric` block holds instead, and the command that reads that."""
+    schemas = [name for name in checked.schemas if name not in {s.name for s in builtin_schemas()}]
+    held = [f"{kind} {', '.join(names)}" for kind, names in (("environment", list(checked.environments)),
+                                                            ("capability", list(checked.capabilities)),
+                                                            ("schema", schemas)) if names]
+    uses = []
+    if checked.environments:
+        uses.append("`tracec env` plays an environment")
+    if checked.capabilities:
+        uses.append("`tracec analyze label --rubric FILE` labels with capability blocks")
+    return (f"this file has no rubric block to score with (it holds {'; '.join(held) or 'nothing'})"
+            + (f"; {' and '.join(uses)}" if uses else ""))
 
 
 def default_cache() -> KernelCache:

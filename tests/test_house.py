@@ -101,6 +101,8 @@ LAZY = {
     "tracec.runtime.jit": {**dict.fromkeys(("tracec.runtime.advantage_kernels", "tracec.runtime.context_group_kernels",
                                             "tracec.runtime.reward_kernels"), _NUMBA),
                            "tracec.runtime.rewards": "a cycle: rewards imports this module's fixed_kernels"},
+    "tracec.trace_rl.trace.synth.commands": {"tracec.trace_rl.llm.backends": "the local LLM imports torch: only "
+                                             "where a model opens, after every input was checked"},
     "tracec.trace_rl.policy.logprobs": {"tracec.trace_rl.policy.logprobs_triton": "Triton's kernels (Triton is an "
                                         "optional extra, see ONE_PLACE); a cycle too: they use this module's TileOps"},
 }
@@ -113,7 +115,7 @@ ONE_PLACE = {"vllm": ("tracec.trace_rl.llm.vllm_backend", "import_vllm"),
 # Where a module is imported by a name known only at run time, and what name.
 DYNAMIC = {"tracec.cli": "the module of the verb that runs", "tracec.runtime.jit": "the optional C extension",
            "tracec.trace_rl.llm.vllm_backend": "vLLM's modules, in import_vllm",
-           "tracec.trace_rl.grpo.environments": "a config's env.python.factory"}
+           "tracec.trace_rl.grpo.preflight": "a config's env.python.factory"}
 
 
 def imports_with_function(path: Path) -> list[tuple[ast.Import | ast.ImportFrom, str | None]]:

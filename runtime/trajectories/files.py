@@ -11,7 +11,7 @@ column has one type, so a field whose values have different JSON types in differ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -70,10 +70,17 @@ def read_facts(path: str | os.PathLike[str], plan: FactPlan) -> FactBatch:
     with gc_paused():
         episodes = read_trajectories(name)
         batch = build_fact_batch(episodes, plan)
-        if not _any_known(batch, plan):
-            _no_shared_field(name, plan, _episode_fields(episodes))
+        require_known_facts(name, batch, plan, episodes)
         del episodes
     return batch
+
+
+def require_known_facts(path: str, batch: FactBatch, plan: FactPlan, episodes: Sequence[Episode]) -> None:
+    """A DataError naming both sides' fields when no state or action of `episodes` (read from `path`, built into
+    `batch`) has a value for any fact `plan` reads: the wrong file for this rubric (`tracec eval`'s rule, and the
+    rubric labeler's)."""
+    if not _any_known(batch, plan):
+        _no_shared_field(path, plan, _episode_fields(episodes))
 
 
 def _any_known(batch: FactBatch, plan: FactPlan) -> bool:
@@ -103,7 +110,7 @@ def _no_shared_field(path: str, plan: FactPlan, found: dict[str, set[str]]) -> N
     raise DataError([Diagnostic(path, NOWHERE, message)])
 
 
-def _episode_fields(episodes: list[Episode]) -> dict[str, set[str]]:
+def _episode_fields(episodes: Sequence[Episode]) -> dict[str, set[str]]:
     states = {key for e in episodes for state in e.states for key in state}
     actions = {key for e in episodes for action in e.actions for key in action}
     return {"state": states, "action": actions}

@@ -7,12 +7,13 @@ import argparse
 
 import pytest
 from tracec.cli.llm_flags import add_llm_arguments, backend_settings
-from tracec.trace_rl.llm.options import BackendSettings
+from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings
+from tracec.trace_rl.llm.repair import TRIES
 
 
-def parsed(*argv: str, tries: int = 3) -> argparse.Namespace:
+def parsed(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_llm_arguments(parser, tries=tries)
+    add_llm_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -25,6 +26,32 @@ def test_the_flags_name_the_backend_settings() -> None:
 
 
 def test_tries_max_tokens_and_temperature_are_left_to_the_command() -> None:
-    assert (parsed().tries, parsed(tries=4).tries, parsed().max_tokens, parsed().temperature) == (3, 4, None, None)
+    assert (parsed().tries, parsed().max_tokens, parsed().temperature) == (TRIES, None, None)
     with pytest.raises(SystemExit):  # the flag's type refuses it while the arguments parse
         parsed("--tries", "0")
+
+
+def test_one_tries_default_for_every_command_and_config() -> None:
+    """`synth rubric` once tried 4 times where every other command and the pipeline's `[llm]` tried 3."""
+    from tracec.cli import analyze, synth
+    from tracec.trace_rl.trace.analysis.discover import DiscoverSettings
+    from tracec.trace_rl.trace.analysis.label import LabelSettings
+    from tracec.trace_rl.trace.pipeline.config import LLMSection
+    from tracec.trace_rl.trace.synth.env import EnvSettings
+
+    defaults = set()
+    steps = {analyze: (["discover", "t.jsonl", "-o", "c.json"], ["label", "t.jsonl", "--rubric", "r", "-o", "o"]),
+             synth: (["env", "-o", "o"], ["rubric", "--schema", "toolenv", "-o", "o.rubric"])}
+    for module, argvs in steps.items():
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        defaults |= {parser.parse_args(argv).tries for argv in argvs}
+    defaults |= {DiscoverSettings().tries, LabelSettings().tries, EnvSettings().tries, LLMSection().tries}
+    assert defaults == {TRIES}
+
+
+def test_flags_that_name_no_usable_backend_are_refused_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TRACEC_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(BackendChoiceError, match="--llm http needs --base-url"):
+        backend_settings(parsed("--llm", "http", "--model", "m"))

@@ -33,8 +33,8 @@ def textworld_game(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def data_dir() -> Path:
-    return find_data_dir()
+def data_dir(shared_dir: Path) -> Path:
+    return find_data_dir(shared_dir / "data" / "tau2")  # the shared folder the tests were pointed at
 
 
 @pytest.fixture(scope="session")

@@ -210,7 +210,32 @@ def test_label_usage_errors(trajectories: Path, tmp_path: Path, tau2_results: Pa
                  "-o", str(tmp_path)]) == 1
     assert "rubric labels read the facts of trajectory JSONL" in capsys.readouterr().err
     assert main(["analyze", "label", str(trajectories), "--capabilities", str(tmp_path / "none.json"),
-                 "-o", str(tmp_path), "--llm", "http"]) == 1
+                 "-o", str(tmp_path), "--llm", "http", "--model", "m", "--base-url", "http://127.0.0.1:9"]) == 1
+
+
+def test_rubric_labels_refuse_a_file_the_rubric_cannot_read_as_eval_does(
+        trajectories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trajectories of another schema, or without facts, once gave exit 0 and every label NA; `tracec eval`
+    refuses the same file, and the labeler now says the same thing of it, writing no run."""
+    rubric = REPO / "examples" / "toolenv.rubric"
+    other = tmp_path / "household.jsonl"
+    other.write_text(json.dumps({"episode": "e1", "states": [{"location": "hall"}, {"location": "kitchen"}],
+                                 "actions": [{"verb": "go"}], "success": False}) + "\n")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"episode": "e2", "states": [{}, {}], "actions": [{}], "success": True}) + "\n")
+    out = tmp_path / "runs"
+    for wrong in (other, bare):
+        assert main(["eval", str(rubric), "--rubric", "toolenv_default", "--trajectories", str(wrong),
+                     "--backend", "interp"]) == 1
+        refused = capsys.readouterr().err
+        assert refused.startswith(f"{wrong}: error: no state or action has a value for any field the rubric reads")
+        # beside a good file too: each file is checked on its own
+        assert main(["analyze", "label", str(trajectories), str(wrong), "--rubric", str(rubric), "--kernel",
+                     "interp", "-o", str(out)]) == 1
+        said = capsys.readouterr().err
+        assert said.startswith(f"{wrong}: error: no state or action has a value for any field the rubric reads")
+        assert "this file's states have: " + ("location" if wrong == other else "none") in said
+    assert list(out.glob("run_*.json")) == []
 
 
 def _one() -> Any:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from numerics import forward_roundings, forward_size, tolerance
 from pipeline_fixtures import write_config
 from random_adapters import random_adapter
 from test_routing import TASK
@@ -35,6 +37,15 @@ def _model_flags(folders: dict[str, Path], options: Path) -> list[str]:
             "--options", str(options)]
 
 
+def _score_tolerance(model: PeftAdapters, router: Router, task: str) -> float:
+    """How far two routings' label scores for `task` may differ, each from an fp32 forward over the prompt (the
+    command's own model and this one): the rule's bound (tests/numerics.py) at the size of the forward's values."""
+    ids = model.prompt_ids(router.messages(task))
+    with model.policy.base_model():
+        size = forward_size(model.policy.model, torch.tensor([ids]))
+    return tolerance(forward_roundings(model.policy.model.config, len(ids)), size, torch.float32)
+
+
 def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
     folders, options = adapters
     assert main(["route", *_model_flags(folders, options), "--task", TASK, "--json"]) == 0
@@ -42,9 +53,10 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     model = PeftAdapters.load("tiny", folders)
     from tracec.trace_rl.trace.routing import read_options
 
-    expected = Router(model, read_options(options)).route(TASK)
+    router = Router(model, read_options(options))
+    expected = router.route(TASK)
     assert printed["choice"] == expected.choice and set(printed["logits"]) == {"alpha", "beta", BASE}
-    assert printed["logits"] == pytest.approx(expected.logits, abs=1e-5)
+    assert printed["logits"] == pytest.approx(expected.logits, abs=_score_tolerance(model, router, TASK))
     assert main(["route", *_model_flags(folders, options), "--task", TASK]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"route: {expected.choice} (label {expected.label}")
@@ -56,8 +68,8 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     from tracec.trace_rl.envs.capability import Environment, load_environment
 
     first = Environment(load_environment(str(ENV))).reset(3).text
-    assert json.loads(capsys.readouterr().out)["logits"] == pytest.approx(
-        Router(model, read_options(options)).route(first).logits, abs=1e-5)
+    assert json.loads(capsys.readouterr().out)["logits"] == pytest.approx(router.route(first).logits,
+                                                                         abs=_score_tolerance(model, router, first))
 
 
 def test_evaluate_writes_the_table_and_a_rerun_plays_nothing(adapters, tmp_path: Path,  # type: ignore[no-untyped-def]

@@ -126,6 +126,13 @@ def test_a_step_is_skipped_only_when_its_inputs_and_outputs_are_there(tmp_path: 
     (tmp_path / "a" / "out.txt").unlink()
     (tmp_path / "a").rmdir()  # outputs gone: run again
     assert not store.run("a", {"x": 2}, produce("three")).skipped and runs == ["one", "two", "three"]
+    # An output cut or deleted inside a folder that is still there (a trajectory file truncated, an adapter
+    # removed) was once skipped as up to date: the outputs are read again before a skip.
+    (tmp_path / "a" / "out.txt").write_text("thr")
+    assert not store.run("a", {"x": 2}, produce("four")).skipped and (tmp_path / "a" / "out.txt").read_text() == "four"
+    (tmp_path / "a" / "out.txt").unlink()
+    assert not store.run("a", {"x": 2}, produce("five")).skipped and runs[-1] == "five"
+    assert store.run("a", {"x": 2}, produce("six")).skipped and runs[-1] == "five"
 
     def dies(folder: Path) -> str:
         (folder / "half.txt").write_text("half")
@@ -319,3 +326,59 @@ def test_a_missing_target_environment_is_said_at_its_line_when_the_config_loads(
     err = capsys.readouterr().err
     assert f"{config}:{line}:1: error: target.environments names " in err and "multi_step_completoin" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_labels_rubric_and_the_conditions_it_allows_are_checked_when_the_config_loads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `~name` of no user was a traceback (exit 3), where the trainer's config says exit 1; a missing labels file
+    was found after collection, and a condition naming no capability after training."""
+    from tracec.cli import main
+
+    rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
+    config = write_config(tmp_path)
+    text = config.read_text().replace('labeler = "llm"', 'labeler = "rubric"')
+    wrong = [('rubric = "~nosuchuser_x/caps.rubric"', "",
+              f"analysis.rubric names {tmp_path / '~nosuchuser_x' / 'caps.rubric'}, which is not a file"),
+             (f'rubric = "{rubric}"\ncapabilities = ["nope"]', "",
+              f"analysis.capabilities: {rubric} has no capability nope (it has: tool_calling_precision, "),
+             (f'rubric = "{rubric}"\ncapabilities = ["precondition_verification"]',
+              'conditions = ["base", "tool_calling_precision"]',
+              'evaluate.conditions names "tool_calling_precision", which is no condition and no capability of ')]
+    for analysis, evaluate, message in wrong:
+        config.write_text(text.replace("[analysis]\n", f"[analysis]\n{analysis}\n")
+                          .replace("[evaluate]\n", f"[evaluate]\n{evaluate}\n"))
+        assert main(["pipeline", str(config)]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and message in err, err
+        assert err.startswith(f"{config}:") and not (tmp_path / "run").exists()
+    # the library: its message names the config key, not synth's flags
+    config.write_text(text.replace("[analysis]\n", f'[analysis]\nrubric = "{rubric}"\n')
+                      .replace("[environments]\n", '[environments]\nlibrary = "/nope"\n'))
+    assert main(["pipeline", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "environments.library: /nope: the environment library is not there; set environments.library to a " \
+           "folder" in err and "--library" not in err and not (tmp_path / "run").exists()
+
+
+def test_a_condition_naming_no_selected_capability_stops_the_run_before_training(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With LLM labels the adapters are known once select has run: an unknown condition stops the run there."""
+    from tracec.trace_rl.trace.pipeline import analysis_steps, env_steps
+    from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+
+    config = load_pipeline_config(write_config(tmp_path), ["evaluate.conditions=[\"base\", \"careful_changes\"]"])
+    for step in ("collect", "discover", "label"):
+        monkeypatch.setattr(analysis_steps, step, lambda *args: "stand-in")
+
+    def select(context: Any, folder: Path, *args: Any) -> str:
+        (folder / analysis_steps.SELECTED).write_text(json.dumps([{"skill": "precondition_verification"}]))
+        return "stand-in"
+
+    later: list[str] = []
+    monkeypatch.setattr(analysis_steps, "select", select)
+    monkeypatch.setattr(env_steps, "environments", lambda *args: later.append("environments") or "")
+    with pytest.raises(PipelineFailed, match=r"evaluate.conditions names 'careful_changes', which is no condition "
+                                             r"and no capability this run trains \(select left: "
+                                             r"precondition_verification\)"):
+        run_pipeline(config, llm=analyst())
+    assert later == []

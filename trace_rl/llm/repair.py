@@ -20,6 +20,7 @@ from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.replies import ReplyProblem, find_json
 
 T = TypeVar("T")
+TRIES = 3  # attempts per step, the default of every command and config that asks (`--tries`, `llm.tries`)
 
 
 class RepairFailed(Exception):

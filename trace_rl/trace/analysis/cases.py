@@ -36,6 +36,7 @@ class Case:
     reward: float
     transcript: str
     episode: Episode | None = None  # ours only: what a `.rubric`'s capabilities label
+    source: str = ""  # the file it was read from
 
     def excerpt(self, budget: int) -> str:
         """The transcript within `budget` characters: head and tail, with the cut said in the middle."""
@@ -83,7 +84,7 @@ def _read(path: Path) -> list[Case]:
             raise CaseError(f"{path}: error: one JSON object without `simulations`: neither trajectory JSONL (one "
                             "episode a line) nor a tau2-bench result file")
         return _tau2_cases(path, whole)
-    return [_our_case(e) for e in read_trajectories(path)]
+    return [_our_case(e, str(path)) for e in read_trajectories(path)]
 
 
 def succeeded(episode: Episode) -> bool:
@@ -91,7 +92,7 @@ def succeeded(episode: Episode) -> bool:
     return episode.success if episode.success is not None else episode.env_reward >= SUCCESS
 
 
-def _our_case(episode: Episode) -> Case:
+def _our_case(episode: Episode, source: str) -> Case:
     success = succeeded(episode)
     lines = [f"task: {episode.instruction}"] if episode.instruction else []
     for action, state in zip(episode.actions, episode.states[1:]):
@@ -101,7 +102,7 @@ def _our_case(episode: Episode) -> Case:
         lines.append(f"  -> {_clip(json.dumps(shown, ensure_ascii=False, sort_keys=True))}")
     lines.append(f"outcome: {'success' if success else 'failure'} (reward {episode.env_reward:g})")
     return Case(id=episode.episode, success=success, reward=episode.env_reward, transcript="\n".join(lines),
-                episode=episode)
+                episode=episode, source=source)
 
 
 def _tau2_cases(path: Path, data: dict[str, Any]) -> list[Case]:
@@ -128,7 +129,8 @@ def _tau2_cases(path: Path, data: dict[str, Any]) -> list[Case]:
         transcript = _tau2_transcript(sim.get("messages") or [])
         success = float(reward) >= SUCCESS
         outcome = f"outcome: {'success' if success else 'failure'} (reward {float(reward):g})"
-        cases.append(Case(id=case_id, success=success, reward=float(reward), transcript=f"{transcript}\n{outcome}"))
+        cases.append(Case(id=case_id, success=success, reward=float(reward), transcript=f"{transcript}\n{outcome}",
+                          source=str(path)))
     return cases
 
 

@@ -148,8 +148,9 @@ def select(given: Sequence[Path], output: Path, *, rho: float, delta: float, k: 
     if mixed:
         raise UsageProblem(f"{mixed[0]}: labelled against other capabilities than {runs[0].path} "
                            f"({', '.join(sorted(runs[0].labels))}); select compares runs of one dictionary")
-    if thresholds.k > len(runs):
-        report(f"select: note: --k {thresholds.k} is more than the {len(runs)} runs given; nothing can be kept")
+    if thresholds.k > len(runs):  # the default k = 8 of TRACE's ten LLM runs keeps nothing from one run
+        report(f"select: note: --k {thresholds.k} is more than the {len(runs)} run(s) given, so no capability can be "
+               f"kept; pass --k {len(runs)} or less (a rubric's labels are one run: --k 1)")
     candidates = candidates or next((p / "candidate_capabilities.json" for p in given
                                      if (p / "candidate_capabilities.json").is_file()), None)
     descriptions = {c.name: c.description for c in read_dictionary(candidates)} if candidates else {}

@@ -23,7 +23,7 @@ from typing import Any
 
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
-from tracec.trace_rl.llm.repair import ask_json
+from tracec.trace_rl.llm.repair import TRIES, ask_json
 from tracec.trace_rl.llm.replies import ReplyProblem
 from tracec.trace_rl.trace.analysis.cases import Case, split
 from tracec.trace_rl.trace.analysis.progress import Progress
@@ -38,7 +38,7 @@ class DiscoverSettings:
     max_candidates: int = 10
     cases_per_run: int = 16
     case_chars: int = 1500
-    tries: int = 3
+    tries: int = TRIES
     seed: int = 0  # run r samples its trajectories and its replies under seed * 10^6 + r * 1000 (+ attempt)
     sampling: Sampling = SAMPLING
 

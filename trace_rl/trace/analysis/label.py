@@ -27,9 +27,11 @@ from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import label_episodes
 from tracec.runtime.evaluate import default_cache
 from tracec.runtime.facts import build_fact_batch
+from tracec.runtime.trajectories.files import require_known_facts
+from tracec.runtime.trajectories.jsonl import Episode
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
-from tracec.trace_rl.llm.repair import RepairFailed, ask_json
+from tracec.trace_rl.llm.repair import TRIES, RepairFailed, ask_json
 from tracec.trace_rl.trace.analysis.cases import Case, CaseError
 from tracec.trace_rl.trace.analysis.dictionary import Capability
 from tracec.trace_rl.trace.analysis.discover import run_seed
@@ -47,7 +49,7 @@ class LabelSettings:
     runs: int = 1
     first_run: int = 1
     case_chars: int = 4000
-    tries: int = 3
+    tries: int = TRIES
     seed: int = 0  # run r samples under seed * 10^6 + r * 1000 (+ attempt), as discovery's runs
     skip_failed: bool = False
     sampling: Sampling = SAMPLING
@@ -152,14 +154,19 @@ def label_with_rubric(rubric: str | os.PathLike[str], cases: Sequence[Case], nam
     if without:
         raise CaseError(f"rubric labels read the facts of trajectory JSONL; {len(without)} trajectories (such as "
                         f"{without[0]!r}) come from a result file without facts")
-    episodes = [c.episode for c in cases if c.episode is not None]
+    files: dict[str, list[Episode]] = {}  # each file checked on its own, as `tracec eval` checks it
+    for case in cases:
+        assert case.episode is not None  # refused above
+        files.setdefault(case.source, []).append(case.episode)
     labels: dict[str, Labels] = {c.id: {} for c in cases}
     capabilities = []
     for name in chosen:
         compiled = compile_capability(checked.capabilities[name])
         kernel = compile_kernel(compiled.program, backend, default_cache() if backend != "interp" else None)
-        batch = build_fact_batch(episodes, compiled.plan)
-        for case_id, label in zip(batch.episodes, label_episodes(compiled, kernel, batch)):
-            labels[case_id][name] = label.name
+        for source, episodes in files.items():
+            batch = build_fact_batch(episodes, compiled.plan)
+            require_known_facts(source, batch, compiled.plan, episodes)
+            for case_id, label in zip(batch.episodes, label_episodes(compiled, kernel, batch)):
+                labels[case_id][name] = label.name
         capabilities.append(Capability(name=name, description=compiled.description))
     return capabilities, labels

@@ -17,8 +17,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracec.dsl.check import check
-from tracec.dsl.parse import parse_file
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.trace.adapters import BaseModelUser
 from tracec.trace_rl.trace.analysis.cases import read_cases
@@ -36,6 +34,7 @@ from tracec.trace_rl.trace.analysis.progress import Progress, fingerprint
 from tracec.trace_rl.trace.analysis.runs import read_run, run_files
 from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
 from tracec.trace_rl.trace.evaluate import Condition, evaluate
+from tracec.trace_rl.trace.pipeline.config import rubric_capabilities
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.pipeline.targets import target_domains
 from tracec.trace_rl.trace.routing import AdapterAgent
@@ -82,17 +81,6 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
         progress.finish()
     _write_json(folder / CANDIDATES, dictionary)
     return f"{len(dictionary['candidates'])} candidates: " + ", ".join(c["name"] for c in dictionary["candidates"])
-
-
-def rubric_capabilities(rubric: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(name, description) of the capability blocks of `rubric` (all, or `names`, checked to exist)."""
-    blocks = check(parse_file(rubric)).capabilities
-    unknown = [n for n in names if n not in blocks]
-    if unknown or not blocks:
-        raise PipelineFailed(f"analysis.capabilities: {rubric} has no capability {', '.join(unknown)} (it has: "
-                             f"{', '.join(blocks) or 'none'})" if unknown else
-                             f"analysis.rubric: {rubric} has no capability blocks to label with")
-    return [(name, blocks[name].decl.description) for name in (names or tuple(blocks))]
 
 
 def label(context: Context, folder: Path, collected: Path, discovered: Path) -> str:

@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS
-from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig
+from tracec.dsl.check import check
+from tracec.dsl.parse import parse_file
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
+from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig, absolute_path
 from tracec.trace_rl.llm.http import HTTPConfig
+from tracec.trace_rl.llm.repair import TRIES
 from tracec.trace_rl.trace.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
+from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.synth.tool_schemas import ToolsFileError, load_tools
 
 from tracec.config_io import (
@@ -76,8 +80,8 @@ class TargetSection:
     tau2: Tau2TargetSection = Tau2TargetSection()
     max_turns: int = 8  # agent turns per episode, in collection and evaluation
     user: str = "scripted"  # capability: the environments' user: scripted | base (the base model plays it, LLMUser)
-    call_format: str = "native"  # capability | tau2: native (tools as JSON schemas, <tool_call>) | text (<action>);
-    #   the adapters are trained in it too
+    call_format: str = DEFAULT_CALL_FORMAT  # capability | tau2: native (tools as JSON schemas, <tool_call>) | text
+    #   (<action>); the adapters are trained in it too
 
     def __post_init__(self) -> None:
         choice("kind", self.kind, ("capability", "textworld", "tau2"))
@@ -105,7 +109,7 @@ class LLMSection:
     base_url: str = ""  # http: the API root, e.g. "http://127.0.0.1:8000/v1" (the key: $TRACEC_LLM_API_KEY)
     timeout: float = 120.0
     retries: int = 4
-    tries: int = 3  # attempts per step of the repair loop
+    tries: int = TRIES  # attempts per step of the repair loop
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -283,6 +287,8 @@ _SET_BY_PIPELINE = (("train", "model"), ("train", "env", "kind"), ("train", "env
                     ("train", "env", "textworld"), ("train", "env", "tau2"), ("train", "env", "python"),
                     ("train", "env", "mixture"),
                     ("train", "run", "out"))
+LIBRARY_FIX = ("set environments.library to a folder of environment `.rubric` files, or to \"\" for the "
+               "shipped library")
 PATH_KEYS = ("target.textworld.game", "target.textworld.cache", "target.tau2.data", "analysis.rubric",
              "environments.library", "environments.tools", "train.advantage.rubric")
 
@@ -307,12 +313,54 @@ def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] 
     if missing:  # said now, not after collecting, analysing and loading the model
         raise located(str(path), text, "target.environments", f"target.environments names {missing[0]}, which is "
                       "not a file; name the capability environments' `.rubric` files (paths relative to this file)")
+    if config.environments.library and not Path(config.environments.library).is_dir():
+        raise located(str(path), text, "environments.library", f"environments.library: "
+                      f"{config.environments.library}: the environment library is not there; {LIBRARY_FIX}")
+    if config.analysis.labeler == "rubric":  # the labels' file and the conditions it names, said before collecting
+        _check_label_rubric(config, str(path), text)
     if config.environments.tools:  # a bad tools file is said now, with the file's own location in the message
         try:
             load_tools(Path(config.environments.tools))
         except ToolsFileError as error:
             raise located(str(path), text, "environments.tools", f"environments.tools: {error}") from None
     return config
+
+
+def rubric_capabilities(rubric: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(name, description) of the capability blocks of `rubric` (all, or `names`, checked to exist): the candidates
+    of deterministic labels."""
+    blocks = check(parse_file(rubric)).capabilities
+    unknown = [n for n in names if n not in blocks]
+    if unknown or not blocks:
+        raise PipelineFailed(f"analysis.capabilities: {rubric} has no capability {', '.join(unknown)} (it has: "
+                             f"{', '.join(blocks) or 'none'})" if unknown else
+                             f"analysis.rubric: {rubric} has no capability blocks to label with")
+    return [(name, blocks[name].decl.description) for name in (names or tuple(blocks))]
+
+
+def unknown_conditions(conditions: Sequence[str], capabilities: Sequence[str]) -> list[str]:
+    """The entries of `evaluate.conditions` that are no keyword, no baseline and none of `capabilities` (the
+    adapters a run can train)."""
+    return [c for c in conditions if c not in (*CONDITION_KEYWORDS, *BASELINE_NAMES, *capabilities)]
+
+
+def _check_label_rubric(config: PipelineConfig, where: str, text: str) -> None:
+    """`analysis.rubric` read and checked, its capabilities those `analysis.capabilities` names, and every adapter
+    `evaluate.conditions` names one of them: each a located error now, not after collection or training."""
+    rubric = config.analysis.rubric
+    if not Path(rubric).is_file():
+        raise located(where, text, "analysis.rubric", f"analysis.rubric names {rubric}, which is not a file; name "
+                      "the `.rubric` file whose capability blocks label (paths relative to this file)")
+    try:
+        names = [name for name, _ in rubric_capabilities(rubric, config.analysis.capabilities)]
+    except PipelineFailed as failed:
+        key = str(failed).partition(":")[0]
+        raise located(where, text, key, str(failed)) from None
+    unknown = unknown_conditions(config.evaluate.conditions, names)
+    if unknown:
+        raise located(where, text, "evaluate.conditions", f"evaluate.conditions names {', '.join(map(shown, unknown))}"
+                      f", which is no condition and no capability of {rubric} ({', '.join(names)}); use base, "
+                      "adapters, routed, mixture, a baseline or one of those capabilities")
 
 
 def pipeline_config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>", text: str = "",
@@ -324,9 +372,7 @@ def pipeline_config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>",
 
 def _absolute_paths(config: PipelineConfig, base: Path, data_from_cli: set[str]) -> PipelineConfig:
     def resolved(key: str, value: str) -> str:
-        if not value or Path(value).expanduser().is_absolute():
-            return value
-        return str(((Path.cwd() if key in data_from_cli else base) / Path(value).expanduser()).resolve())
+        return absolute_path(value, Path.cwd() if key in data_from_cli else base) if value else value
 
     data = to_dict(config)
     for key in PATH_KEYS:

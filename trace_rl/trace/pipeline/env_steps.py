@@ -24,6 +24,7 @@ from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.trace.analysis.cases import read_cases
 from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
+from tracec.trace_rl.trace.pipeline.config import LIBRARY_FIX
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.synth.calibration import Bands, calibrate
 from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
@@ -50,7 +51,7 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
                     success_rate=(section.success_band[0], section.success_band[1]),
                     max_constant_groups=section.max_constant_groups),
         call_format=config.target.call_format) if section.calibrate else None
-    library = load_library(Path(section.library) if section.library else LIBRARY)
+    library = load_library(Path(section.library) if section.library else LIBRARY, fix=LIBRARY_FIX)
     policy = local_backend(config.model.name, device=config.model.device, seed=config.run.seed,
                            max_new_tokens=section.max_new_tokens) if calibration is not None else None
     tools = _target_tools(context)

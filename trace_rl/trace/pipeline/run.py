@@ -24,7 +24,7 @@ from tracec.trace_rl.llm.chat import SamplingBackend
 from tracec.trace_rl.llm.options import BackendSettings
 from tracec.trace_rl.trace.peft_adapters import load_adapter_model
 from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, baseline_steps, env_steps
-from tracec.trace_rl.trace.pipeline.config import PipelineConfig
+from tracec.trace_rl.trace.pipeline.config import PipelineConfig, unknown_conditions
 from tracec.trace_rl.trace.pipeline.report import write_report
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
 
@@ -88,11 +88,31 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
     for number, (name, inputs, produce, read_later) in enumerate(_steps(context, root, done), 1):
         outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES), digest_of=read_later)
         done[name] = outcome
+        if name in _ADAPTER_NAMES:
+            _check_conditions(config, name, _ADAPTER_NAMES[name](outcome.folder))
         if after_step is not None:
             after_step(outcome)
     path = write_report(config, root, done)
     report(f"report: {path} and {path.with_suffix('.png')}")
     return PipelineResult(out=root, outcomes=done, report=path)
+
+
+# The steps after which the adapters a run can train are known, and where they are read: before any training.
+_ADAPTER_NAMES: dict[str, Callable[[Path], list[str]]] = {
+    "select": lambda folder: [entry["skill"] for entry in analysis_steps.read_json(folder / analysis_steps.SELECTED)],
+    "environments": lambda folder: [entry["name"] for entry in
+                                    analysis_steps.read_json(folder / env_steps.MANIFEST)["environments"]],
+}
+
+
+def _check_conditions(config: PipelineConfig, step: str, adapters: list[str]) -> None:
+    """A PipelineFailed when `evaluate.conditions` names an adapter this run will not train (`adapters`, as the
+    step `step` leaves them): said now rather than after the training."""
+    unknown = unknown_conditions(config.evaluate.conditions, adapters)
+    if unknown:
+        raise PipelineFailed(f"evaluate.conditions names {', '.join(map(repr, unknown))}, which is no condition and "
+                             f"no capability this run trains ({step} left: {', '.join(adapters) or 'none'}); use "
+                             "base, adapters, routed, mixture, a baseline or one of those")
 
 
 def _steps(context: Context, root: Path,

@@ -8,9 +8,10 @@ of the files it reads from outside the run. `produce(folder)` writes into a stag
 which is kept across a kill, so a step that resumes on its own (the trainer's checkpoints, an evaluation's
 result lines, labeling's progress file) continues there; when it returns, the folder's digest (every file's path
 and content, or only the files the next steps read) is taken, the folder replaces `NAME/` (a rename), and
-`steps/NAME.json` records key, digest and times, written atomically and last. A step whose record has the same key and
-whose folder is there is skipped; any other is run again, and the steps after it see its new digest, so a change flows
-downstream and no further.
+`steps/NAME.json` records key, digest, the digest of every output (`outputs`) and times, written atomically and
+last. A step whose record has the same key and whose folder still holds what it published (read again and compared
+with `outputs`: a file deleted, cut or edited since runs the step again) is skipped; any other is run again, and the
+steps after it see its new digest, so a change flows downstream and no further.
 Left out: garbage collection of stale staging folders from other keys (they are removed when their step runs).
 """
 
@@ -82,9 +83,11 @@ class StepStore:
         final = self.root / name
         where = f"[{number}/{total}] " if total else ""
         previous = self.record(name)
-        if previous is not None and previous.get("key") == key and final.is_dir():
+        if previous is not None and previous.get("key") == key and _published(final, previous, digest_of):
             self.report(f"{where}{name}: up to date, skipped ({previous.get('summary', '')})")
             return StepOutcome(name=name, folder=final, digest=str(previous["digest"]), skipped=True, seconds=0.0)
+        if previous is not None and previous.get("key") == key:
+            self.report(f"{where}{name}: its outputs in {final} changed or went missing since it ran; running it again")
         staging = self.root / PARTIAL / f"{name}-{key[:16]}"
         for stale in (self.root / PARTIAL).glob(f"{name}-*"):
             if stale != staging:
@@ -94,15 +97,25 @@ class StepStore:
         self.report(f"{where}{name}: running" + (" (resuming its partial outputs)" if resumed else ""))
         began, started = time.perf_counter(), time.time()
         summary = produce(staging)
-        digest = folder_digest(staging, digest_of)
+        digest, outputs = folder_digest(staging, digest_of), folder_digest(staging)
         (self.root / STEPS / f"{name}.json").unlink(missing_ok=True)  # outputs and record change together
         if final.exists():
             shutil.rmtree(final)
         staging.replace(final)
         seconds = round(time.perf_counter() - began, 3)
         write_atomic(self.root / STEPS / f"{name}.json", [json.dumps(
-            {"step": name, "key": key, "digest": digest, "started": started, "finished": time.time(),
-             "seconds": seconds, "summary": summary}, indent=2) + "\n"])
+            {"step": name, "key": key, "digest": digest, "outputs": outputs, "started": started,
+             "finished": time.time(), "seconds": seconds, "summary": summary}, indent=2) + "\n"])
         self.ran.append(name)
         self.report(f"{where}{name}: done in {seconds:.1f} s ({summary})")
         return StepOutcome(name=name, folder=final, digest=digest, skipped=False, seconds=seconds)
+
+
+def _published(folder: Path, record: dict[str, Any], digest_of: tuple[str, ...]) -> bool:
+    """Whether `folder` still holds what the step recorded: every output (a record from before `outputs` was
+    kept: the files the next steps read)."""
+    if not folder.is_dir():
+        return False
+    if "outputs" in record:
+        return folder_digest(folder) == record["outputs"]
+    return folder_digest(folder, digest_of) == record.get("digest")

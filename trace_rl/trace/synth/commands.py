@@ -3,7 +3,8 @@
 Outputs are written atomically; progress goes to stderr. A failure raises `SynthFailed` (exit 1) after writing
 what there is: every attempt under the output, the call log, and the last calibration or report. `UsageProblem`
 means inputs that do not make sense (exit 2); messages name the command line's flags (`tracec.cli.synth`). Opening a
-local LLM imports torch (`llm/backends.py`): the command line imports this module once its paths are checked.
+local LLM imports torch (`llm/backends.py`): it is imported where a model opens, after every input is checked, so
+that a mistake is said at once.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from tracec.dsl import ast
+from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
 from tracec.runtime.output import write_records
 from tracec.runtime.trajectories.jsonl import read_trajectories
 from tracec.trace_rl.envs.capability import load_environment
-from tracec.trace_rl.llm.backends import local_backend, open_backend
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.llm.options import BackendSettings
@@ -88,6 +89,8 @@ def env(out: Path, *, capability: str | None, description: str | None, selected:
     player = None
     if calibrate:
         require_device(llm.device, "--device")  # before the policy loads
+        from tracec.trace_rl.llm.backends import local_backend  # torch: only once every input was checked
+
         player = local_backend(policy, device=llm.device, seed=llm.seed, max_new_tokens=policy_max_tokens)
     target = Target(name=name, description=description, excerpts=shown, tools=kept_tools)
     backend, log = _writer(target, environments, use_library=use_library, llm=llm, out=out)
@@ -125,6 +128,8 @@ def _writer(target: Any, library: Any, *, use_library: bool, llm: BackendSetting
     """The writing LLM and its log, opened only when the library cannot serve the capability by name."""
     if use_library and match_by_name(target.name, library) is not None:
         return None, None
+    from tracec.trace_rl.llm.backends import open_backend  # torch: only once every input was checked
+
     return open_backend(llm), CallLog(log_path_beside(out), command="synth env")
 
 
@@ -144,8 +149,12 @@ def _selected_entry(selected: Path, capability: str | None) -> dict[str, Any]:
         return entry
     pending = sorted((e for e in entries if e.get("status", "PENDING") == "PENDING"),
                      key=lambda e: -float(e.get("mean_delta", 0.0)))
+    if not entries:
+        raise SynthFailed(f"{selected}: error: lists no capability (the selection kept none); select again with a "
+                          "lower --rho or --delta, or name one: --capability NAME --description TEXT")
     if not pending:
-        raise SynthFailed(f"{selected}: every capability is DONE")
+        raise SynthFailed(f"{selected}: error: every capability is DONE ({', '.join(e['skill'] for e in entries)}); "
+                          "pass --capability NAME to write one again")
     return pending[0]
 
 
@@ -184,6 +193,8 @@ def rubric(out: Path, *, schema: str, schema_name: str | None, description: str 
     cases = read_cases([recorded]) if recorded is not None else []
     excerpts = [c.excerpt(1500) for c in ([next((c for c in cases if c.success), None),
                                            next((c for c in cases if not c.success), None)]) if c is not None]
+    from tracec.trace_rl.llm.backends import open_backend  # torch: only once every input was checked
+
     backend = open_backend(llm)
     log = CallLog(log_path_beside(out), command="synth rubric")
     attempts = out.with_name(out.stem + ".attempts")
@@ -214,6 +225,9 @@ def _schema(schema: str, name: str | None) -> tuple[str, str, bool]:
     source = path.read_text(encoding="utf-8")
     module = parse(source, str(path))
     schemas = [d for d in module.decls if isinstance(d, ast.Schema)]
+    if not schemas:
+        raise CheckError([Diagnostic(str(path), NOWHERE, "declares no schema; --schema names a .rubric file with a "
+                                     "`schema` block (the benchmark's facts), or `toolenv`")])
     chosen = [s for s in schemas if name in (None, s.name)]
     if len(chosen) != 1:
         names = ", ".join(s.name for s in schemas) or "none"

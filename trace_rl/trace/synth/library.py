@@ -30,9 +30,11 @@ class LibraryEnvironment:
     description: str
 
 
-def load_library(folder: Path) -> list[LibraryEnvironment]:
+def load_library(folder: Path, *, fix: str = "pass --library DIR or --no-library") -> list[LibraryEnvironment]:
+    """The environments of `folder`; a missing folder is a MissingReference whose message ends in `fix` (the
+    caller's own setting: a flag, or a config key)."""
     if not folder.is_dir():
-        raise MissingReference(f"{folder}: the environment library is not there; pass --library DIR or --no-library")
+        raise MissingReference(f"{folder}: the environment library is not there; {fix}")
     found = []
     for path in sorted(folder.glob("*.rubric")):
         program = load_environment(str(path))

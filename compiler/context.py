@@ -4,9 +4,9 @@ Every backend hashes a transition's context tuple into 64 bits (the hash is defi
 can map two different tuples to one key (a value equal to the hash's missing tag, or two fields whose words cancel),
 so `ContextKeys` also holds the tuple itself, as arrays: the fact columns that plain context fields are (views, not
 copies) and the words a kernel wrote for computed context expressions. Grouping
-(`tracec.runtime.context_groups.exact_context_keys`) takes the hash to find candidates and the tuple to decide, so two
-steps share a step group only when their tuples are equal: a missing value only with a missing one, a set as a set,
--0.0 as 0.0.
+(`tracec.runtime.rewards.context_groups.exact_context_keys`) takes the hash to find candidates and the tuple to
+decide, so two steps share a step group only when their tuples are equal: a missing value only with a missing one, a
+set as a set, -0.0 as 0.0.
 
 As an array (`np.asarray(keys)`, `keys[i]`), ContextKeys is its hash. Left out: any ordering of tuples (groups need
 none).

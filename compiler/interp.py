@@ -21,8 +21,8 @@ Value = tuple[Any, bool]  # (value, known); the value means nothing when known i
 
 
 class ColumnData(Protocol):
-    """A fact column as the kernels see it (see `tracec.runtime.facts.Column`); read-only, so a frozen dataclass
-    fits it."""
+    """A fact column as the kernels see it (see `tracec.runtime.facts.columns.Column`); read-only, so a frozen
+    dataclass fits it."""
 
     @property
     def values(self) -> np.ndarray: ...  # scalars: (n,); sets: (n_elements,) int64, sorted, unique per transition

@@ -24,7 +24,7 @@ Context key (per transition, identical in every backend): start from CONTEXT_SEE
 mix in MISSING_TAG if it is unknown; else for a set its element count and then its elements (sorted ascending); else
 for a float the IEEE-754 bits of (value + 0.0) as int64; else the value as int64 (bools 0/1). The result is the
 uint64 state reinterpreted as int64. The hash is for speed: a kernel also returns the tuple it hashed
-(`tracec.compiler.context`), and step groups are formed from the tuples (`tracec.runtime.context_groups`).
+(`tracec.compiler.context`), and step groups are formed from the tuples (`tracec.runtime.rewards.context_groups`).
 
 Entities are interned by a stable 64-bit hash (`entity_id`), so literal ids are compile-time constants and no
 interning table has to travel between compiler and fact builder.

@@ -15,7 +15,7 @@ from tracec.compiler import interp
 from tracec.compiler.backends import Kernel
 from tracec.compiler.ir import Node
 from tracec.compiler.pipeline import CompiledCapability
-from tracec.runtime.facts import Column, FactBatch
+from tracec.runtime.facts.fact_batch import Column, FactBatch
 
 
 class Label(enum.IntEnum):

@@ -9,72 +9,33 @@ Output memory is the caller's: every evaluation gets fresh memory, unless the ca
 with `out=` (whose arrays are then overwritten). Refilling saves the page faults of fresh memory, about a quarter
 of the reward time at 10^6 steps; the scorer keeps no state between calls, so threads may share it.
 
-`trl_reward_func` adapts a scorer to TRL's `GRPOTrainer(reward_funcs=[...])` contract. What this leaves out: turning a
-completion into an episode (the caller's `to_episode`), and token-level credit (the trainer spreads A over a step's
-action tokens).
+`trl_reward_func` adapts a scorer to TRL's `GRPOTrainer(reward_funcs=[...])` contract. What this leaves out: reading
+the rubric (`tracec.compiler.load`), turning a completion into an episode (the caller's `to_episode`), and
+token-level credit (the trainer spreads A over a step's action tokens).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from tracec.compiler.backends import Backend, Kernel, compile_kernel
 from tracec.compiler.cache import KernelCache
-from tracec.compiler.context import ContextKeys
-from tracec.compiler.pipeline import CompiledRubric, compile_rubric
-from tracec.dsl.check import CheckedModule, builtin_schemas, check
-from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
-from tracec.dsl.parse import parse
+from tracec.compiler.load import load_rubric
+from tracec.compiler.pipeline import CompiledRubric
 from tracec.dsl.source_file import read_source
-from tracec.runtime.facts import FactBatch, build_fact_batch
+from tracec.runtime.evaluation import Evaluation
+from tracec.runtime.facts.fact_batch import FactBatch, build_fact_batch
+from tracec.runtime.facts.trajectories.files import read_facts
+from tracec.runtime.facts.trajectories.jsonl import Episode, gc_paused
 from tracec.runtime.output import write_evaluation, write_evaluation_lines
-from tracec.runtime.rewards import RewardConfig, StepRewards, evaluate_rewards, operator_weights
-from tracec.runtime.trajectories.files import read_facts
-from tracec.runtime.trajectories.jsonl import Episode, gc_paused
+from tracec.runtime.rewards.trca import RewardConfig, evaluate_rewards, operator_weights
 
 from tracec.cache_dir import cache_root
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """Operators, rewards, returns and advantages of every step of a batch."""
-
-    batch: FactBatch
-    operator_names: tuple[str, ...]
-    fired: np.ndarray  # (n_steps, n_operators) uint8: O
-    context_key: ContextKeys | None  # per step: the context hash (as an array) and the tuple it hashed
-    rewards: StepRewards
-    memory: np.ndarray | None = field(default=None, repr=False)  # (7, m >= n_steps): the block `rewards` lives in
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        """One dict per step: episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S, A."""
-        offsets = self.batch.episode_offsets
-        r = self.rewards
-        for e, (episode, task) in enumerate(zip(self.batch.episodes, self.batch.tasks)):
-            for step in range(offsets[e], offsets[e + 1]):
-                yield {
-                    "episode": episode,
-                    "task": task,
-                    "t": int(step - offsets[e]),
-                    "ops": {name: int(v) for name, v in zip(self.operator_names, self.fired[step])},
-                    "r_F": float(r.r_F[step]),
-                    "r_B": float(r.r_B[step]),
-                    "r_TRCA": float(r.r_TRCA[step]),
-                    "R": float(r.R[step]),
-                    "A_E": float(r.A_E[step]),
-                    "A_S": float(r.A_S[step]),
-                    "A": float(r.A[step]),
-                }
-
-    def episode_returns(self) -> np.ndarray:
-        """sum_t r_TRCA,t per episode (n_episodes,): the dense TRCA return of each whole episode."""
-        totals = np.concatenate([[0.0], np.cumsum(self.rewards.r_TRCA)])
-        return totals[self.batch.episode_offsets[1:]] - totals[self.batch.episode_offsets[:-1]]
 
 
 class RubricScorer:
@@ -154,38 +115,6 @@ def evaluate_file(scorer: RubricScorer, trajectories: str | os.PathLike[str],
         else:
             write_evaluation(result, output)
     return f"{output}: {result.batch.n_transitions} steps of {len(result.batch.episodes)} episodes"
-
-
-def load_rubric(text: str, path: str, rubric: str | None = None) -> CompiledRubric:
-    """Parse, check and compile the rubric named `rubric` (or the file's only rubric)."""
-    checked = check(parse(text, path))
-    if not checked.rubrics:
-        raise CheckError([Diagnostic(path, NOWHERE, _no_rubric(checked))])
-    if rubric is None:
-        if len(checked.rubrics) != 1:
-            names = ", ".join(sorted(checked.rubrics))
-            raise CheckError([Diagnostic(path, NOWHERE, f"name the rubric to use; this file has: {names} (--rubric "
-                                                        "NAME on the command line, `rubric=` in Python)")])
-        rubric = next(iter(checked.rubrics))
-    if rubric not in checked.rubrics:
-        names = ", ".join(sorted(checked.rubrics)) or "none"
-        raise CheckError([Diagnostic(path, NOWHERE, f"no rubric `{rubric}` in this file; it has: {names}")])
-    return compile_rubric(checked.rubrics[rubric])
-
-
-def _no_rubric(checked: CheckedModule) -> str:
-    """What a file without a `rubric` block holds instead, and the command that reads that."""
-    schemas = [name for name in checked.schemas if name not in {s.name for s in builtin_schemas()}]
-    held = [f"{kind} {', '.join(names)}" for kind, names in (("environment", list(checked.environments)),
-                                                            ("capability", list(checked.capabilities)),
-                                                            ("schema", schemas)) if names]
-    uses = []
-    if checked.environments:
-        uses.append("`tracec env` plays an environment")
-    if checked.capabilities:
-        uses.append("`tracec analyze label --rubric FILE` labels with capability blocks")
-    return (f"this file has no rubric block to score with (it holds {'; '.join(held) or 'nothing'})"
-            + (f"; {' and '.join(uses)}" if uses else ""))
 
 
 def default_cache() -> KernelCache:

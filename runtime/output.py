@@ -1,32 +1,30 @@
-"""Results and records to disk: JSONL, or Parquet when the file name ends in `.parquet`; written atomically, so an
-error halfway leaves the old file (or none), never half a file.
+"""Evaluations to disk: JSONL, or Parquet when the file name ends in `.parquet`; written atomically, so an error
+halfway leaves the old file (or none), never half a file.
 
 `write_evaluation` writes an `Evaluation` per step (episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S,
 A) straight from its arrays: the Parquet table is built column by column (`ops` a struct of one uint8 column per
 operator, the rewards float64 columns, episode and task gathered from the per-episode strings), and JSONL is
 formatted a chunk of steps at a time into the stream, each line exactly `json.dumps` of that step's record. Output is
 always valid: a non-finite reward is refused with the step it belongs to (JSON has no NaN; a NaN in Parquet would
-poison whatever reads it). `write_records` writes any records (trajectories, say), streamed the same way.
+poison whatever reads it). Other records (trajectories, say) are written by `facts.trajectories.records`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.arrow_numpy import from_numpy, strings
+from tracec.runtime.evaluation import Evaluation
+from tracec.runtime.facts.arrow_numpy import from_numpy, strings
 
 from tracec.atomic import atomic_open, atomic_path
-
-if TYPE_CHECKING:
-    from tracec.runtime.evaluate import Evaluation
 
 REWARDS = ("r_F", "r_B", "r_TRCA", "R", "A_E", "A_S", "A")
 OUTPUT_SUFFIXES = (".jsonl", ".parquet")
@@ -70,22 +68,6 @@ def evaluation_table(result: Evaluation) -> pa.Table:
     for name in REWARDS:
         columns[name] = from_numpy(getattr(result.rewards, name))
     return pa.table(columns)
-
-
-def write_records(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> None:
-    """Records (plain JSON values) one a line, or as a Parquet table (columns inferred by pyarrow)."""
-    if Path(path).suffix == ".parquet":
-        table = pa.Table.from_pylist(list(records))
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
-        return
-    with atomic_open(path) as handle:
-        for index, record in enumerate(records):
-            try:
-                handle.write(json.dumps(record, allow_nan=False) + "\n")
-            except ValueError as error:  # NaN or infinity: not JSON
-                raise DataError([Diagnostic(os.fspath(path), NOWHERE,
-                                            f"cannot write record {index} as JSON: {error}")]) from None
 
 
 def _episode_of_step(offsets: np.ndarray) -> np.ndarray:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from tracec.compiler import interp, numba_backend
 from tracec.compiler.backends import compile_kernel
+from tracec.compiler.load import load_rubric
 from tracec.dsl.errors import DataError
-from tracec.runtime.evaluate import load_rubric
-from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
 
 SCHEMA = """schema s {
   state { g: int  x: float  room: entity  note: text }
@@ -150,7 +150,7 @@ def test_kleene_logic_has_one_definition_that_every_evaluator_follows():
     kernels (two flags per bool) and the environment evaluator give its table on all nine pairs."""
     from tracec.compiler import values as V
     from tracec.dsl.parse import parse_expr
-    from tracec.runtime.facts import Column
+    from tracec.runtime.facts.fact_batch import Column
     from tracec.trace_rl.envs.capability.expr import Names, compile_expr
 
     pairs = [(a, b) for a in TRUTHS for b in TRUTHS]

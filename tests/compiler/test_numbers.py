@@ -17,7 +17,7 @@ from tracec.compiler.backends import compile_kernel
 from tracec.compiler.codegen import MIRRORED, int_range, int_test
 from tracec.compiler.pipeline import compile_rubric
 from tracec.dsl.check import check_source
-from tracec.runtime.facts import Column
+from tracec.runtime.facts.fact_batch import Column
 
 MIN, MAX = -(2**63), 2**63 - 1
 EDGE_INTS = [MIN, MIN + 1, MIN + 2, -(2**62), -(2**53) - 1, -(2**53), -1, 0, 1, 2, 3, 2**31, 2**32, 2**53 - 1, 2**53,

@@ -15,7 +15,7 @@ from tracec.compiler.lower import Lowerer
 from tracec.compiler.pipeline import compile_rubric, run_passes
 from tracec.compiler.rewrite import walk_nodes
 from tracec.dsl.check import check_source
-from tracec.runtime.facts import Column
+from tracec.runtime.facts.fact_batch import Column
 
 SCHEMA = """
 schema game {

@@ -20,7 +20,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["tracec", "reader_paths"]):
-    import tracec.runtime.trajectories.files  # noqa: F401 - instrumented here, imported by the command when it runs
+    import tracec.runtime.facts.trajectories.files  # noqa: F401 - instrumented here, imported by the command later
     from reader_paths import RUBRIC, WAYS, disagreement, evaluate
 
 SEEDS = [

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 from tracec.cli import main
-from tracec.runtime import columns
-from tracec.runtime.trajectories import files as trajectory_files
+from tracec.runtime.facts import columns
+from tracec.runtime.facts.trajectories import files as trajectory_files
 
 # Every kind of fact, read by an operator or the context, so that both readers check and code each of them.
 RUBRIC = """

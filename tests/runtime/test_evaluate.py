@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 from numerics import tolerance
-from tracec.dsl.errors import CheckError, DataError
-from tracec.runtime.evaluate import RubricScorer, load_rubric, trl_reward_func
-from tracec.runtime.trajectories.jsonl import Episode, read_trajectories
+from tracec.dsl.errors import DataError
+from tracec.runtime.evaluate import RubricScorer, trl_reward_func
+from tracec.runtime.facts.trajectories.jsonl import Episode, read_trajectories
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }
@@ -63,15 +63,6 @@ def test_trl_reward_func_scores_completions_and_passes_none_through(scorer):
     assert values[:2] == pytest.approx(direct.episode_returns().tolist(), abs=close)
     assert values[2] is None and values[0] > 0 > values[1]
     assert reward.__name__ == "tracec_helpful"
-
-
-def test_a_file_with_several_rubrics_needs_a_name():
-    two = SOURCE + SOURCE.split("rubric helpful")[1].join(["rubric other", ""])
-    with pytest.raises(CheckError, match="name the rubric to use; this file has: helpful, other"):
-        load_rubric(two, "two.rubric")
-    assert load_rubric(two, "two.rubric", "other").name == "other"
-    with pytest.raises(CheckError, match="no rubric `missing`"):
-        load_rubric(two, "two.rubric", "missing")
 
 
 def _batch(n: int) -> list[Episode]:

@@ -22,8 +22,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numerics import standardized_tolerance, tolerance
 from tracec.compiler.backends import compile_kernel
-from tracec.runtime.evaluate import Evaluation, RubricScorer, load_rubric
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.compiler.load import load_rubric
+from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.evaluation import Evaluation
+from tracec.runtime.facts.trajectories.jsonl import Episode
 
 SOURCE = """
 schema walk { state { room: entity } action { go: bool } }

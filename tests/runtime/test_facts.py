@@ -27,9 +27,9 @@ from tracec.compiler.ir import (
 )
 from tracec.dsl.errors import DataError
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, TEXT, Type, enum
-from tracec.runtime.bindings import MISSING, convert, evaluate_binding
-from tracec.runtime.facts import Column, FactBatch, build_fact_batch
-from tracec.runtime.trajectories.jsonl import Episode, read_trajectories
+from tracec.runtime.facts.bindings import MISSING, convert, evaluate_binding
+from tracec.runtime.facts.fact_batch import Column, FactBatch, build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import Episode, read_trajectories
 
 VERB = enum("go", "take", "put", "open", "look")
 DOOR = enum("open", "closed")
@@ -582,7 +582,7 @@ _ODD = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([BOOL, INT, FLOAT, ENTITY, TEXT, SET, VERB]), st.lists(_ODD, max_size=8), st.integers(1, 8))
 def test_the_fast_path_equals_the_reference_value_by_value(type_: Type, raw: list[Any], chunk: int) -> None:
-    from tracec.runtime.columns import (
+    from tracec.runtime.facts.columns import (
         BadValue,
         Entities,
         Interned,

@@ -19,10 +19,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tracec.compiler.context import Component, ContextKeys
 from tracec.dsl.defaults import STEP_SCALES
-from tracec.runtime import advantage_kernels
-from tracec.runtime.context_groups import exact_context_keys
-from tracec.runtime.jit import EXTENSION, fixed_kernels
-from tracec.runtime.rewards import (
+from tracec.runtime.rewards import advantage_kernels
+from tracec.runtime.rewards.context_groups import exact_context_keys
+from tracec.runtime.rewards.fixed_kernels import EXTENSION, fixed_kernels
+from tracec.runtime.rewards.task_groups import task_groups
+from tracec.runtime.rewards.trca import (
     RewardConfig,
     StepRewards,
     discounted_returns,
@@ -81,6 +82,11 @@ def _same_in_c_and_numba(function, *args, **kwargs) -> None:
     with numba_fallback():
         fallback = _outcome(function, *args, **kwargs)
     assert native == fallback
+
+
+def _exact_keys(context: ContextKeys, offsets: np.ndarray, task_keys: np.ndarray) -> np.ndarray:
+    """The exact step groups over the task groups, both made by the kernels in use (as an evaluation makes them)."""
+    return exact_context_keys(context, offsets, task_groups(task_keys, offsets, 1), 1)
 
 
 def test_the_extension_is_what_a_process_gets_and_shares_the_numba_constants() -> None:
@@ -152,7 +158,7 @@ def test_the_extension_equals_the_numba_kernels_bit_for_bit(batch, config) -> No
     _same_in_c_and_numba(discounted_returns, np.linspace(-1e300, 1e300, O.shape[0]), env_reward / 2, offsets,
                          config.gamma)
     if isinstance(context, ContextKeys):
-        _same_in_c_and_numba(exact_context_keys, context, offsets, task_group.view(np.uint64), 1)
+        _same_in_c_and_numba(_exact_keys, context, offsets, task_group.view(np.uint64))
 
 
 def test_big_batches_shared_among_threads_are_equal_too() -> None:

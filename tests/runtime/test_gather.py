@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from tracec.compiler.ir import FactPlan, FieldSource, LiftSource, Needle, SchemaField, entity_id
 from tracec.dsl.errors import DataError
 from tracec.dsl.types import BOOL, ENTITY, FLOAT, INT, SET, TEXT, Type, enum
-from tracec.runtime import columns
-from tracec.runtime.columns import (
+from tracec.runtime.facts import columns
+from tracec.runtime.facts.columns import (
     BadValue,
     Column,
     Entities,
@@ -30,8 +30,8 @@ from tracec.runtime.columns import (
     set_column,
     take,
 )
-from tracec.runtime.facts import FactBatch, build_fact_batch
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.facts.fact_batch import FactBatch, build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import Episode
 
 VERB = enum("go", "take", "look", "é")
 FIELDS = {"b": BOOL, "i": INT, "f": FLOAT, "v": VERB, "n": ENTITY, "t": TEXT, "s": SET}
@@ -287,9 +287,9 @@ def test_without_the_extension_the_python_path_builds_the_same_batch() -> None:
     script = textwrap.dedent("""
         import sys
         sys.modules["tracec.runtime._gather"] = None  # what an install without a compiler leaves: no module
-        from tracec.runtime import columns
-        from tracec.runtime.facts import build_fact_batch
-        from tracec.runtime.trajectories.jsonl import Episode
+        from tracec.runtime.facts import columns
+        from tracec.runtime.facts.fact_batch import build_fact_batch
+        from tracec.runtime.facts.trajectories.jsonl import Episode
         from tracec.dsl.types import ENTITY, SET, INT
         from tracec.compiler.ir import FactPlan, FieldSource
         assert columns._gather is None

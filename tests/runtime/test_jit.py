@@ -1,6 +1,6 @@
 """Where the C extension was not built, the fixed reward kernels are Numba's: compiled once into its disk cache by
-`python -m tracec.runtime.jit`, loaded by later processes, and compiled in memory (with a warning naming the setting
-that fixes it) where no cache folder can be written. Where it was built, that step has nothing to do."""
+`python -m tracec.runtime.rewards.warm`, loaded by later processes, and compiled in memory (with a warning naming the
+setting that fixes it) where no cache folder can be written. Where it was built, that step has nothing to do."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 def test_without_a_writable_cache_the_kernel_still_runs_and_the_warning_names_the_setting(monkeypatch) -> None:
     from numba.core import caching
-    from tracec.runtime.jit import fixed_kernel
+    from tracec.runtime.rewards.numba_cache import fixed_kernel
 
     def unwritable(self):  # every folder Numba would try, as on a read-only install with a read-only home
         raise OSError("read-only file system")
@@ -32,11 +32,12 @@ def test_without_a_writable_cache_the_kernel_still_runs_and_the_warning_names_th
 
 # What an install without a C compiler leaves: no extension, so the Numba kernels run.
 _WITHOUT_EXTENSION = 'import sys; sys.modules["tracec.runtime._fixed"] = None\n'
-_INSTALL_STEP = _WITHOUT_EXTENSION + "import runpy; runpy.run_module('tracec.runtime.jit', run_name='__main__')"
+_INSTALL_STEP = _WITHOUT_EXTENSION + ("import runpy; "
+                                      "runpy.run_module('tracec.runtime.rewards.warm', run_name='__main__')")
 _LOAD = _WITHOUT_EXTENSION + """
 import json
-from tracec.runtime import advantage_kernels, context_group_kernels, reward_kernels
-from tracec.runtime.jit import warm
+from tracec.runtime.rewards import advantage_kernels, context_group_kernels, reward_kernels
+from tracec.runtime.rewards.warm import warm
 warm()
 kernels = [v for m in (reward_kernels, advantage_kernels, context_group_kernels) for v in vars(m).values()
            if hasattr(v, "stats") and hasattr(v, "py_func")]
@@ -46,8 +47,8 @@ print(json.dumps({k.py_func.__name__: [sum(k.stats.cache_hits.values()), sum(k.s
 
 
 def test_with_the_extension_the_install_step_has_nothing_to_compile() -> None:
-    done = subprocess.run([sys.executable, "-m", "tracec.runtime.jit"], capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run([sys.executable, "-m", "tracec.runtime.rewards.warm"], capture_output=True, text=True,
+                          timeout=60, check=False)
     assert done.returncode == 0 and "nothing to do" in done.stderr, done.stderr
 
 

@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from tracec.dsl.errors import DataError
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_evaluation, write_records
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.facts.trajectories.jsonl import Episode
+from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.output import write_evaluation
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }

@@ -20,10 +20,10 @@ from tracec.compiler.ir import ColumnSpec, KernelProgram, Node, entity_id
 from tracec.compiler.threads import balanced_cuts
 from tracec.dsl.defaults import STEP_SCALES
 from tracec.dsl.types import BOOL, INT, SET
-from tracec.runtime.advantages import MIN_STEPS_PER_PART
-from tracec.runtime.context_groups import exact_context_keys
-from tracec.runtime.facts import Column
-from tracec.runtime.rewards import (
+from tracec.runtime.facts.fact_batch import Column
+from tracec.runtime.rewards.context_groups import exact_context_keys
+from tracec.runtime.rewards.task_groups import MIN_STEPS_PER_PART, task_groups
+from tracec.runtime.rewards.trca import (
     RewardConfig,
     StepRewards,
     discounted_returns,
@@ -484,7 +484,7 @@ def test_steps_share_a_step_group_only_when_their_context_tuples_are_equal(drawn
     keys = _context_keys(choices, ok)
     task_group = np.array(tasks, dtype=np.int64)
     step_task = task_group[segment_ids(offsets)]
-    exact = exact_context_keys(keys, offsets, task_group.view(np.uint64), threads=1)
+    exact = exact_context_keys(keys, offsets, task_groups(task_group.view(np.uint64), offsets, 1), threads=1)
     tuples = [_python_tuple(c) for c in choices]
     for i in range(len(choices)):
         for j in range(len(choices)):
@@ -510,8 +510,9 @@ def test_compiled_kernels_give_the_same_exact_step_groups(backend):
     assert keys is not None
     task = np.zeros(2, dtype=np.uint64)
     np.testing.assert_array_equal(keys.hash, expected.hash)
-    exact = exact_context_keys(keys, offsets, task, 1)
-    np.testing.assert_array_equal(exact, exact_context_keys(expected, offsets, task, 1))
+    groups = task_groups(task, offsets, 1)
+    exact = exact_context_keys(keys, offsets, groups, 1)
+    np.testing.assert_array_equal(exact, exact_context_keys(expected, offsets, groups, 1))
     assert len(set(exact.tolist())) == len({_python_tuple(c) for c in choices})
 
 

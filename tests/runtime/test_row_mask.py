@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.runtime.row_mask import row_mask
+from tracec.runtime.rewards.row_mask import row_mask
 
 
 @settings(max_examples=200, deadline=None)

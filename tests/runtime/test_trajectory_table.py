@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from tracec.cli import main
 from tracec.dsl.errors import DataError
 from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.facts.trajectories.files import convert_trajectories, read_facts
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
 from tracec.runtime.output import write_evaluation
-from tracec.runtime.trajectories.files import convert_trajectories, read_facts
-from tracec.runtime.trajectories.jsonl import read_trajectories
 
 RUBRIC = """
 schema room {

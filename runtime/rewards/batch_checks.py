@@ -1,6 +1,6 @@
 """Checks of the arrays a reward batch is given, each returned in the layout the Numba kernels read.
 
-Shared by `rewards.py` and `advantages.py`; every error names the argument and what was wrong with it.
+Shared by `trca.py` and `advantages.py`; every error names the argument and what was wrong with it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ step is compared, tuple against tuple, with the first step of its task group tha
 agree, the hashes are the keys (no copy); where two tuples collide, the later one moves to the next free key of its
 task group, so that within a task group equal keys mean equal tuples: a missing value equals only a missing value,
 a set compares as a set, -0.0 as 0.0. Task groups are small, so their hash tables stay in cache. The loops are fixed
-kernels (`context_group_kernels`; `tracec.runtime.jit`).
+kernels (`context_group_kernels`; `fixed_kernels`).
 
 Left out: exactness across task groups (no step group spans two), and entity-id collisions (an entity is its
 64-bit id; see docs/language.md).
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 from tracec.compiler.context import ContextKeys
-from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
-from tracec.runtime.advantages import MIN_STEPS_PER_PART, group_by_key
-from tracec.runtime.jit import fixed_kernels
+from tracec.compiler.threads import run_parts
+from tracec.runtime.rewards.fixed_kernels import fixed_kernels
+from tracec.runtime.rewards.task_groups import TaskGroups
 
 
 def _padded(arrays: list[np.ndarray], dtype: type) -> tuple[tuple[np.ndarray, ...], int]:
@@ -30,10 +30,10 @@ def _padded(arrays: list[np.ndarray], dtype: type) -> tuple[tuple[np.ndarray, ..
     return tuple(arrays + filler), len(arrays)
 
 
-def exact_context_keys(context: ContextKeys, offsets: np.ndarray, task_keys: np.ndarray, threads: int) -> np.ndarray:
+def exact_context_keys(context: ContextKeys, offsets: np.ndarray, groups: TaskGroups, threads: int) -> np.ndarray:
     """Context keys `(n_steps,)` uint64 under which two steps of one task group are equal exactly when their
     context tuples are: the hashes themselves unless two tuples of a task group collide. `offsets` delimit the
-    episodes, `task_keys` `(n_episodes,)` uint64 name their task groups (both checked by the caller)."""
+    episodes (checked by the caller), `groups` are their task groups, whose parts are shared among `threads`."""
     keys = np.ascontiguousarray(context.hash, dtype=np.int64).view(np.uint64)
     if keys.shape != (int(offsets[-1]),):
         raise ValueError(f"context_key must have shape ({int(offsets[-1])},), got {keys.shape}")
@@ -45,11 +45,7 @@ def exact_context_keys(context: ContextKeys, offsets: np.ndarray, task_keys: np.
     (words_t, n_words), (known_t, _) = _padded(words, np.int64), _padded(known, np.uint8)
     (values_t, n_sets), (offsets_t, _), (set_known_t, _) = (_padded(values, np.int64), _padded(set_offsets, np.int64),
                                                              _padded(set_known, np.uint8))
-    episodes, group_starts = group_by_key(task_keys)
-    cuts = [0, group_starts.size - 1]
-    if worth_splitting(keys.shape[0], threads, MIN_STEPS_PER_PART):
-        steps_before_group = np.concatenate([[0], np.cumsum(np.diff(offsets)[episodes])])[group_starts]
-        cuts = balanced_cuts(steps_before_group, threads, MIN_STEPS_PER_PART)
+    episodes, group_starts = groups.episodes, groups.starts
     collided = np.zeros(group_starts.size - 1, dtype=np.uint8)
     kernel = fixed_kernels().exact_keys
 
@@ -57,7 +53,7 @@ def exact_context_keys(context: ContextKeys, offsets: np.ndarray, task_keys: np.
         kernel(keys, offsets, episodes, group_starts[lo:hi + 1], False, keys, words_t, known_t, n_words, values_t,
                offsets_t, set_known_t, n_sets, collided[lo:hi])
 
-    run_parts(check, cuts, threads)
+    run_parts(check, groups.cuts, threads)
     if not collided.any():
         return keys
     out = keys.copy()

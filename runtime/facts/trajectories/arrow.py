@@ -1,7 +1,7 @@
 """Trajectory files as Arrow tables: Parquet and Arrow IPC read by suffix (only the columns a plan reads), JSONL
 parsed by Arrow's JSON reader straight into typed columns, and episodes converted to and from tables.
 
-The table's layout is `tracec.runtime.trajectories.table`'s (docs/trajectories.md); `TableRows` there reads the facts
+The table's layout is `trajectories.table`'s (docs/trajectories.md); `TableRows` there reads the facts
 out of it. Errors are located DataErrors: a file that cannot be read, a value that cannot be converted (its episode,
 field and position). Left out: writing row groups as episodes stream in (a table is built whole).
 """
@@ -18,9 +18,9 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.row_source import plan_fields
-from tracec.runtime.trajectories.jsonl import Episode, shown
-from tracec.runtime.trajectories.table import SOURCES, TableRows
+from tracec.runtime.facts.row_source import plan_fields
+from tracec.runtime.facts.trajectories.jsonl import Episode, shown
+from tracec.runtime.facts.trajectories.table import SOURCES, TableRows
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
 

@@ -1,16 +1,16 @@
 """The exact step-group kernels in Numba: each step's context tuple compared with that of the first step of its task
 group with the same hash.
 
-The definition of what runtime/_fixed_groups.c computes in C, bit for bit (`tracec.runtime.jit`), and what runs
-where that extension was not built. Why and how, in words: `tracec.runtime.context_groups`, which checks the inputs
-and calls these through `fixed_kernels()`.
+The definition of what runtime/_fixed_groups.c computes in C, bit for bit (`fixed_kernels`), and what runs where
+that extension was not built. Why and how, in words: `context_groups`, which checks the inputs and calls these
+through `fixed_kernels()`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from tracec.runtime.advantage_kernels import GOLDEN, table_bits
-from tracec.runtime.jit import fixed_kernel
+from tracec.runtime.rewards.advantage_kernels import GOLDEN, table_bits
+from tracec.runtime.rewards.numba_cache import fixed_kernel
 
 
 @fixed_kernel(nogil=True)

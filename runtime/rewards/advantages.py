@@ -1,8 +1,8 @@
 """Group-relative advantages: TRCA's episode advantage A_E and step advantage A_S, fused in one kernel.
 
 Each standardizes values inside groups given by int64 keys (a task instance; a context key, made exact by
-`tracec.runtime.context_groups`). Grouping is by hash tables in the fixed kernels (`advantage_kernels`, in C as
-runtime/_fixed_groups.c; `tracec.runtime.jit`), in two levels so that no step-sized sort or table is needed: the
+`context_groups`). Grouping is by hash tables in the fixed kernels (`advantage_kernels`, in C as
+runtime/_fixed_groups.c; `fixed_kernels`), in two levels so that no step-sized sort or table is needed: the
 episodes by task group first, then the steps of one task group by context key, in a small table that stays in
 cache. Before it is summed, a task group's episodes are put in a canonical order (by content),
 so a group's mean and std depend only on the group's contents: permuting the episodes of a batch permutes the
@@ -24,40 +24,24 @@ trainer decides that).
 from __future__ import annotations
 
 import numpy as np
-from tracec.compiler.threads import balanced_cuts, run_parts, worth_splitting
-from tracec.runtime.jit import fixed_kernels
-
-# The reward kernels spend tens of ns a step: below this many steps a part costs a thread more than it saves.
-MIN_STEPS_PER_PART = 1 << 16
+from tracec.compiler.threads import run_parts
+from tracec.runtime.rewards.fixed_kernels import fixed_kernels
+from tracec.runtime.rewards.task_groups import TaskGroups
 
 
-def group_by_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(order, starts): indices of `keys` `(n,)` uint64 regrouped so that those of the g-th distinct key (in order
-    of first appearance) are order[starts[g]:starts[g+1]], each group ascending."""
-    order, starts = np.empty(keys.shape[0], np.int64), np.empty(keys.shape[0] + 1, np.int64)
-    n_ids = fixed_kernels().group_by_key(keys, order, starts)
-    return order, starts[:n_ids + 1]
-
-
-def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, task_keys: np.ndarray,
+def fill_trca_advantages(returns: np.ndarray, offsets: np.ndarray, env_reward: np.ndarray, groups: TaskGroups,
                          context_keys: np.ndarray | None, eps: float, threads: int, out: np.ndarray, *,
                          scale_steps: bool = True) -> None:
     """A_E broadcast to the steps, A_S and A = A_E + A_S into the rows of `out` `(3, n_steps)`, for TRCA's batch
-    layout: `env_reward` and `task_keys` once per episode, `returns` and `context_keys` (None without a declared
-    context: A_S is 0) per step, all checked by `tracec.runtime.batch_checks`; task groups shared among `threads`
-    threads, and the result does not depend on it. `scale_steps=False`: A_S is centred only (`step_scale none`)."""
+    layout: `env_reward` once per episode, `returns` and `context_keys` (None without a declared context: A_S is 0)
+    per step, all checked by `batch_checks`; the task groups' parts (`groups.cuts`) shared among `threads` threads,
+    and the result does not depend on it. `scale_steps=False`: A_S is centred only (`step_scale none`)."""
     a_e, a_s, a = out
-    context = task_keys[:0] if context_keys is None else context_keys
-    episodes, group_starts = group_by_key(task_keys)
-    cuts = [0, group_starts.size - 1]
-    if worth_splitting(returns.shape[0], threads, MIN_STEPS_PER_PART):
-        steps_before_group = np.concatenate([[0], np.cumsum(np.diff(offsets)[episodes])])[group_starts]
-        cuts = balanced_cuts(steps_before_group, threads, MIN_STEPS_PER_PART)
-
+    context = np.zeros(0, dtype=np.uint64) if context_keys is None else context_keys  # no context: no step keys
     kernel = fixed_kernels().trca_advantage_kernel
 
     def advantages_part(lo: int, hi: int) -> None:
-        kernel(returns, offsets, env_reward, episodes, group_starts[lo:hi + 1], context, context_keys is not None,
-               scale_steps, float(eps), a_e, a_s, a)
+        kernel(returns, offsets, env_reward, groups.episodes, groups.starts[lo:hi + 1], context,
+               context_keys is not None, scale_steps, float(eps), a_e, a_s, a)
 
-    run_parts(advantages_part, cuts, threads)
+    run_parts(advantages_part, groups.cuts, threads)

@@ -3,7 +3,7 @@
 A binding expression is made of the ops `instruction`, `const`, `match` (an RE2 search, one group) and `lower`;
 `evaluate_binding` computes it and `convert` puts the text in the binding's type. Either may give MISSING: a pattern
 that did not match, a group that did not take part, or text that does not convert (LANGUAGE.md, "Missing facts").
-The fact builder (`tracec.runtime.facts`) evaluates each binding once per distinct instruction. `Regexes` compiles
+The fact builder (`fact_batch`) evaluates each binding once per distinct instruction. `Regexes` compiles
 each pattern once per batch.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import re2
 from tracec.compiler.ir import Node
 from tracec.dsl.types import Type
-from tracec.runtime.columns import INT64_RANGE
+from tracec.runtime.facts.columns import INT64_RANGE
 
 
 class _Missing(enum.Enum):

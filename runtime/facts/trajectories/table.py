@@ -8,11 +8,11 @@ actions themselves must not be null.
 
 `TableRows` is the fact builder's `RowSource` over such a table: every fact column is coded from Arrow buffers and
 its dictionary of distinct strings (`dictionary_encode`), so no Python object is made per value, only per distinct
-string and per episode; the codes go through the same assembly as the JSONL path (`tracec.runtime.columns`), so a
+string and per episode; the codes go through the same assembly as the JSONL path (`columns`), so a
 batch read here is identical to one built from the same episodes as JSON. A column of the wrong type is reported at
 its first non-null value, `T.parquet: error: row 3: episode e17: field `visible` of state 2: expected a list of
 strings, got 5` (rows 1-based). Reading files into tables and converting episodes to
-and from them is `tracec.runtime.trajectories.arrow`. Left out: reading row groups lazily (a table is read whole),
+and from them is `trajectories.arrow`. Left out: reading row groups lazily (a table is read whole),
 nested objects inside facts.
 """
 
@@ -27,8 +27,8 @@ import pyarrow.compute as pc
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import Type
-from tracec.runtime.arrow_numpy import to_numpy
-from tracec.runtime.columns import (
+from tracec.runtime.facts.arrow_numpy import to_numpy
+from tracec.runtime.facts.columns import (
     MISSING_CODE,
     Column,
     Interned,
@@ -36,8 +36,8 @@ from tracec.runtime.columns import (
     join_pieces,
     member_indices,
 )
-from tracec.runtime.row_source import EncodedFields, Layout, plan_fields
-from tracec.runtime.trajectories.jsonl import Where, shown
+from tracec.runtime.facts.row_source import EncodedFields, Layout, plan_fields
+from tracec.runtime.facts.trajectories.jsonl import Where, shown
 
 SOURCES = {"state": "states", "action": "actions"}
 

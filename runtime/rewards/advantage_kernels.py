@@ -1,14 +1,14 @@
 """The advantage kernels in Numba: A_E, A_S and their sum, one task group at a time, and the grouping by key.
 
-The definition of what runtime/_fixed_groups.c computes in C, bit for bit (`tracec.runtime.jit`), and what runs
-where that extension was not built. The rules they implement, and why, are in `tracec.runtime.advantages`, which
-checks the inputs and calls these through `fixed_kernels()`.
+The definition of what runtime/_fixed_groups.c computes in C, bit for bit (`fixed_kernels`), and what runs where
+that extension was not built. The rules they implement, and why, are in `advantages` (and the grouping's use in
+`task_groups`), which checks the inputs and calls these through `fixed_kernels()`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from tracec.runtime.jit import fixed_kernel
+from tracec.runtime.rewards.numba_cache import fixed_kernel
 
 ZERO_VARIANCE = 1e-9  # a group whose std is at most this has no signal to standardize
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / phi: Fibonacci hashing spreads sequential keys too

@@ -1,12 +1,12 @@
 """The fact builder's `RowSource` over in-memory `Episode`s (the trainer's path): `EpisodeRows`.
 
 Reading is one pass of the C extension over the states (then the actions), every field of a dict at once
-(`tracec.runtime.columns.native_pieces`); a field it declines, and every field where it is not built (or
+(`columns.native_pieces`); a field it declines, and every field where it is not built (or
 `native=False`), is read the Python way: the states a thousand at a time, every field of the chunk while its dicts
 are in cache. Both give the same batch, bit for bit.
 
 Errors: a bad field value is a diagnostic at its first bad value (collected in `diagnostics`, raised by
-`tracec.runtime.facts.assemble` with the rest); a state or action that is not an object, and episode ids, tasks and
+`fact_batch.assemble` with the rest); a state or action that is not an object, and episode ids, tasks and
 instructions that are not valid Unicode strings, raise DataError at once.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import Type
-from tracec.runtime.columns import (
+from tracec.runtime.facts.columns import (
     BadValue,
     Interned,
     Piece,
@@ -30,8 +30,8 @@ from tracec.runtime.columns import (
     join_pieces,
     native_pieces,
 )
-from tracec.runtime.row_source import EncodedFields, Layout, plan_fields
-from tracec.runtime.trajectories.jsonl import Episode, check_shape, shown
+from tracec.runtime.facts.row_source import EncodedFields, Layout, plan_fields
+from tracec.runtime.facts.trajectories.jsonl import Episode, check_shape, shown
 
 _CHUNK = 1024  # states (or actions) read per pass: their dicts stay in cache while every field is taken
 

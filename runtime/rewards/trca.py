@@ -2,9 +2,10 @@
 
 Input is the operator matrix `O` a compiled rubric produces, `(n_steps, n_ops)` uint8, with the episodes laid end to
 end and delimited by `episode_offsets` `(n_episodes + 1,)`: episode i owns steps `offsets[i]:offsets[i+1]`, possibly
-none. The per-step work runs in the fixed kernels (`reward_kernels`, in C as runtime/_fixed.c; `tracec.runtime.jit`):
+none. The per-step work runs in the fixed kernels (`reward_kernels`, in C as runtime/_fixed.c; `fixed_kernels`):
 one pass over `O` for r_F and r_B, one reverse scan per episode for the returns. The group-relative advantages live
-in `advantages.py`, and `evaluate_rewards` chains all of it.
+in `advantages.py`, and `evaluate_rewards` chains all of it, over one task-group partition (`task_groups`) that the
+exact step groups and the advantages share.
 
 Left out: reading rubrics (the compiler turns a rubric's categories and budgets into the weights here), token-level
 credit (the trainer spreads a step's advantage over that step's action tokens), and any notion of "success" beyond
@@ -21,10 +22,11 @@ import numpy as np
 from tracec.compiler.context import ContextKeys
 from tracec.compiler.threads import balanced_cuts, default_threads, run_parts
 from tracec.dsl.defaults import DEFAULT_BUDGET, DEFAULT_GAMMA, DEFAULT_LAMBDA, DEFAULT_STEP_SCALE, STEP_SCALES
-from tracec.runtime.advantages import MIN_STEPS_PER_PART, fill_trca_advantages
-from tracec.runtime.batch_checks import check_offsets, finite_values, int_keys, output_rows
-from tracec.runtime.context_groups import exact_context_keys
-from tracec.runtime.jit import fixed_kernels
+from tracec.runtime.rewards.advantages import fill_trca_advantages
+from tracec.runtime.rewards.batch_checks import check_offsets, finite_values, int_keys, output_rows
+from tracec.runtime.rewards.context_groups import exact_context_keys
+from tracec.runtime.rewards.fixed_kernels import fixed_kernels
+from tracec.runtime.rewards.task_groups import MIN_STEPS_PER_PART, task_groups
 
 CATEGORY_CODES = {"evidence": 0, "execution": 1, "invalidity": 2}
 
@@ -205,9 +207,10 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
     _check_returns_fit(env_reward, offsets, fire_weight, coverage_weight)
     task_keys = int_keys("task_group", task_group, offsets.size - 1)
     threads = threads or default_threads()
+    groups = task_groups(task_keys, offsets, threads)  # once: the exact step groups and the advantages share it
     context_keys: np.ndarray | None
     if isinstance(context_key, ContextKeys):  # hashes: made exact inside every task group
-        context_keys = exact_context_keys(context_key, offsets, task_keys, threads)
+        context_keys = exact_context_keys(context_key, offsets, groups, threads)
     else:
         context_keys = None if context_key is None else int_keys("context_key", context_key, O.shape[0])
     # One block for all seven outputs: fresh memory costs a page fault per page, and one block aligns to huge pages
@@ -221,7 +224,7 @@ def evaluate_rewards(O: np.ndarray, episode_offsets: np.ndarray, env_reward: np.
 
     run_parts(rewards_part, balanced_cuts(offsets, threads, MIN_STEPS_PER_PART), threads)
     # The returns come from checked inputs and are finite: the advantages take them as they are.
-    fill_trca_advantages(returns, offsets, env_reward, task_keys, context_keys, config.eps, threads, block[4:],
+    fill_trca_advantages(returns, offsets, env_reward, groups, context_keys, config.eps, threads, block[4:],
                          scale_steps=config.step_scale == "std")
     a_e, a_s, a = block[4:]
     return StepRewards(r_F=r_f, r_B=r_b, r_TRCA=r_trca, R=returns, A_E=a_e, A_S=a_s, A=a)

@@ -1,8 +1,8 @@
 """What the fact builder reads trajectories through: the `RowSource` protocol, the `Layout` of a batch's
 transitions and states, and what every row source shares (`plan_fields`: the fields a plan reads; `test_texts`).
 
-`tracec.runtime.facts.assemble` builds a `FactBatch` from any `RowSource`; there are two, over in-memory episodes
-(`tracec.runtime.episode_rows`) and over Arrow tables (`tracec.runtime.trajectories.table`), both keeping what
+`fact_batch.assemble` builds a `FactBatch` from any `RowSource`; there are two, over in-memory episodes
+(`episode_rows`) and over Arrow tables (`trajectories.table`), both keeping what
 they encoded in an `EncodedFields` (one rule for reading a field back, testing a text field, and its raw strings).
 A row source gives each
 field encoded over all states (or all actions) of the batch, episodes end to end; `Layout` says where each
@@ -20,7 +20,7 @@ import numpy as np
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import Diagnostic
 from tracec.dsl.types import ENTITY, TEXT, Type
-from tracec.runtime.columns import Column, Entities, Interned
+from tracec.runtime.facts.columns import Column, Entities, Interned
 
 SIDES = {"prev": "state", "next": "state", "act": "action"}
 

@@ -1,14 +1,14 @@
 """The reward kernels in Numba: one pass over `O` for r_F and r_B, one reverse scan per episode for the returns.
 
-The definition of what runtime/_fixed.c computes in C, bit for bit (`tracec.runtime.jit`), and what runs where that
-extension was not built. `tracec.runtime.rewards` checks the inputs and calls these through `fixed_kernels()`.
+The definition of what runtime/_fixed.c computes in C, bit for bit (`fixed_kernels`), and what runs where that
+extension was not built. `trca` checks the inputs and calls these through `fixed_kernels()`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from tracec.runtime.jit import fixed_kernel
-from tracec.runtime.row_mask import row_mask
+from tracec.runtime.rewards.numba_cache import fixed_kernel
+from tracec.runtime.rewards.row_mask import row_mask
 
 
 @fixed_kernel()

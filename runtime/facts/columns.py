@@ -14,7 +14,7 @@ surrogate (JSON allows `"\\ud800"`) cannot be hashed, matched or written to Parq
 
 Entities are interned per batch (`Entities`): each distinct string is hashed once, and sets are sorted by the rank
 of their ids, so no string is compared or hashed twice. Lists may come a chunk at a time: the tables carry over.
-`set_column` (codes and row lengths -> CSR) is shared with the Arrow reader (`tracec.runtime.trajectories.table`).
+`set_column` (codes and row lengths -> CSR) is shared with the Arrow reader (`trajectories.table`).
 
 The native path (`native_pieces`, the C extension `tracec.runtime._gather`, built at install where a C compiler
 is found) reads every field of many rows in one pass over their dicts and checks each value as `valid` does; it

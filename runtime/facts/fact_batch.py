@@ -1,14 +1,14 @@
 """The fact builder: trajectories + a `FactPlan` -> `FactBatch`, the numeric columns a compiled rubric reads.
 
 Every column has one row per transition (episodes end to end, delimited by `episode_offsets`) and a `known` mask:
-a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"); `tracec.runtime.columns` says how each type
+a fact that is absent or null is missing (LANGUAGE.md, "Missing facts"); `columns` says how each type
 is encoded. Text never becomes a column: the compiler lifts `contains` / `matches` to bool columns "lift.K" that are
-computed here, and bindings ("bind.NAME", `tracec.runtime.bindings`) are evaluated once per episode from its
+computed here, and bindings ("bind.NAME", `bindings`) are evaluated once per episode from its
 instruction and broadcast to its transitions.
 
-`assemble` builds a batch from a `RowSource` (`tracec.runtime.row_source`), which gives each field encoded over all
-states (or all actions) of the batch: `tracec.runtime.episode_rows.EpisodeRows` over in-memory `Episode`s
-(`build_fact_batch`), and `tracec.runtime.trajectories.table` over Arrow columns, so both paths share everything
+`assemble` builds a batch from a `RowSource` (`row_source`), which gives each field encoded over all
+states (or all actions) of the batch: `episode_rows.EpisodeRows` over in-memory `Episode`s
+(`build_fact_batch`), and `trajectories.table` over Arrow columns, so both paths share everything
 else. Work is per field and per distinct value, not per step: a field is read from every state once (prev and next
 share it; `take` gathers the transitions), a lifted predicate is computed once per distinct text, a binding once per
 distinct instruction.
@@ -30,11 +30,11 @@ import numpy as np
 from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node
 from tracec.dsl.errors import DataError
 from tracec.dsl.types import ENTITY, TEXT, Type
-from tracec.runtime.bindings import MISSING, Regexes, convert, evaluate_binding
-from tracec.runtime.columns import Column, take
-from tracec.runtime.episode_rows import EpisodeRows
-from tracec.runtime.row_source import SIDES, RowSource
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.facts.bindings import MISSING, Regexes, convert, evaluate_binding
+from tracec.runtime.facts.columns import Column, take
+from tracec.runtime.facts.episode_rows import EpisodeRows
+from tracec.runtime.facts.row_source import SIDES, RowSource
+from tracec.runtime.facts.trajectories.jsonl import Episode
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Reading checks the shape of every episode (an object with an `episode` id, lists
 with its file and line: nothing partial comes back. Hostile lines are located errors too: numbers beyond what
 Python parses (over 4,300 digits) or than a float holds, arrays nested thousands deep. Episode ids are unique within
 a file (a repeated one is most likely a file appended twice, which would count its episodes twice in every group).
-The fields inside states and actions are left as parsed JSON; `tracec.runtime.facts` checks them against a schema,
+The fields inside states and actions are left as parsed JSON; `fact_batch` checks them against a schema,
 reporting through `Where` so that every trajectory error reads `file:line:1: error: episode ID: ...`.
 
 Speed: the cyclic garbage collector is paused while a file is parsed (`gc_paused`): the parsed objects hold no

@@ -18,18 +18,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tracec.compiler.ir import FactPlan
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.facts import FactBatch, assemble, build_fact_batch
-from tracec.runtime.output import write_records
-from tracec.runtime.row_source import SIDES
-from tracec.runtime.trajectories.arrow import (
+from tracec.runtime.facts.fact_batch import FactBatch, assemble, build_fact_batch
+from tracec.runtime.facts.row_source import SIDES
+from tracec.runtime.facts.trajectories.arrow import (
     TABLE_SUFFIXES,
     episodes_table,
     json_table,
     read_table,
     table_records,
 )
-from tracec.runtime.trajectories.jsonl import Episode, gc_paused, read_trajectories
-from tracec.runtime.trajectories.table import TableRows
+from tracec.runtime.facts.trajectories.jsonl import Episode, gc_paused, read_trajectories
+from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.facts.trajectories.table import TableRows
 
 from tracec.atomic import atomic_path
 

@@ -21,13 +21,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tracec.dsl.ast import Schema
-    from tracec.dsl.check import check
-    from tracec.dsl.parse import parse
+    from tracec.dsl.check import check_source
 
     failed = False
     for path in args.files:
         try:
-            checked = check(parse(read_source(path), str(path)))
+            checked = check_source(read_source(path), str(path))
         except (RubricError, UserError) as error:
             failed = True
             print(error.format("check") if isinstance(error, UserError) else error.format(), file=sys.stderr)

@@ -2,7 +2,7 @@
 
 What is read is checked as `tracec eval` would check it (located errors, nothing written); the output is written whole
 or not at all, and never over the input (the same file, or a link to it). The logic is
-`tracec.runtime.trajectories.files.convert_trajectories`.
+`tracec.runtime.facts.trajectories.files.convert_trajectories`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.runtime.trajectories.files import convert_trajectories
+    from tracec.runtime.facts.trajectories.files import convert_trajectories
 
     if args.file.suffix not in SUFFIXES:
         raise UsageError(f"{args.file}: a trajectory file's name must end in {' or '.join(SUFFIXES)}")

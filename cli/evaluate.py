@@ -37,6 +37,7 @@ from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.evaluate import EvalError
+from tracec.trace_rl.trace.pipeline import layout
 from tracec.trace_rl.trace.pipeline.config import EvaluateSection, Tau2TargetSection
 from tracec.trace_rl.trace.routing import RouteError, RouteOption, RoutingSettings
 
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def target_from_args(args: argparse.Namespace) -> Any:
-    from tracec.trace_rl.grpo.config import TextWorldEnvSection
+    from tracec.trace_rl.envs.config import TextWorldEnvSection
     from tracec.trace_rl.trace.pipeline.config import TargetSection, Tau2TargetSection
 
     if args.target == "capability" and not args.env:
@@ -164,16 +165,12 @@ def target_from_args(args: argparse.Namespace) -> Any:
 def model_adapters(args: argparse.Namespace) -> dict[str, Path]:
     """The adapters named: the run's (`train/adapters.json`, and `baselines/adapters.json` when the run built
     baselines), then each `--adapter NAME=DIR`."""
-    import json
-
     adapters: dict[str, Path] = {}
     if args.run is not None:
-        steps = [("train", input_file(args.run / "train" / "adapters.json"))]
-        if (args.run / "baselines" / "adapters.json").is_file():
-            steps.append(("baselines", args.run / "baselines" / "adapters.json"))
-        for step, manifest in steps:
-            for name, entry in json.loads(manifest.read_text(encoding="utf-8")).items():
-                adapters[name] = args.run / step / entry["adapter"]
+        input_file(args.run / layout.TRAIN / layout.ADAPTERS)  # a run that never trained: said as its missing file
+        adapters.update(layout.adapter_folders(args.run / layout.TRAIN))
+        if (args.run / layout.BASELINES / layout.ADAPTERS).is_file():
+            adapters.update(layout.adapter_folders(args.run / layout.BASELINES))
     for item in args.adapter:
         name, sep, folder = item.partition("=")
         if not sep or not name or not folder:
@@ -202,9 +199,9 @@ def model_choice(args: argparse.Namespace) -> ModelChoice:
     from tracec.trace_rl.trace.adapters import adapter_config
     from tracec.trace_rl.trace.routing import read_options
 
-    run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
+    run = read_toml(str(input_file(args.run / layout.CONFIG)))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")
-    path = args.options or (args.run / "route" / "options.json" if args.run is not None else None)
+    path = args.options or (args.run / layout.ROUTE / layout.OPTIONS if args.run is not None else None)
     options = read_options(input_file(path)) if path is not None else None
     adapters = model_adapters(args)
     for folder in adapters.values():
@@ -232,13 +229,13 @@ def routing_from_args(args: argparse.Namespace) -> tuple[Any, list[Any], Path | 
     (else the run's `route/index.jsonl`) when retrieval is on, and its path; read before the model loads."""
     from tracec.trace_rl.trace.retrieval import read_index
 
-    run = read_toml(str(input_file(args.run / "pipeline.toml")))[0] if args.run is not None else {}
+    run = read_toml(str(input_file(args.run / layout.CONFIG)))[0] if args.run is not None else {}
     section = _table(run, "routing")
     k = args.retrieve_k if args.retrieve_k is not None else int(section.get("retrieval_k", 0))
     top_p = args.top_p if args.top_p is not None else float(section.get("top_p", RoutingSettings().top_p))
     if args.index is not None and k == 0:
         raise UsageError("--index: retrieval needs --retrieve-k K (K >= 1) too")
-    path = args.index or (args.run / "route" / "index.jsonl" if args.run is not None and k else None)
+    path = args.index or (args.run / layout.ROUTE / layout.INDEX if args.run is not None and k else None)
     if k and path is None:
         raise UsageError("--retrieve-k: name the retrieval index, --index FILE.jsonl (or --run DIR of a pipeline "
                          "run with routing.retrieval_k > 0)")

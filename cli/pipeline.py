@@ -18,6 +18,7 @@ from tracec.cli.paths import input_file, work_folder
 from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.trace.adapters import AdapterError
 from tracec.trace_rl.trace.evaluate import EvalError
+from tracec.trace_rl.trace.pipeline import layout
 from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.routing import RouteError
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from tracec.trace_rl.trace.pipeline.run import run_pipeline
 
     result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else Throttle(_say, 10.0))
-    table = result.out / "evaluate" / "table.md"
+    table = result.out / layout.EVALUATE / layout.EVALUATION_TABLE
     sys.stdout.write(table.read_text(encoding="utf-8"))
     print(f"report: {result.report}")
     return EXIT_OK

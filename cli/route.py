@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -101,10 +102,5 @@ def _domain(target: Any, seed: int, user: Any) -> Any:
 
 
 def _first_message(domain: Any, seed: int) -> str:
-    env = domain.make_env()
-    try:
+    with closing(domain.make_env()) as env:
         return str(env.reset(seed).text)
-    finally:
-        close = getattr(env, "close", None)
-        if callable(close):
-            close()

@@ -22,6 +22,6 @@ def add_rubric_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> CompiledRubric:
     text = read_source(args.file)  # a path that cannot be read is said before numba is imported
-    from tracec.runtime.evaluate import load_rubric
+    from tracec.compiler.load import load_rubric
 
     return load_rubric(text, str(args.file), args.rubric)

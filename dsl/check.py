@@ -77,6 +77,7 @@ def check(module: ast.Module) -> CheckedModule:
 
 
 def check_source(text: str, path: str = "<string>") -> CheckedModule:
+    """Parse and check a file's text: the front end's first two steps, as every caller that holds text takes them."""
     return check(parse(text, path))
 
 

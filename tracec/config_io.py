@@ -5,7 +5,10 @@ makes the tree from TOML's nested tables, converting ints to floats and lists to
 a section given in part keeps the rest of its default. Checks live in the dataclasses' `__post_init__`, which raise
 `FieldError(name, value, problem)` through `require` and `choice`; `build` turns those (and its own type and key
 errors) into a `ConfigError` located at the file's line (`path:line:1: error: ...`) or at the `--set` that gave the
-value. `assign_override` applies `KEY=VALUE` with a TOML value (a bare word is a string) and short keys.
+value. `assign_override` applies `KEY=VALUE` with a TOML value (a bare word is a string) and short keys; `value_at`
+and `set_at` are the one walk of a dotted key through nested tables. `with_absolute_paths` makes the files a config
+names absolute, from its file's folder (from the working folder for a `--set`), `~` and `~user` expanded: the rule of
+every config reader, a `~user` that names no user a located error.
 Left out: TOML's dates and inline comments written back (a saved config is regenerated, not edited).
 """
 
@@ -19,7 +22,8 @@ import re
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -59,10 +63,7 @@ def build(cls: type, data: Mapping[str, Any], *, where: str = "<dict>", text: st
     try:
         return _build(cls, data, ())
     except _Located as error:
-        origin = (sources or {}).get(error.key)
-        if origin is not None:
-            raise ConfigError(f"{origin}: error: {error.message}") from None
-        raise located(where, text, error.key, error.message) from None
+        raise located(where, text, error.key, error.message, sources=sources) from None
 
 
 def read_toml(path: str) -> tuple[dict[str, Any], str]:
@@ -90,8 +91,61 @@ def assign_override(cls: type, data: dict[str, Any], item: str) -> str:
     """Apply `KEY=VALUE` to the nested tables `data`; returns the full dotted key it set."""
     key, value = _parse_override(item)
     dotted = _resolve_short_key(cls, key, item)
-    _assign(data, dotted.split("."), value)
+    set_at(data, dotted, value)
     return dotted
+
+
+def value_at(tables: Mapping[str, Any], dotted: str) -> Any:
+    """The value nested `tables` give the key `dotted` (`run.out`); None where they leave it out."""
+    value: Any = tables
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def set_at(tables: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set the key `dotted` of nested `tables` to `value`, making the sections it names that are missing."""
+    *sections, name = dotted.split(".")
+    for part in sections:
+        inner = tables.setdefault(part, {})
+        if not isinstance(inner, dict):
+            raise ConfigError(f"error: `{part}` is a value, not a section, so `{dotted}` cannot be set")
+        tables = inner
+    tables[name] = value
+
+
+def expanded_path(key: str, value: str) -> Path:
+    """The path `value` with `~` and `~user` expanded; a `~user` that names no user is a FieldError of `key`, never
+    a relative folder of that name (a mistyped user would send the run to a folder that is not there)."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        user = Path(value).parts[0]
+        raise FieldError(key, value, f"`{user}` names no user of this machine; write the path from `/`, or as a "
+                         "relative path") from None
+
+
+def with_absolute_paths(config: Any, keys: Iterable[str], base: Path, *, where: str = "<dict>", text: str = "",
+                        sources: Mapping[str, str] | None = None) -> Any:
+    """`config` (a tree of dataclasses) with the paths at `keys` (a string or a list of them; "" left alone) made
+    absolute: `~` and `~user` expanded, a relative one resolved from `base`, or from the working folder when `sources`
+    (a `--set`) gave it. A `~user` of no user is a ConfigError located as `build` locates a bad value."""
+    data = to_dict(config)
+    for key in keys:
+        value, folder = value_at(data, key), Path.cwd() if key in (sources or {}) else base
+        try:
+            if isinstance(value, list):
+                set_at(data, key, [_absolute(key, path, folder) for path in value])
+            elif value:
+                set_at(data, key, _absolute(key, value, folder))
+        except FieldError as bad:
+            raise located(where, text, key, str(bad), sources=sources) from None
+    return build(type(config), data)
+
+
+def _absolute(key: str, value: str, base: Path) -> str:
+    path = expanded_path(key, value)
+    return str(path if path.is_absolute() else (base / path).resolve())
 
 
 class _Located(Exception):
@@ -204,17 +258,13 @@ def _resolve_short_key(cls: type, key: str, item: str) -> str:
     return key  # unknown: the builder's did-you-mean answers it
 
 
-def _assign(data: dict[str, Any], path: list[str], value: Any) -> None:
-    for part in path[:-1]:
-        inner = data.setdefault(part, {})
-        if not isinstance(inner, dict):
-            raise ConfigError(f"error: `{part}` is a value, not a section, so `{'.'.join(path)}` cannot be set")
-        data = inner
-    data[path[-1]] = value
-
-
-def located(where: str, text: str, dotted: str, message: str) -> ConfigError:
-    """A ConfigError at the line of `text` that sets `dotted` (the file alone when no line does)."""
+def located(where: str, text: str, dotted: str, message: str, *,
+            sources: Mapping[str, str] | None = None) -> ConfigError:
+    """A ConfigError at the `--set` that gave `dotted` (`sources`: key -> origin), else at the line of `text` that
+    sets it (the file alone when no line does)."""
+    origin = (sources or {}).get(dotted)
+    if origin is not None:
+        return ConfigError(f"{origin}: error: {message}")
     line = _line_of(text, dotted) if text else 0
     return ConfigError(f"{where}:{line}:1: error: {message}" if line else f"{where}: error: {message}")
 

@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tracec.compiler import interp, numba_backend
 from tracec.compiler.backends import compile_kernel
+from tracec.compiler.load import load_rubric
 from tracec.compiler.pipeline import compile_rubric
 from tracec.dsl.check import check
 from tracec.dsl.errors import NOWHERE, RubricError
 from tracec.dsl.parse import parse, parse_file
 from tracec.dsl.syntax import MAX_DEPTH, MAX_TOKENS
-from tracec.runtime.evaluate import load_rubric
-from tracec.runtime.facts import Column
+from tracec.runtime.facts.fact_batch import Column
 
 REPO = Path(__file__).resolve().parents[2]
 HOUSEHOLD = (REPO / "examples" / "household.rubric").read_bytes()

@@ -31,7 +31,7 @@ from tracec.dsl.defaults import STEP_SCALES
 from tracec.dsl.errors import RubricError
 from tracec.dsl.parse import parse
 from tracec.dsl.printer import print_module
-from tracec.runtime.facts import Column
+from tracec.runtime.facts.fact_batch import Column
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@
 `reset(seed)` picks the component by a draw that is a pure function of the seed and the weights, so the K
 environments of a GRPO group (which share a seed) play the same component's same task, and a resumed run draws
 what the killed one did. Every other call goes to the component of the last `reset`: the protocol's
-`system_prompt`, `step` and `trajectory`, and, through attribute lookup, whatever optional part it has (`hint()`,
-`admissible_commands`, `scores()`, ...; an attribute the component lacks is missing here too, so `getattr(env,
-"hint", None)` sees what the component offers). `close()` closes every component made.
+`system_prompt`, `step`, `trajectory`, `hint()` and `admissible_commands` (before the first `reset`, a
+RuntimeError), and, through attribute lookup, whatever other part it has (`tools`, `scores()`, ...; an attribute
+the component lacks is missing here too). `close()` closes every component made.
 
 The draw: u = the first 8 bytes of sha256(`"mixture/{seed}"`), big-endian, / 2^64, uniform in [0, 1); the component
 is the first i whose cumulative normalised weight exceeds u (a zero weight is never drawn). Over many seeds each
@@ -21,11 +21,11 @@ from __future__ import annotations
 import bisect
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory, Observation, StepResult
 
 
 def component_index(seed: int, weights: Sequence[float]) -> int:
@@ -38,10 +38,10 @@ def component_index(seed: int, weights: Sequence[float]) -> int:
     return min(bisect.bisect_right(cumulative, u), len(weights) - 1)  # the min: rounding at the top end
 
 
-class MixtureEnvironment:
+class MixtureEnvironment(Environment):
     """Named environment factories with weights; one component is made (once) when first drawn."""
 
-    def __init__(self, components: Sequence[tuple[str, Callable[[], Environment]]], *,
+    def __init__(self, components: Sequence[tuple[str, EnvironmentFactory]], *,
                  weights: Sequence[float]) -> None:
         if len(components) != len(weights):
             raise ValueError(f"{len(components)} components but {len(weights)} weights")
@@ -79,14 +79,19 @@ class MixtureEnvironment:
     def trajectory(self, episode: str) -> dict[str, Any]:
         return self._current().trajectory(episode)
 
+    def hint(self) -> str | None:
+        return self._current().hint()
+
+    @property
+    def admissible_commands(self) -> Sequence[str] | None:
+        return self._current().admissible_commands
+
     def close(self) -> None:
         for env in self._made.values():
-            close = getattr(env, "close", None)
-            if callable(close):
-                close()
+            env.close()
 
     def __getattr__(self, name: str) -> Any:
-        # Only names not found on the mixture itself come here: the component's optional parts.
+        # Only names not found on the mixture itself come here: the component's parts outside the protocol.
         if name.startswith("_"):
             raise AttributeError(name)
         index = self.__dict__.get("_index")

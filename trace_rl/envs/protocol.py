@@ -6,16 +6,22 @@ observation; each agent turn is one `step(action_text)`, which gives the next ob
 text, or the simulated user's reply: the user lives inside the environment), whether the episode is over, the step's
 environment reward (the terminal reward on the last step, 0 before), and the transition's canonical facts (the state
 after the action and the action's facts, in the environment's schema). `trajectory()` is the finished episode as one
-record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Optional: `hint()`, after
-`reset(seed)`, is expert guidance for the task (how to solve it) or None; the trainer shows it to some rollouts
-(`rollout.hint_ratio`) and checks for it with `getattr`, so an environment without it simply gives no hint.
-Optional too: `tools`, the tools the agent is given as OpenAI-style JSON schemas (`[{"type": "function",
-"function": {"name", "description", "parameters": {"type": "object", "properties", "required"}}}]`), which the
-chat template renders (`tracec.trace_rl.llm.conversation`), and `call_format`: `native` (the default of the tool
-environments, capability and tau2: tools as schemas, calls as `<tool_call>{...}</tool_call>`, the system prompt
-without the prose tool list) or `text` (the tools listed in the system prompt, calls as `<action>f(a=...)</action>`;
-`tools` is then empty). An environment reads both spellings of a call whatever its format. `agent_tools(env)` is
-how every path that renders an agent's prompt reads them: an environment without `tools` (TextWorld) has none.
+record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Three parts have defaults, which
+an environment inherits by subclassing `Environment` (every environment here does): `hint()`, after `reset(seed)`,
+is expert guidance for the task (how to solve it) or None (the default: no hint), which the trainer shows to some
+rollouts (`rollout.hint_ratio`); `admissible_commands`, the commands the current state admits (TextWorld's), which
+the admissible action mode chooses from, or None (the default: this environment lists none); `close()` lets a game
+engine or a subprocess go (the default: nothing to let go). Whoever makes an environment closes it when done with
+it (`with contextlib.closing(make_env()) as env:`, or `env.close()` in a `finally`). A `kind = "python"` factory's
+object that does not subclass `Environment` gets the defaults from `envs.user_factory`, the one place that looks
+for them. Optional, without a default: `tools`, the tools the agent is given as OpenAI-style JSON schemas
+(`[{"type": "function", "function": {"name", "description", "parameters": {"type": "object", "properties",
+"required"}}}]`), which the chat template renders (`tracec.trace_rl.llm.conversation`), and `call_format`:
+`native` (the default of the tool environments, capability and tau2: tools as schemas, calls as
+`<tool_call>{...}</tool_call>`, the system prompt without the prose tool list) or `text` (the tools listed in the
+system prompt, calls as `<action>f(a=...)</action>`; `tools` is then empty). An environment reads both spellings
+of a call whatever its format. `agent_tools(env)` is how every path that renders an agent's prompt reads them: an
+environment without `tools` (TextWorld) has none.
 
 The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
 Agents and the one episode loop (`run_episode`) are in `trace_rl.envs.agent`; users, in `trace_rl.envs.users`.
@@ -24,7 +30,7 @@ Left out: batched environments (the trainer steps K instances side by side) and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -63,10 +69,24 @@ class Environment(Protocol):
         """The episode so far as one trajectory record (`episode`, `task`, `instruction`, `states`, `actions`,
         `env_reward`, `success`)."""
 
-    # Optional, not part of the protocol proper (the rollout engine reads them with `getattr`):
-    #     def hint(self) -> str | None:
-    #         """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls, in the
-    #         environment's call format), or None."""
+    # With defaults, inherited by a class that subclasses the protocol (a structural match must write them):
+
+    def hint(self) -> str | None:
+        """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls, in the environment's
+        call format), or None: no hint."""
+        return None
+
+    @property
+    def admissible_commands(self) -> Sequence[str] | None:
+        """The commands the current state admits, which the admissible action mode chooses from; None: this
+        environment lists none (an empty list: it lists them, and admits none now)."""
+        return None
+
+    def close(self) -> None:
+        """Let what the environment holds (a game engine, a subprocess) go now, not at garbage collection."""
+        return  # the default holds nothing (a body, not a stub: mypy would take a stub for an abstract method)
+
+    # Optional, without a default (`agent_tools` reads `tools`):
     #     tools: list[dict[str, Any]]  # the tools as JSON schemas; [] in the text format and without tools
     #     call_format: str  # native | text (`tracec.trace_rl.envs.toolcall.CALL_FORMATS`)
 

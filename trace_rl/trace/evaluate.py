@@ -67,6 +67,7 @@ from tracec.atomic import write_atomic
 from tracec.json_key import json_key
 
 RESULTS, META, TRAJECTORIES = "results.jsonl", "evaluation.json", "trajectories"
+TABLE, TABLE_JSON = "table.md", "table.json"
 
 
 class EvalError(ValueError):
@@ -116,8 +117,8 @@ def evaluate(domains: Sequence[EvalDomain], conditions: Sequence[Condition], out
                            + f"  [{len(wanted & done.keys())}/{len(wanted)}]")
     table = summarize([r for r in results if (r.condition, r.domain, r.seed, r.trial) in wanted],
                       [c.name for c in conditions], [d.name for d in domains])
-    write_atomic(out / "table.md", [table.markdown()])
-    write_atomic(out / "table.json", [json.dumps(table.to_json(), indent=2) + "\n"])
+    write_atomic(out / TABLE, [table.markdown()])
+    write_atomic(out / TABLE_JSON, [json.dumps(table.to_json(), indent=2) + "\n"])
     return table
 
 
@@ -141,11 +142,10 @@ def _play(condition: Condition, domain: EvalDomain, seed: int, trial: int, max_t
     try:
         agent = condition.make_agent(env)
         record = run_episode(env, agent, seed, max_turns, episode=episode_id(domain.name, seed, trial))
-    finally:
-        for held in (env, agent):  # a game engine, a mixture's adapter: let them go now
-            close = getattr(held, "close", None)
-            if callable(close):
-                close()
+    finally:  # let a game engine, and a mixture agent's adapter mixture, go now
+        env.close()
+        if isinstance(agent, MixtureAgent):
+            agent.close()
     decision = getattr(agent, "decision", None)
     result = TaskResult(condition=condition.name, domain=domain.name, seed=seed, task=str(record.get("task", seed)),
                         reward=float(record.get("env_reward", 0.0)), success=bool(record.get("success")),
@@ -172,7 +172,7 @@ def open_folder(out: Path, fingerprint: dict[str, Any], *, fresh: bool) -> dict[
     """The results already in `out` (after checking they answer the same question), keyed by task."""
     meta = out / META
     if fresh and out.exists():
-        for name in (META, RESULTS, "table.md", "table.json"):
+        for name in (META, RESULTS, TABLE, TABLE_JSON):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / TRAJECTORIES, ignore_errors=True)
     stored = json_key(fingerprint)
@@ -210,8 +210,9 @@ def read_results(path: Path) -> list[TaskResult]:
     return results
 
 
-def read_trajectories(out: Path, condition: str) -> list[dict[str, Any]]:
-    """The trajectory records of one condition, in the order they were played."""
+def read_condition_trajectories(out: Path, condition: str) -> list[dict[str, Any]]:
+    """The trajectory records of one condition in the output folder `out`, in the order they were played, as plain
+    dicts (`runtime.trajectories.jsonl.read_trajectories` reads a trajectory file as episodes to score)."""
     path = out / TRAJECTORIES / f"{condition}.jsonl"
     if not path.exists():
         return []

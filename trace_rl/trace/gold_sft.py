@@ -12,12 +12,13 @@ call format (`call_format`, as its `hint()` writes them), then the gold agent's 
 the task asks for (`envs.capability.validate.GoldAgent`). Every gold episode must succeed (its environment's `success`,
 not truncated), else a ConfigError names the environment and the seed.
 How: AdamW on the adapter (`[lora]`, initialised from `run.seed`) at `settings.lr`, with `[optim]`'s betas, weight
-decay and gradient clipping; `epochs` passes, each over all the episodes of all the environments shuffled (seeded
-by run seed and epoch), in mini-batches of `mini_batch` episodes, one step each. The loss is the negative
-log-likelihood of the action tokens (the rollout's loss mask, `rollout.loss_tokens`: the agent's turns, never the
-prompt or the tools' results), averaged over the mini-batch's tokens, scored at temperature 1 by the packed
-log-prob path (`policy.packing`, `policy.logprobs.sequence_logprobs`, the learner's `row_width`), in micro-batches
-of at most `optim.micro_batch_tokens` tokens (the learner's `micro_batches`) whose gradients accumulate.
+decay and gradient clipping, set up, resumed and checkpointed as the GRPO trainer's (`grpo.training`); `epochs`
+passes, each over all the episodes of all the environments shuffled (seeded by run seed and epoch), in mini-batches
+of `mini_batch` episodes, one step each. The loss is the negative log-likelihood of the action tokens (the rollout's
+loss mask, `rollout.loss_tokens`: the agent's turns, never the prompt or the tools' results), averaged over the
+mini-batch's tokens, scored at temperature 1 by the packed log-prob path (`policy.packing`,
+`policy.logprobs.sequence_logprobs`, the learner's `row_width`), in micro-batches of at most
+`optim.micro_batch_tokens` tokens (the learner's `micro_batches`) whose gradients accumulate.
 
 The folder `out`: `metrics.jsonl` (one line per epoch: `loss`, the mean over the epoch's action tokens, each taken
 before its step; `tokens`; `steps`; `grad_norm`; `seconds`), `checkpoints/iter_E/` (the trainer's checkpoint after
@@ -50,11 +51,10 @@ from tracec.dsl.errors import CheckError
 from tracec.trace_rl.envs import capability
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent
-from tracec.trace_rl.grpo.checkpoint import TrainerState, capture_rng, load_checkpoint, restore_rng, save_checkpoint
 from tracec.trace_rl.grpo.config import TrainConfig, config_to_dict
 from tracec.trace_rl.grpo.learner import micro_batches, row_width
-from tracec.trace_rl.grpo.report import MetricsLog
 from tracec.trace_rl.grpo.run_folder import checkpoint_dir, latest_checkpoint
+from tracec.trace_rl.grpo.training import load_policy, start_training
 from tracec.trace_rl.policy.catalog import require_device
 from tracec.trace_rl.policy.logprobs import sequence_logprobs
 from tracec.trace_rl.policy.model import Policy
@@ -106,30 +106,17 @@ def train_gold_sft(config: TrainConfig, environments: Sequence[Path], out: Path,
     if marker is None or marker.get("key") != key:
         _start_afresh(out, had_marker=marker is not None)
         _write_marker(out, key, settings, environments, finished=False)
-    if config.model.threads:
-        torch.set_num_threads(config.model.threads)
-    policy = Policy.load(config.model.name, config.lora, device=config.model.device, dtype=config.model.dtype,
-                         seed=config.run.seed)
+    policy = load_policy(config, config.model.device)
     episodes = [e for path in environments for e in gold_episodes(policy.tokenizer, Path(path), settings=settings,
                                                                  rollout=config.rollout)]
-    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.lr,
-                                  betas=(config.optim.betas[0], config.optim.betas[1]),
-                                  weight_decay=config.optim.weight_decay)
-    start = 0
-    resumed = latest_checkpoint(out)
-    if resumed is not None:
-        state = load_checkpoint(resumed, policy)
-        optimizer.load_state_dict(state.optimizer)
-        restore_rng(state.rng)
-        start = state.iteration
-    log = MetricsLog(out / METRICS, keep_through=start)
-    adapter: Path | None = resumed / "adapter" if resumed is not None else None
-    for epoch in range(start, settings.epochs):
-        log.append(_epoch(policy, optimizer, episodes, config, settings, epoch))
-        state = TrainerState(iteration=epoch + 1, data_position=0, optimizer=optimizer.state_dict(), scheduler={},
-                             rng=capture_rng())
-        adapter = save_checkpoint(out, policy=policy, state=state, config=config, keep=1) / "adapter"
-    assert adapter is not None  # settings.epochs >= 1, and a resumed run has a checkpoint
+    training = start_training(policy, config, lr=settings.lr, schedule=None, resume_from=latest_checkpoint(out))
+    log = training.metrics_log(out / METRICS)
+    for epoch in range(training.start, settings.epochs):
+        log.append(_epoch(policy, training.optimizer, episodes, config, settings, epoch))
+        training.save(out, config, iteration=epoch + 1, data_position=0, keep=1)
+    # settings.epochs >= 1, and a resumed run has a checkpoint
+    assert training.checkpoint is not None
+    adapter = training.checkpoint / "adapter"
     _write_marker(out, key, settings, environments, finished=True, adapter=adapter.relative_to(out).as_posix(),
                   episodes=len(episodes), tokens=sum(int(e.loss_mask.sum()) for e in episodes))
     return adapter

@@ -246,8 +246,8 @@ def nucleus(weights: Mapping[str, float], p: float) -> dict[str, float]:
     return {name: weight / total for name, weight in kept}
 
 
-def first_message(messages: Sequence[Message]) -> str:
-    """The task's first message: the first observation after the system prompt."""
+def first_message_of_chat(messages: Sequence[Message]) -> str:
+    """The task's first message in a conversation: the first observation after the system prompt."""
     return next((m["content"] for m in messages if m["role"] != "system"), "")
 
 
@@ -273,7 +273,7 @@ class MixtureAgent:
 
     def act(self, messages: Sequence[Message]) -> str:
         if turns_taken(messages) == 0 or self.decision is None:
-            self.decision = self.router.route(first_message(messages), top_p=self.top_p)
+            self.decision = self.router.route(first_message_of_chat(messages), top_p=self.top_p)
         assert self.decision.mixture is not None
         with self.model.mixed(self.decision.mixture):
             return self.model.generate([dict(m) for m in messages])
@@ -292,6 +292,6 @@ class RoutedAgent:
 
     def act(self, messages: Sequence[Message]) -> str:
         if turns_taken(messages) == 0 or self.decision is None:
-            self.decision = self.router.route(first_message(messages))
+            self.decision = self.router.route(first_message_of_chat(messages))
         with self.model.active(self.decision.choice):
             return self.model.generate([dict(m) for m in messages])

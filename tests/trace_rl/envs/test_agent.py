@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tracec.trace_rl.envs.agent import ChatAgent, Message, observation_message, run_episode, turns_taken
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 
 
-class Countdown:
+class Countdown(Environment):
     """Say the seed's number back to win; the episode ends at the right number or after `limit` turns."""
 
     system_prompt = "Say the number."

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.config import CapabilityEnvSection, EnvSection
+from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import STOP, LLMUser, ScriptedUser
-from tracec.trace_rl.grpo.config import CapabilityEnvSection, ConfigError, EnvSection, config_from_dict
-from tracec.trace_rl.grpo.environments import environment_factory
+from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
 from tracec.trace_rl.trace.pipeline.config import TargetSection
 from tracec.trace_rl.trace.pipeline.targets import target_domains
 

@@ -65,7 +65,7 @@ def test_gold_of_precondition_env_checks_before_every_change() -> None:
 def test_default_toolenv_rubric_scores_environment_trajectories(tmp_path: Path) -> None:
     from tracec.compiler.cache import KernelCache
     from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.output import write_records
+    from tracec.runtime.facts.trajectories.records import write_records
 
     scorer = RubricScorer.from_file(REPO / "examples" / "toolenv.rubric", backend="interp",
                                     cache=KernelCache(tmp_path / "cache"))

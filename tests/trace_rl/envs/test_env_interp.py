@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from numerics import tolerance
 from tracec.dsl.errors import EnvError
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.capability import Environment, Limits, compile_environment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.protocol import Observation

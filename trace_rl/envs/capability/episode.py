@@ -8,9 +8,10 @@ it as a `user` observation (and may end the episode). The user lives inside the 
 from the task text and ends the episode with `###STOP###`.
 Every step records the canonical `toolenv` facts (`trace_rl.envs.toolfacts`, schema in `grammars/toolenv.rubric`), so a
 rubric can score the episode and `trajectory()` can write it as a line of trajectory JSONL (write them with
-`runtime.output.write_records`). Scores: `state` = the final tables hash like the gold state's, `report` = every
-reported value appears in the agent's last message to the user, `reward` = the environment's formula over the two,
-given as the last step's reward. `call_format` (`native`, the default, or `text`) is how the agent is given the
+`runtime.facts.trajectories.records.write_records`). Scores: `state` = the final tables hash like the gold state's,
+`report` = every reported value appears in the agent's last message to the user, `reward` = the environment's
+formula over the two, given as the last step's reward.
+`call_format` (`native`, the default, or `text`) is how the agent is given the
 tools: as JSON schemas (`tools`, from `capability.schemas`), the system prompt keeping only the instructions, or
 listed in the system prompt (`tools` empty); either way both spellings of a call are read. `hint()` is the task's
 hidden solution as the tool calls it expects, in the call format (`<tool_call>` or `<action>`; the trainer's
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracec.dsl.env_model import MAX_STEPS
+from tracec.trace_rl.envs import protocol
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Outcome, Program, Scenario
 from tracec.trace_rl.envs.capability.schemas import tool_schemas
@@ -51,7 +53,7 @@ class Scores:
     reward: float
 
 
-class Environment(RecordsToolFacts):
+class Environment(RecordsToolFacts, protocol.Environment):
     """Episodes of one compiled environment; `user` answers the agent's messages (default: `ScriptedUser()`)."""
 
     def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None,

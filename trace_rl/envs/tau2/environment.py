@@ -29,7 +29,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.envs.tau2.db import Db
 from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools
 from tracec.trace_rl.envs.tau2.gold import replay_gold
@@ -55,7 +55,7 @@ Each turn, do exactly one of these: call one tool, or write a message to the use
 The tool's result comes back as JSON, or as `Error: ...` when the call is refused."""
 
 
-class Tau2Environment(RecordsToolFacts):
+class Tau2Environment(RecordsToolFacts, Environment):
     """Episodes of one domain's tasks. `gold`: a cache of each task's gold database (`replay_gold`), filled on
     first use; pass one mapping to the environments of a group so that they replay each task once."""
 

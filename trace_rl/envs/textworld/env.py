@@ -30,7 +30,7 @@ import textworld.challenges
 import textworld.generator
 from textworld.generator import QuestGenerationError
 from textworld.generator.inform7 import CouldNotCompileGameError
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.envs.textworld.facts import (
     action_facts,
     clean_feedback,
@@ -192,7 +192,7 @@ def _generate(spec: GameSpec, target: Path) -> None:
         raise GameMakeError(f"TextWorld could not make {spec}: {error}") from error
 
 
-class TextWorldEnvironment:
+class TextWorldEnvironment(Environment):
     """TextWorld as the one environment protocol. `game` is a game file, which every seed plays, or a game spec
     used as a template: seed N plays the spec with `seed=N`, made into `cache_dir` on first use (`make_game`).
 

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.envs.textworld.env import (
     SYSTEM_PROMPT,
     CustomGame,
@@ -107,7 +107,7 @@ class TaskFamily:
         return files
 
 
-class FamilyEnvironment:
+class FamilyEnvironment(Environment):
     """The family on the one environment protocol: `reset(seed)` plays game `seed` (made on first use)."""
 
     def __init__(self, family: TaskFamily, cache_dir: Path, *, list_commands: bool = True) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracec.runtime.trajectories.jsonl import Episode, read_trajectories
+from tracec.runtime.facts.trajectories.jsonl import Episode, read_trajectories
 
 SUCCESS = 1.0 - 1e-9
 _FIELD = 400  # characters of one state or tool result shown

@@ -26,9 +26,9 @@ from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import label_episodes
 from tracec.runtime.evaluate import default_cache
-from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.trajectories.files import require_known_facts
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.files import require_known_facts
+from tracec.runtime.facts.trajectories.jsonl import Episode
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import TRIES, RepairFailed, ask_json

@@ -17,29 +17,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tracec.trace_rl.grpo.config import CapabilityEnvSection
+from tracec.trace_rl.envs.config import CapabilityEnvSection
 from tracec.trace_rl.grpo.report import console_line
 from tracec.trace_rl.grpo.run_folder import run_started
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.trace.adapters import BaseModelUser
 from tracec.trace_rl.trace.evaluate import EvalDomain, evaluate, policy_conditions
-from tracec.trace_rl.trace.pipeline.analysis_steps import read_json
-from tracec.trace_rl.trace.pipeline.env_steps import MANIFEST
-from tracec.trace_rl.trace.pipeline.route_index import INDEX, collected_index
+from tracec.trace_rl.trace.pipeline.context import Context
+from tracec.trace_rl.trace.pipeline.layout import (
+    ADAPTERS,
+    DECISIONS,
+    INDEX,
+    MANIFEST,
+    OPTIONS,
+    adapter_folders,
+    read_json,
+)
+from tracec.trace_rl.trace.pipeline.route_index import collected_index
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.pipeline.targets import target_domains
 from tracec.trace_rl.trace.retrieval import read_index, write_index
 from tracec.trace_rl.trace.routing import RouteOption, Router, RoutingSettings, route_options
 
 from tracec.atomic import write_atomic
-
-if TYPE_CHECKING:
-    from tracec.trace_rl.trace.pipeline.run import Context
-
-ADAPTERS, OPTIONS, DECISIONS = "adapters.json", "options.json", "decisions.jsonl"
 
 
 def train_adapters(context: Context, folder: Path, built: Path) -> str:
@@ -66,10 +70,6 @@ def train_adapters(context: Context, folder: Path, built: Path) -> str:
                      "iterations" for n, t in trained.items())
 
 
-def adapter_folders(trained: Path) -> dict[str, Path]:
-    return {name: trained / entry["adapter"] for name, entry in read_json(trained / ADAPTERS).items()}
-
-
 def route(context: Context, folder: Path, built: Path, trained: Path,
           analysed: tuple[Path, Path, Path] | None = None) -> str:
     """`analysed`: the collect, label and select steps' folders, which the retrieval index is made of."""
@@ -91,13 +91,8 @@ def route(context: Context, folder: Path, built: Path, trained: Path,
     lines = []
     for domain in _eval_domains(context, model):
         for seed in domain.seeds:
-            env = domain.make_env()
-            try:
+            with closing(domain.make_env()) as env:
                 decision = router.route(env.reset(seed).text, top_p=config.routing.top_p)
-            finally:
-                close = getattr(env, "close", None)
-                if callable(close):
-                    close()
             counts[decision.choice] = counts.get(decision.choice, 0) + 1
             lines.append(json.dumps({"domain": domain.name, "seed": seed, **decision.record()}) + "\n")
             context.detail(f"route {domain.name} seed {seed}: {decision.choice} ("

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.trace.adapters import BaseModelUser
@@ -35,17 +35,19 @@ from tracec.trace_rl.trace.analysis.runs import read_run, run_files
 from tracec.trace_rl.trace.analysis.select import Thresholds, render_table, selected, summarize
 from tracec.trace_rl.trace.evaluate import Condition, evaluate
 from tracec.trace_rl.trace.pipeline.config import rubric_capabilities
+from tracec.trace_rl.trace.pipeline.context import Context
+from tracec.trace_rl.trace.pipeline.layout import (
+    BASE_TRAJECTORIES,
+    CANDIDATES,
+    SELECTED,
+    SELECTION_CHART,
+    SELECTION_TABLE,
+)
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.pipeline.targets import target_domains
 from tracec.trace_rl.trace.routing import AdapterAgent
 
 from tracec.atomic import write_atomic
-
-if TYPE_CHECKING:
-    from tracec.trace_rl.trace.pipeline.run import Context
-
-CANDIDATES, SELECTED = "candidate_capabilities.json", "selected_capabilities.json"
-TRAJECTORIES = Path("trajectories") / "base.jsonl"
 
 
 def collect(context: Context, folder: Path) -> str:
@@ -69,7 +71,7 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
                       for name, description in rubric_capabilities(analysis.rubric, analysis.capabilities)]
         dictionary: dict[str, Any] = {"candidates": candidates, "runs": 1, "model": f"rubric:{analysis.rubric}"}
     else:
-        cases = read_cases([collected / TRAJECTORIES])
+        cases = read_cases([collected / BASE_TRAJECTORIES])
         settings = DiscoverSettings(runs=analysis.discover_runs, max_candidates=analysis.max_candidates,
                                     cases_per_run=analysis.cases_per_run, case_chars=analysis.case_chars,
                                     tries=config.llm.tries, seed=config.run.seed)
@@ -86,7 +88,7 @@ def discover(context: Context, folder: Path, collected: Path) -> str:
 def label(context: Context, folder: Path, collected: Path, discovered: Path) -> str:
     config = context.config
     analysis = config.analysis
-    cases = read_cases([collected / TRAJECTORIES])
+    cases = read_cases([collected / BASE_TRAJECTORIES])
     if analysis.labeler == "rubric":
         capabilities, labels = label_with_rubric(analysis.rubric, cases, analysis.capabilities)
         write_labels(folder / "run_01.json", 1, cases, labels, capabilities)
@@ -112,19 +114,15 @@ def select(context: Context, folder: Path, discovered: Path, labeled: Path) -> s
     summaries = summarize(runs, thresholds, descriptions)
     kept = selected(summaries)[: analysis.max_selected]
     table = render_table(summaries, thresholds, runs)
-    write_atomic(folder / "table.txt", [table])
-    write_chart(folder / "selected_capabilities.png", summaries, thresholds, len(runs))
+    write_atomic(folder / SELECTION_TABLE, [table])
+    write_chart(folder / SELECTION_CHART, summaries, thresholds, len(runs))
     _write_json(folder / SELECTED, [s.record() for s in kept])
     context.detail(table.rstrip("\n"))
     if not kept:
         raise PipelineFailed(f"select: no capability passed rho = {analysis.rho}, delta = {analysis.delta} in "
-                             f"{k} of {len(runs)} runs (the table is in {folder / 'table.txt'}); lower "
+                             f"{k} of {len(runs)} runs (the table is in {folder / SELECTION_TABLE}); lower "
                              "analysis.rho / analysis.delta, or collect more tasks (collect.tasks)")
     return f"{len(kept)} of {len(summaries)} kept: " + ", ".join(s.skill for s in kept)
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def _write_json(path: Path, value: Any) -> None:

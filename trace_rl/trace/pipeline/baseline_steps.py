@@ -23,26 +23,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tracec.trace_rl.grpo.config import MixtureEnvSection
+from tracec.trace_rl.envs.config import MixtureEnvSection
 from tracec.trace_rl.grpo.report import console_line
 from tracec.trace_rl.grpo.run_folder import run_started
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.trace.gold_sft import GoldSFTSettings, train_gold_sft
 from tracec.trace_rl.trace.merging import MergeError, check_ties, merge_linear, merge_ties
-from tracec.trace_rl.trace.pipeline.adapter_steps import ADAPTERS, adapter_folders
-from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, read_json
 from tracec.trace_rl.trace.pipeline.config import BaselinesSection, PipelineConfig
-from tracec.trace_rl.trace.pipeline.env_steps import MANIFEST
+from tracec.trace_rl.trace.pipeline.context import Context
+from tracec.trace_rl.trace.pipeline.layout import ADAPTERS, MANIFEST, SELECTED, adapter_folders, read_json
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 
 from tracec.atomic import write_atomic
 from tracec.config_io import FieldError, shown
-
-if TYPE_CHECKING:
-    from tracec.trace_rl.trace.pipeline.run import Context
 
 
 def check_settings(config: PipelineConfig) -> tuple[GoldSFTSettings, RolloutSection]:

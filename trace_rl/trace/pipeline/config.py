@@ -9,8 +9,9 @@ of discovery, LLM labels and environment writing), `[analysis]` (discover, label
 its model, its environment and its run folder), `[routing]`, `[baselines]` (the baselines built after training:
 multi-capability GRPO, linear and TIES merges, SFT on gold episodes) and `[evaluate]`. Errors are the trainer's kind
 (`config_io`): located at the file's line, naming the key, the value and the fix; unknown keys get a did-you-mean.
-Relative paths are relative to the config file, except `run.out` (relative to the working folder, as
-the trainer's). Left out: several targets in one run (run the pipeline per target).
+Relative paths are relative to the config file (to the working folder when a `--set` gives them), except
+`run.out` (relative to the working folder, as the trainer's); `~user` is expanded, and one of no user is an error.
+Left out: several targets in one run (run the pipeline per target).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from typing import Any
 
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
+from tracec.trace_rl.envs.config import TextWorldEnvSection
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
-from tracec.trace_rl.grpo.config import ModelSection, TextWorldEnvSection, TrainConfig, absolute_path
+from tracec.trace_rl.grpo.config import ModelSection, TrainConfig
 from tracec.trace_rl.llm.http import HTTPConfig
 from tracec.trace_rl.llm.repair import TRIES
 from tracec.trace_rl.trace.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
@@ -43,13 +45,17 @@ from tracec.config_io import (
     require,
     shown,
     to_dict,
+    value_at,
+    with_absolute_paths,
 )
 
 __all__ = ["ConfigError", "PipelineConfig", "load_pipeline_config", "pipeline_config_from_dict"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunSection:
+class PipelineRunSection:
+    """`[run]`: the run folder and the seed (the trainer's own `[train.run]` is a `grpo.config.RunSection`)."""
+
     out: str = "runs/pipeline"  # the run folder: one sub-folder per step, steps/*.json, report.md, report.png
     seed: int = 0
 
@@ -246,7 +252,7 @@ class BaselinesSection:
 
 @dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
-    run: RunSection = RunSection()
+    run: PipelineRunSection = PipelineRunSection()
     model: ModelSection = field(default_factory=ModelSection)
     target: TargetSection = TargetSection()
     collect: CollectSection = CollectSection()
@@ -283,32 +289,28 @@ class PipelineConfig:
 
 
 # The pipeline sets these in every training config; a file that sets them is told so.
-_SET_BY_PIPELINE = (("train", "model"), ("train", "env", "kind"), ("train", "env", "capability"),
-                    ("train", "env", "textworld"), ("train", "env", "tau2"), ("train", "env", "python"),
-                    ("train", "env", "mixture"),
-                    ("train", "run", "out"))
+_SET_BY_PIPELINE = ("train.model", "train.env.kind", "train.env.capability", "train.env.textworld", "train.env.tau2",
+                    "train.env.python", "train.env.mixture", "train.run.out")
 LIBRARY_FIX = ("set environments.library to a folder of environment `.rubric` files, or to \"\" for the "
                "shipped library")
+# Files the config names, made absolute as the trainer's are (`config_io.with_absolute_paths`).
 PATH_KEYS = ("target.textworld.game", "target.textworld.cache", "target.tau2.data", "analysis.rubric",
-             "environments.library", "environments.tools", "train.advantage.rubric")
+             "environments.library", "environments.tools", "train.advantage.rubric", "target.environments")
 
 
 def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> PipelineConfig:
     """The config of a TOML file with `--set key=value` overrides; paths made absolute (relative to the file)."""
     data, text = read_toml(str(path))
     sources = {assign_override(PipelineConfig, data, item): f"--set {item}" for item in overrides}
-    for keys in _SET_BY_PIPELINE:
-        table: Any = data
-        for key in keys:
-            table = table.get(key) if isinstance(table, Mapping) else None
-        if table is not None:
-            dotted = ".".join(keys)
+    for dotted in _SET_BY_PIPELINE:
+        if value_at(data, dotted) is not None:
             raise ConfigError(f"{path}: error: `{dotted}` is set by the pipeline (the base model of [model], each "
                               f"selected capability's environment, a folder of the run); remove it")
     if isinstance(data.get("train", {}), dict):  # the trainer's checks see the model it will train
         data.setdefault("train", {})["model"] = data.get("model", {})
     config = pipeline_config_from_dict(data, where=str(path), text=text, sources=sources)
-    config = _absolute_paths(config, Path(path).resolve().parent, data_from_cli=set(sources))
+    config = with_absolute_paths(config, PATH_KEYS, Path(path).resolve().parent, where=str(path), text=text,
+                                 sources=sources)
     missing = [p for p in config.target.environments if not Path(p).is_file()]
     if missing:  # said now, not after collecting, analysing and loading the model
         raise located(str(path), text, "target.environments", f"target.environments names {missing[0]}, which is "
@@ -368,19 +370,3 @@ def pipeline_config_from_dict(data: Mapping[str, Any], *, where: str = "<dict>",
     config = build(PipelineConfig, data, where=where, text=text, sources=sources)
     assert isinstance(config, PipelineConfig)
     return config
-
-
-def _absolute_paths(config: PipelineConfig, base: Path, data_from_cli: set[str]) -> PipelineConfig:
-    def resolved(key: str, value: str) -> str:
-        return absolute_path(value, Path.cwd() if key in data_from_cli else base) if value else value
-
-    data = to_dict(config)
-    for key in PATH_KEYS:
-        *sections, name = key.split(".")
-        table = data
-        for section in sections:
-            table = table[section]
-        if table.get(name):
-            table[name] = resolved(key, table[name])
-    data["target"]["environments"] = [resolved("target.environments", p) for p in config.target.environments]
-    return pipeline_config_from_dict(data)

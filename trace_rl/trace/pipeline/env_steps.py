@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
@@ -23,8 +23,9 @@ from tracec.trace_rl.llm.backends import local_backend
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling
 from tracec.trace_rl.trace.analysis.cases import read_cases
-from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
 from tracec.trace_rl.trace.pipeline.config import LIBRARY_FIX
+from tracec.trace_rl.trace.pipeline.context import Context
+from tracec.trace_rl.trace.pipeline.layout import BASE_TRAJECTORIES, MANIFEST, SELECTED, read_json
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 from tracec.trace_rl.trace.synth.calibration import Bands, calibrate
 from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
@@ -34,11 +35,6 @@ from tracec.trace_rl.trace.synth.rollouts import policy_rollouts
 from tracec.trace_rl.trace.synth.tool_schemas import TargetTools, ToolsFileError, load_tools, tau2_tools
 
 from tracec.atomic import write_atomic
-
-if TYPE_CHECKING:
-    from tracec.trace_rl.trace.pipeline.run import Context
-
-MANIFEST = "environments.json"
 
 
 def environments(context: Context, folder: Path, collected: Path, selected: Path) -> str:
@@ -55,7 +51,7 @@ def environments(context: Context, folder: Path, collected: Path, selected: Path
     policy = local_backend(config.model.name, device=config.model.device, seed=config.run.seed,
                            max_new_tokens=section.max_new_tokens) if calibration is not None else None
     tools = _target_tools(context)
-    cases = {c.id: c for c in read_cases([collected / TRAJECTORIES])}
+    cases = {c.id: c for c in read_cases([collected / BASE_TRAJECTORIES])}
     kept: list[dict[str, Any]] = []
     dropped: dict[str, str] = {}
     for entry in read_json(selected / SELECTED):

@@ -19,43 +19,64 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig
+from tracec.trace_rl.trace.pipeline.layout import (
+    ADAPTERS,
+    BASELINES,
+    DECISIONS,
+    ENVIRONMENTS,
+    EVALUATE,
+    EVALUATION_JSON,
+    EVALUATION_RESULTS,
+    EVALUATION_TABLE,
+    EVALUATION_TRAJECTORIES,
+    MANIFEST,
+    RECORDS,
+    REPORT,
+    REPORT_FIGURE,
+    ROUTE,
+    SELECT,
+    SELECTED,
+    SELECTION_CHART,
+    SELECTION_TABLE,
+    TRAIN,
+)
 from tracec.trace_rl.trace.pipeline.steps import StepOutcome
 
 from tracec.atomic import write_atomic
 
 
 def write_report(config: PipelineConfig, root: Path, outcomes: Mapping[str, StepOutcome]) -> Path:
-    selected = _json(root / "select" / "selected_capabilities.json") or []
-    envs = (_json(root / "environments" / "environments.json") or {}).get("environments", [])
-    adapters = _json(root / "train" / "adapters.json") or {}
-    curves = {name: _metrics(root / "train" / name / "metrics.jsonl") for name in adapters}
-    baselines = _json(root / "baselines" / "adapters.json") or {}
+    selected = _json(root / SELECT / SELECTED) or []
+    envs = (_json(root / ENVIRONMENTS / MANIFEST) or {}).get("environments", [])
+    adapters = _json(root / TRAIN / ADAPTERS) or {}
+    curves = {name: _metrics(root / TRAIN / name / "metrics.jsonl") for name in adapters}
+    baselines = _json(root / BASELINES / ADAPTERS) or {}
     if "multi_grpo" in baselines:
-        curves["multi_grpo (baseline)"] = _metrics(root / "baselines" / "multi_grpo" / "metrics.jsonl")
-    table = _json(root / "evaluate" / "table.json")
+        curves["multi_grpo (baseline)"] = _metrics(root / BASELINES / "multi_grpo" / "metrics.jsonl")
+    table = _json(root / EVALUATE / EVALUATION_JSON)
     lines = [f"# TRACE pipeline: {config.model.name} on {_target(config)}", "",
              f"Run folder `{root}`.", "", "## Steps", "", "| step | this run | seconds | outcome |",
              "|---|---|---:|---|"]
     for name, outcome in outcomes.items():
-        record = _json(root / "steps" / f"{name}.json") or {}
+        record = _json(root / RECORDS / f"{name}.json") or {}
         status = "skipped (up to date)" if outcome.skipped else "ran"
         lines.append(f"| {name} | {status} | {record.get('seconds', 0):.1f} | {record.get('summary', '')} |")
     lines += ["", "## Selected capabilities", "", "| capability | mean coverage | mean gap (Delta) | runs passed |",
               "|---|---:|---:|---:|"]
     lines += [f"| {s['skill']} | {s['mean_cov']:.3f} | {s['mean_delta']:.3f} | {s['n_runs_passed']}/"
               f"{s['n_runs_total']} |" for s in selected]
-    lines += ["", "The whole table: `select/table.txt`; the chart: `select/selected_capabilities.png`.", "",
+    lines += ["", f"The whole table: `{SELECT}/{SELECTION_TABLE}`; the chart: `{SELECT}/{SELECTION_CHART}`.", "",
               "## Environments and their calibration", ""]
     for env in envs:
         lines += [f"### {env['name']} ({env['origin']})", "", env["description"], ""]
-        calibration = root / "environments" / env["name"] / "calibration.txt"
+        calibration = root / ENVIRONMENTS / env["name"] / "calibration.txt"
         lines += ["```", calibration.read_text(encoding="utf-8").rstrip(), "```", ""] if calibration.is_file() \
             else ["Not calibrated.", ""]
     lines += ["## Adapters", "", "| adapter | iterations | first reward | last reward | curve |",
               "|---|---:|---:|---:|---|"]
     for name, entry in adapters.items():
         lines.append(f"| {name} | {entry['iterations']} | {_num(entry['first_reward'])} | "
-                     f"{_num(entry['last_reward'])} | `train/{name}/curve.png` |")
+                     f"{_num(entry['last_reward'])} | `{TRAIN}/{name}/curve.png` |")
     if baselines:
         lines += ["", "## Baselines", "", ("Built after training for comparison, never routing options, outside the "
                   "oracle row."), "", "| baseline | built by | iterations | first reward | last reward | notes |",
@@ -64,13 +85,13 @@ def write_report(config: PipelineConfig, root: Path, outcomes: Mapping[str, Step
                   f"| {_num(entry['first_reward'])} | {_num(entry['last_reward'])} | {_notes(name, entry)} |"
                   for name, entry in baselines.items()]
     lines += ["", "## Evaluation", ""]
-    evaluation = root / "evaluate" / "table.md"
+    evaluation = root / EVALUATE / EVALUATION_TABLE
     lines += [evaluation.read_text(encoding="utf-8").rstrip() if evaluation.is_file() else "Not evaluated yet.", "",
-              ("Per task: `evaluate/results.jsonl`; trajectories: `evaluate/trajectories/`; routes: "
-               "`route/decisions.jsonl`."), "", "![summary](report.png)", ""]
-    path = root / "report.md"
+              (f"Per task: `{EVALUATE}/{EVALUATION_RESULTS}`; trajectories: `{EVALUATE}/{EVALUATION_TRAJECTORIES}/`; "
+               f"routes: `{ROUTE}/{DECISIONS}`."), "", f"![summary]({REPORT_FIGURE})", ""]
+    path = root / REPORT
     write_atomic(path, ["\n".join(lines)])
-    _figure(root / "report.png", selected, curves, table)
+    _figure(root / REPORT_FIGURE, selected, curves, table)
     return path
 
 

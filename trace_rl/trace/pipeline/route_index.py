@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.trace.analysis.runs import read_run, run_files
-from tracec.trace_rl.trace.pipeline.analysis_steps import SELECTED, TRAJECTORIES, read_json
+from tracec.trace_rl.trace.pipeline.layout import BASE_TRAJECTORIES, SELECTED, read_json
 from tracec.trace_rl.trace.retrieval import IndexItem
 
-INDEX = "index.jsonl"
 LACKING = ("lacking_failed", "lacking_passed")
 
 
@@ -36,20 +35,21 @@ def collected_index(collected: Path, labeled: Path, selected: Path, routed: Sequ
                 for episode in run.labels.get(name, {}).get(bucket, ()):
                     lacking.setdefault(episode, set()).add(name)
     items = []
-    for line in (collected / TRAJECTORIES).read_text(encoding="utf-8").splitlines():
+    for line in (collected / BASE_TRAJECTORIES).read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         record = json.loads(line)
         episode = str(record.get("episode", ""))
         capabilities = tuple(n for n in names if n in lacking.get(episode, ()))
-        text = first_message(record)
+        text = first_message_of_record(record)
         if capabilities and text.strip():
             items.append(IndexItem(id=episode, text=text, capabilities=capabilities))
     return items
 
 
-def first_message(record: dict[str, Any]) -> str:
-    """A trajectory record's first message: what its agent read first."""
+def first_message_of_record(record: dict[str, Any]) -> str:
+    """A trajectory record's first message: what its agent read first (`routing.first_message_of_chat` is the same
+    message in a conversation, where the router takes it during an episode)."""
     states = record.get("states") or [{}]
     first = states[0] if isinstance(states[0], dict) else {}
     for key in ("user_msg", "feedback"):

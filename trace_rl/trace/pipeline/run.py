@@ -14,17 +14,30 @@ with each step's outcome, run or skipped. Left out: running independent steps (t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from tracec.trace_rl.llm.backends import open_backend
 from tracec.trace_rl.llm.chat import SamplingBackend
-from tracec.trace_rl.llm.options import BackendSettings
-from tracec.trace_rl.trace.peft_adapters import load_adapter_model
 from tracec.trace_rl.trace.pipeline import adapter_steps, analysis_steps, baseline_steps, env_steps
 from tracec.trace_rl.trace.pipeline.config import PipelineConfig, unknown_conditions
+from tracec.trace_rl.trace.pipeline.context import Context
+from tracec.trace_rl.trace.pipeline.layout import (
+    BASELINES,
+    COLLECT,
+    CONFIG,
+    DISCOVER,
+    ENVIRONMENTS,
+    EVALUATE,
+    LABEL,
+    MANIFEST,
+    ROUTE,
+    SELECT,
+    SELECTED,
+    STEP_NAMES,
+    TRAIN,
+    read_json,
+)
 from tracec.trace_rl.trace.pipeline.report import write_report
 from tracec.trace_rl.trace.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
 
@@ -32,41 +45,6 @@ from tracec.atomic import write_atomic
 from tracec.config_io import to_toml
 
 _SOURCE = ("labeler", "rubric", "capabilities")  # where labels come from: what discovery and labeling share
-STEP_NAMES = ("collect", "discover", "label", "select", "environments", "train", "baselines", "route", "evaluate")
-
-
-@dataclass
-class Context:
-    """What every step reads: the config, where to report, the analyst LLM (opened on first use), the base model."""
-
-    config: PipelineConfig
-    report: Callable[[str], None]  # one line per step
-    detail: Callable[[str], None]  # the steps' own progress lines
-    llm: SamplingBackend | None = None
-    _opened: list[SamplingBackend] = field(default_factory=list)
-
-    def has_analyst(self) -> bool:
-        return self.llm is not None or self.config.llm.backend != "none"
-
-    def analyst(self) -> SamplingBackend:
-        if self.llm is not None:
-            return self.llm
-        if not self._opened:
-            section = self.config.llm
-            if section.backend == "none":
-                raise PipelineFailed("this step needs an analyst LLM: set [llm] backend")
-            settings = BackendSettings(backend=section.backend, model=section.model or None,
-                                       base_url=section.base_url or None, timeout=section.timeout,
-                                       retries=section.retries, device=section.device, seed=self.config.run.seed)
-            self._opened.append(open_backend(settings))
-        return self._opened[0]
-
-    def load_model(self, adapters: dict[str, Path], *, max_new_tokens: int, engine: str = "transformers") -> Any:
-        model = self.config.model
-        if model.threads:
-            torch.set_num_threads(model.threads)
-        return load_adapter_model(model.name, adapters, engine=engine, device=model.device, dtype=model.dtype,
-                                  max_new_tokens=max_new_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,7 +61,7 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
     baseline_steps.check_settings(config)  # said now, not after the training
     context = Context(config=config, report=report, detail=detail, llm=llm)
     store = StepStore(root, report=report)
-    write_atomic(root / "pipeline.toml", [to_toml(config)])  # what `tracec route / evaluate --run` read
+    write_atomic(root / CONFIG, [to_toml(config)])  # what `tracec route / evaluate --run` read
     done: dict[str, StepOutcome] = {}
     for number, (name, inputs, produce, read_later) in enumerate(_steps(context, root, done), 1):
         outcome = store.run(name, inputs(), produce, number=number, total=len(STEP_NAMES), digest_of=read_later)
@@ -99,9 +77,8 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
 
 # The steps after which the adapters a run can train are known, and where they are read: before any training.
 _ADAPTER_NAMES: dict[str, Callable[[Path], list[str]]] = {
-    "select": lambda folder: [entry["skill"] for entry in analysis_steps.read_json(folder / analysis_steps.SELECTED)],
-    "environments": lambda folder: [entry["name"] for entry in
-                                    analysis_steps.read_json(folder / env_steps.MANIFEST)["environments"]],
+    SELECT: lambda folder: [entry["skill"] for entry in read_json(folder / SELECTED)],
+    ENVIRONMENTS: lambda folder: [entry["name"] for entry in read_json(folder / MANIFEST)["environments"]],
 }
 
 
@@ -141,36 +118,36 @@ def _steps(context: Context, root: Path,
     analyst = {"backend": config.llm.backend, "model": config.llm.model, "tries": config.llm.tries,
                "seed": config.run.seed}
     return [
-        ("collect", lambda: {**sections("model", "target", "collect"), "files": target_files},
+        (COLLECT, lambda: {**sections("model", "target", "collect"), "files": target_files},
          lambda f: analysis_steps.collect(context, f), ()),
-        ("discover", lambda: {"analysis": analysis(*_SOURCE, "discover_runs", "max_candidates", "cases_per_run",
-                                                   "case_chars"),
-                              "llm": analyst, "files": label_files, **digest("collect")},
-         lambda f: analysis_steps.discover(context, f, folder("collect")), ()),
-        ("label", lambda: {"analysis": analysis(*_SOURCE, "label_runs", "case_chars"), "llm": analyst,
-                           "files": label_files, **digest("collect", "discover")},
-         lambda f: analysis_steps.label(context, f, folder("collect"), folder("discover")), ()),
-        ("select", lambda: {"analysis": analysis("labeler", "rho", "delta", "k", "max_selected"),
-                            **digest("discover", "label")},
-         lambda f: analysis_steps.select(context, f, folder("discover"), folder("label")),
-         (analysis_steps.SELECTED,)),
-        ("environments", lambda: {**sections("environments", "model"), "llm": analyst,
-                                  "max_turns": config.train.env.max_turns,
-                                  "call_format": config.target.call_format, **digest("collect", "select")},
-         lambda f: env_steps.environments(context, f, folder("collect"), folder("select")), ()),
-        ("train", lambda: {**sections("train", "model"), **digest("environments")},
-         lambda f: adapter_steps.train_adapters(context, f, folder("environments")), ()),
-        ("baselines", lambda: {**sections("baselines", "train", "model"),
-                               **digest("select", "environments", "train")},
-         lambda f: baseline_steps.build_baselines(context, f, folder("environments"), folder("train"),
-                                                  folder("select")), ()),
-        ("route", lambda: {**sections("routing", "model", "target", "evaluate"),
-                           **digest("environments", "train"),  # and the retrieval index's sources, when it is on
-                           **(digest("collect", "label", "select") if config.routing.retrieval_k else {})},
-         lambda f: adapter_steps.route(context, f, folder("environments"), folder("train"),
-                                       (folder("collect"), folder("label"), folder("select"))), ()),
-        ("evaluate", lambda: {**sections("routing", "model", "target", "evaluate"),
-                              **digest("train", "baselines", "route")},
-         lambda f: adapter_steps.evaluate_step(context, f, folder("train"), folder("route"), folder("baselines")),
+        (DISCOVER, lambda: {"analysis": analysis(*_SOURCE, "discover_runs", "max_candidates", "cases_per_run",
+                                                 "case_chars"),
+                            "llm": analyst, "files": label_files, **digest(COLLECT)},
+         lambda f: analysis_steps.discover(context, f, folder(COLLECT)), ()),
+        (LABEL, lambda: {"analysis": analysis(*_SOURCE, "label_runs", "case_chars"), "llm": analyst,
+                         "files": label_files, **digest(COLLECT, DISCOVER)},
+         lambda f: analysis_steps.label(context, f, folder(COLLECT), folder(DISCOVER)), ()),
+        (SELECT, lambda: {"analysis": analysis("labeler", "rho", "delta", "k", "max_selected"),
+                          **digest(DISCOVER, LABEL)},
+         lambda f: analysis_steps.select(context, f, folder(DISCOVER), folder(LABEL)),
+         (SELECTED,)),
+        (ENVIRONMENTS, lambda: {**sections("environments", "model"), "llm": analyst,
+                                "max_turns": config.train.env.max_turns,
+                                "call_format": config.target.call_format, **digest(COLLECT, SELECT)},
+         lambda f: env_steps.environments(context, f, folder(COLLECT), folder(SELECT)), ()),
+        (TRAIN, lambda: {**sections("train", "model"), **digest(ENVIRONMENTS)},
+         lambda f: adapter_steps.train_adapters(context, f, folder(ENVIRONMENTS)), ()),
+        (BASELINES, lambda: {**sections("baselines", "train", "model"),
+                             **digest(SELECT, ENVIRONMENTS, TRAIN)},
+         lambda f: baseline_steps.build_baselines(context, f, folder(ENVIRONMENTS), folder(TRAIN),
+                                                  folder(SELECT)), ()),
+        (ROUTE, lambda: {**sections("routing", "model", "target", "evaluate"),
+                         **digest(ENVIRONMENTS, TRAIN),  # and the retrieval index's sources, when it is on
+                         **(digest(COLLECT, LABEL, SELECT) if config.routing.retrieval_k else {})},
+         lambda f: adapter_steps.route(context, f, folder(ENVIRONMENTS), folder(TRAIN),
+                                       (folder(COLLECT), folder(LABEL), folder(SELECT))), ()),
+        (EVALUATE, lambda: {**sections("routing", "model", "target", "evaluate"),
+                            **digest(TRAIN, BASELINES, ROUTE)},
+         lambda f: adapter_steps.evaluate_step(context, f, folder(TRAIN), folder(ROUTE), folder(BASELINES)),
          ()),
     ]

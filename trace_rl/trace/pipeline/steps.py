@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracec.trace_rl.trace.pipeline.layout import RECORDS, STAGING
+
 from tracec.atomic import write_atomic
 from tracec.json_key import json_key
-
-STEPS, PARTIAL = "steps", ".partial"
 
 
 class PipelineFailed(Exception):
@@ -66,12 +66,12 @@ class StepStore:
 
     def __init__(self, root: Path, *, report: Callable[[str], None] = lambda _: None) -> None:
         self.root, self.report = root, report
-        (root / STEPS).mkdir(parents=True, exist_ok=True)
+        (root / RECORDS).mkdir(parents=True, exist_ok=True)
         self.ran: list[str] = []  # the steps this process ran (not skipped), in order
 
     def record(self, name: str) -> dict[str, Any] | None:
         try:
-            return dict(json.loads((self.root / STEPS / f"{name}.json").read_text(encoding="utf-8")))
+            return dict(json.loads((self.root / RECORDS / f"{name}.json").read_text(encoding="utf-8")))
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
@@ -88,8 +88,8 @@ class StepStore:
             return StepOutcome(name=name, folder=final, digest=str(previous["digest"]), skipped=True, seconds=0.0)
         if previous is not None and previous.get("key") == key:
             self.report(f"{where}{name}: its outputs in {final} changed or went missing since it ran; running it again")
-        staging = self.root / PARTIAL / f"{name}-{key[:16]}"
-        for stale in (self.root / PARTIAL).glob(f"{name}-*"):
+        staging = self.root / STAGING / f"{name}-{key[:16]}"
+        for stale in (self.root / STAGING).glob(f"{name}-*"):
             if stale != staging:
                 shutil.rmtree(stale, ignore_errors=True)
         resumed = staging.is_dir()
@@ -98,12 +98,12 @@ class StepStore:
         began, started = time.perf_counter(), time.time()
         summary = produce(staging)
         digest, outputs = folder_digest(staging, digest_of), folder_digest(staging)
-        (self.root / STEPS / f"{name}.json").unlink(missing_ok=True)  # outputs and record change together
+        (self.root / RECORDS / f"{name}.json").unlink(missing_ok=True)  # outputs and record change together
         if final.exists():
             shutil.rmtree(final)
         staging.replace(final)
         seconds = round(time.perf_counter() - began, 3)
-        write_atomic(self.root / STEPS / f"{name}.json", [json.dumps(
+        write_atomic(self.root / RECORDS / f"{name}.json", [json.dumps(
             {"step": name, "key": key, "digest": digest, "outputs": outputs, "started": started,
              "finished": time.time(), "seconds": seconds, "summary": summary}, indent=2) + "\n"])
         self.ran.append(name)

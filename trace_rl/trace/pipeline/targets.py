@@ -5,10 +5,11 @@
 A capability target is one domain per `.rubric` file (named by its environment); a TextWorld target is one domain,
 its family (seed N plays game N); tau2-bench is one domain per name (`airline`, `retail`), its tasks the first
 `tasks` from `first_seed` in the benchmark's order (cut to the domain's size: 50 airline, 114 retail). The
-environments are the trainer's (`grpo.environments.environment_factory`), so a target trains, collects and evaluates
-alike. tau2's simulated user is scripted (opens with the scenario, consents, never ends) or the given chat
-backend, which the pipeline and `tracec evaluate` make the base model with every adapter off (TRACE's protocol); a
-capability target's user is scripted, or with `target.user = "base"` that backend playing the task's customer.
+environments are the registry's (`envs.registry.environment_factory`, the trainer's too), so a target trains,
+collects and evaluates alike. tau2's simulated user is scripted (opens with the scenario, consents, never ends)
+or the given chat backend, which the pipeline and `tracec evaluate` make the base model with every adapter off
+(TRACE's protocol); a capability target's user is scripted, or with `target.user = "base"` that backend playing
+the task's customer.
 Left out: TextWorld's fixed game files as a target (a family is what a pipeline analyses).
 """
 
@@ -17,13 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.config import EnvSection
+from tracec.trace_rl.envs.registry import environment_factory, tau2_data, tau2_factory
 from tracec.trace_rl.envs.tau2 import load_domain
 from tracec.trace_rl.envs.users import LLMUser
-from tracec.trace_rl.grpo.config import ConfigError, EnvSection
-from tracec.trace_rl.grpo.environments import environment_factory, tau2_data, tau2_factory
 from tracec.trace_rl.llm.chat import ChatBackend
 from tracec.trace_rl.trace.evaluate import EvalDomain, seeds_for
 from tracec.trace_rl.trace.pipeline.config import TargetSection
+
+from tracec.config_io import ConfigError
 
 
 def target_domains(target: TargetSection, *, first_seed: int, tasks: int, max_turns: int | None = None,

@@ -20,8 +20,8 @@ from typing import Any
 from tracec.dsl import ast
 from tracec.dsl.errors import NOWHERE, CheckError, Diagnostic
 from tracec.dsl.parse import parse
-from tracec.runtime.output import write_records
-from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.llm.calls import CallLog, log_path_beside
 from tracec.trace_rl.llm.chat import Sampling

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.dsl.errors import CheckError, ParseError
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.capability import compile_environment
 from tracec.trace_rl.envs.capability.validate import validate
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from tracec.compiler.backends import compile_kernel
+from tracec.compiler.load import load_rubric
 from tracec.dsl.errors import RubricError
-from tracec.runtime.evaluate import RubricScorer, load_rubric
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.facts.trajectories.jsonl import Episode
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import ask

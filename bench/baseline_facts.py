@@ -17,7 +17,7 @@ import re2
 from tracec.compiler.ir import FactPlan, LiftSource, Needle, Node, entity_id
 from tracec.dsl.errors import DataError, Diagnostic
 from tracec.dsl.types import ENTITY, TEXT, Type
-from tracec.runtime.trajectories.jsonl import Episode, check_shape, shown
+from tracec.runtime.facts.trajectories.jsonl import Episode, check_shape, shown
 
 INT64_RANGE = (-(1 << 63), 1 << 63)
 

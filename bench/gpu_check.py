@@ -90,7 +90,7 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.envs.capability import Environment, load_environment
     from tracec.trace_rl.grpo.config import load_config
     from tracec.trace_rl.grpo.learner import PackedLogprobs
-    from tracec.trace_rl.grpo.train import make_sampler
+    from tracec.trace_rl.grpo.rollout_backend import make_sampler
     from tracec.trace_rl.policy.model import Policy
     from tracec.trace_rl.policy.packing import pack_sequences
     from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine

@@ -375,7 +375,7 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
     play."""
     import numpy as np
     from tracec.runtime.evaluate import RubricScorer
-    from tracec.runtime.trajectories.jsonl import IN_MEMORY, episode_from_record
+    from tracec.runtime.facts.trajectories.jsonl import IN_MEMORY, episode_from_record
     from tracec.trace_rl.envs.agent import run_episode
     from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
     from tracec.trace_rl.envs.textworld.family import FamilyEnvironment

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 from tracec.compiler.context import Component, ContextKeys
-from tracec.runtime.advantages import MIN_STEPS_PER_PART
-from tracec.runtime.rewards import RewardConfig, evaluate_rewards, operator_weights
+from tracec.runtime.rewards.task_groups import MIN_STEPS_PER_PART
+from tracec.runtime.rewards.trca import RewardConfig, evaluate_rewards, operator_weights
 
 from bench.results import markdown_table, record
 from bench.sides import ROUNDS, Rounds, describe, from_env, interleaved, load_average, threads_text
@@ -135,8 +135,8 @@ def _report(found: dict[int, Rounds]) -> str:
             "again, as `RubricScorer` does between batches once the last results are dropped (fresh memory costs the "
             "kernel a page fault and zeroing per page). 'context tuples checked' is given what a compiled rubric's "
             "kernel returns (`ContextKeys`: hashes and the tuples they came from, here one int64 field), so it also "
-            "checks every step's tuple against its step group's (`runtime/context_groups.py`), which plain int64 "
-            f"keys skip. Target: plain Python / Numba (a new block), 1 thread each, >= {TARGET}x at "
+            "checks every step's tuple against its step group's (`runtime/rewards/context_groups.py`), which plain "
+            f"int64 keys skip. Target: plain Python / Numba (a new block), 1 thread each, >= {TARGET}x at "
             f"{TARGET_SIZE:.0e}; 'missed' marks a median short of it. Load average (1 min) at the end: "
             f"{load_average()}.")
     return f"{times}\n\n{ratios}\n\n{note}"

@@ -58,7 +58,8 @@ from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
-from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 from transformers import LogitsProcessor, LogitsProcessorList

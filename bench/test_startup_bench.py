@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tracec.runtime.trajectories.files import convert_trajectories
-from tracec.runtime.trajectories.jsonl import gc_paused
+from tracec.runtime.facts.trajectories.files import convert_trajectories
+from tracec.runtime.facts.trajectories.jsonl import gc_paused
 
 from bench.household_data import household_episodes, write_jsonl
 from bench.results import markdown_table, record

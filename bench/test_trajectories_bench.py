@@ -32,13 +32,14 @@ from pathlib import Path
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
-from tracec.runtime import columns
-from tracec.runtime.evaluate import RubricScorer, evaluate_file, load_rubric
-from tracec.runtime.facts import build_fact_batch
+from tracec.compiler.load import load_rubric
+from tracec.runtime.evaluate import RubricScorer, evaluate_file
+from tracec.runtime.facts import columns
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.arrow import json_table
+from tracec.runtime.facts.trajectories.files import convert_trajectories
+from tracec.runtime.facts.trajectories.jsonl import Episode, gc_paused, read_trajectories
 from tracec.runtime.output import evaluation_table, write_evaluation
-from tracec.runtime.trajectories.arrow import json_table
-from tracec.runtime.trajectories.files import convert_trajectories
-from tracec.runtime.trajectories.jsonl import Episode, gc_paused, read_trajectories
 
 from bench import baseline_facts
 from bench.household_data import household_episodes, write_jsonl

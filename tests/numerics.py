@@ -66,7 +66,7 @@ def standardized_tolerance(values: Any, eps: float, *, input_error: float = 0.0,
     off by at most `input_error`: a deviation x - mean carries two input errors and the mean's n + 1 roundings at
     the values' size; the std as much again, plus its own n + 2 roundings relative to itself; the quotient carries
     both through 1 / (std + eps), the std's scaled by the largest |quotient|. Without `divide`, the deviation's.
-    Values beyond 2^480 are scaled by 2^-600 first (exact), as `tracec.runtime.advantages` does."""
+    Values beyond 2^480 are scaled by 2^-600 first (exact), as `tracec.runtime.rewards.advantages` does."""
     x = np.asarray(values, dtype=np.float64)
     scale = 2.0 ** -600 if np.abs(x).max() > 2.0 ** 480 else 1.0
     x, eps, input_error = x * scale, eps * scale, input_error * scale

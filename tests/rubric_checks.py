@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from tracec.runtime.evaluate import Evaluation, RubricScorer
+from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.evaluation import Evaluation
 
 
 def firings(scorer: RubricScorer, result: Evaluation) -> dict[str, dict[str, int]]:

@@ -93,14 +93,14 @@ def test_no_module_is_over_the_line_limit() -> None:
 # The library: its modules import tracec's own at their top. The command line (cli/) imports a verb's library inside
 # its `run`, on purpose, so that `--help` and a usage error never pay for it.
 LIBRARY = ("tracec.dsl", "tracec.compiler", "tracec.runtime", "tracec.trace_rl")
-_NUMBA = "the Numba kernels import Numba, which a process with the C extension never loads, and this module (a cycle)"
+_NUMBA = "the Numba kernels import Numba, which a process with the C extension never loads"
 # The imports of tracec modules that stay inside a function: by module, the module imported and why.
 LAZY = {
     "tracec.compiler.backends": {"tracec.compiler.numba_backend": "Numba takes a quarter second to import: only "
                                                                   "where a kernel is compiled with it"},
-    "tracec.runtime.jit": {**dict.fromkeys(("tracec.runtime.advantage_kernels", "tracec.runtime.context_group_kernels",
-                                            "tracec.runtime.reward_kernels"), _NUMBA),
-                           "tracec.runtime.rewards": "a cycle: rewards imports this module's fixed_kernels"},
+    "tracec.runtime.rewards.fixed_kernels": dict.fromkeys(("tracec.runtime.rewards.advantage_kernels",
+                                                           "tracec.runtime.rewards.context_group_kernels",
+                                                           "tracec.runtime.rewards.reward_kernels"), _NUMBA),
     "tracec.trace_rl.trace.synth.commands": {"tracec.trace_rl.llm.backends": "the local LLM imports torch: only "
                                              "where a model opens, after every input was checked"},
     "tracec.trace_rl.policy.logprobs": {"tracec.trace_rl.policy.logprobs_triton": "Triton's kernels (Triton is an "
@@ -113,9 +113,14 @@ ONE_PLACE = {"vllm": ("tracec.trace_rl.llm.vllm_backend", "import_vllm"),
              "peft": ("tracec.trace_rl.policy.model", "import_peft"),
              "triton": ("tracec.trace_rl.policy.logprobs_triton", None)}
 # Where a module is imported by a name known only at run time, and what name.
-DYNAMIC = {"tracec.cli": "the module of the verb that runs", "tracec.runtime.jit": "the optional C extension",
+DYNAMIC = {"tracec.cli": "the module of the verb that runs",
+           "tracec.runtime.rewards.fixed_kernels": "the optional C extension",
            "tracec.trace_rl.llm.vllm_backend": "vLLM's modules, in import_vllm",
-           "tracec.trace_rl.grpo.preflight": "a config's env.python.factory"}
+           "tracec.trace_rl.envs.user_factory": "a config's env.python.factory"}
+# The environment protocol's parts with defaults (`envs.protocol.Environment`): every environment has them, so no code
+# looks for them on an object; only the wrapper of a user's factory object that does not subclass the protocol may.
+DEFAULTED = ("hint", "admissible_commands", "close")
+PROBES = {"tracec.trace_rl.envs.user_factory": "FactoryEnvironment: the defaults for what a user's object lacks"}
 
 
 def imports_with_function(path: Path) -> list[tuple[ast.Import | ast.ImportFrom, str | None]]:
@@ -195,3 +200,40 @@ def test_modules_are_imported_by_a_computed_name_only_where_that_is_the_point() 
             if name in ("import_module", "__import__"):
                 calling.add(module)
     assert calling == set(DYNAMIC), f"import_module or __import__ in {sorted(calling ^ set(DYNAMIC))}"
+
+
+def test_no_code_looks_for_the_environment_protocols_defaulted_parts() -> None:
+    files = {module: path for module, path in modules().items() if module not in PROBES}
+    files.update({str(path.relative_to(ROOT)): path for folder in ("tests", "bench")
+                  for path in (ROOT / folder).rglob("*.py")})
+    probes = sorted(f"{name}:{node.lineno}" for name, path in files.items()
+                    for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in DEFAULTED)
+    assert not probes, f"getattr or hasattr of {DEFAULTED} (call them: every Environment has them) in {probes}"
+
+
+def test_no_import_circle_inside_runtime() -> None:
+    """runtime/ is rooms (facts, rewards, the scoring API on top) that import downwards only: no module of it reaches
+    itself again through its imports, lazy and `TYPE_CHECKING` ones included."""
+    known = modules()
+    inside = {module for module in known if module == "tracec.runtime" or module.startswith("tracec.runtime.")}
+    graph = {module: sorted(name for name in imported(module, known[module]) if name in inside and name != module)
+             for module in inside}
+    done: set[str] = set()
+
+    def circle_from(module: str, path: list[str]) -> list[str] | None:
+        """A circle reached from `module` along `path` (the modules being walked), or None."""
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return None
+        for name in graph[module]:
+            if found := circle_from(name, path + [module]):
+                return found
+        done.add(module)
+        return None
+
+    circles = [circle for module in sorted(inside) if (circle := circle_from(module, []))]
+    assert not circles, f"an import circle inside runtime/: {' -> '.join(circles[0])}"

@@ -18,9 +18,9 @@ from cli_fixtures import DOOR_RUBRIC, run_tracec
 from tracec.cli import Command, main
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.c_backend import load_artifact
-from tracec.runtime.evaluate import load_rubric
-from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.compiler.load import load_rubric
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
 
 import tracec
 from tracec import cli

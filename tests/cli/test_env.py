@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tracec.cli import main
 from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.envs.config import EnvSection
 from tracec.trace_rl.envs.toolcall import format_call, format_tool_call
-from tracec.trace_rl.grpo.config import EnvSection
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"

@@ -149,3 +149,30 @@ def test_route_and_evaluate_default_to_one_simulated_user_trace_s() -> None:
         verb.add_arguments(parser)
         defaults.append(parser.get_default("user"))
     assert defaults == [Tau2TargetSection().user, Tau2TargetSection().user] == ["base", "base"]
+
+
+def test_a_run_folder_is_read_where_the_pipeline_s_layout_puts_its_files(adapter: Path, options: Path,
+                                                                        tmp_path: Path) -> None:
+    """`--run`: the model of its config, the adapters of train's and baselines' manifests (folders relative to the
+    step's), the routing options and the retrieval index of route, all by `pipeline.layout`'s names."""
+    from tracec.trace_rl.trace.pipeline import layout
+
+    run = tmp_path / "run"
+    (run / layout.ROUTE).mkdir(parents=True)
+    (run / layout.CONFIG).write_text('[model]\nname = "tiny"\n\n[routing]\nretrieval_k = 2\ntop_p = 0.5\n')
+    for step, name in ((layout.TRAIN, "a"), (layout.BASELINES, "merge_linear")):
+        (run / step / name).mkdir(parents=True)
+        _copy(adapter, run / step / name / "adapter")
+        (run / step / layout.ADAPTERS).write_text(json.dumps({name: {"adapter": f"{name}/adapter"}}))
+    (run / layout.ROUTE / layout.OPTIONS).write_text(options.read_text())
+    (run / layout.ROUTE / layout.INDEX).write_text('{"text": "book a room", "capabilities": ["a"]}\n')
+    parser = argparse.ArgumentParser()
+    evaluate.add_arguments(parser)
+    args = parser.parse_args(["--run", str(run), "--target", "capability", "--env", str(ENV), "-o", str(tmp_path)])
+    choice = evaluate.model_choice(args)
+    assert choice.name == "tiny" and choice.adapters == {"a": run / layout.TRAIN / "a" / "adapter",
+                                                         "merge_linear": run / layout.BASELINES / "merge_linear" /
+                                                         "adapter"}
+    assert [o.name for o in choice.options or []] == ["a", "base"]
+    settings, index, path = evaluate.routing_from_args(args)
+    assert (settings.top_p, settings.retrieval_k, path, len(index)) == (0.5, 2, run / layout.ROUTE / layout.INDEX, 1)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 OPENABLE = {"cabinet", "drawer", "fridge", "microwave"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import Agent, Message, run_episode
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.capability.episode import Environment

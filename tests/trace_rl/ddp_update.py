@@ -22,6 +22,7 @@ from safetensors.torch import save_file
 from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
 from tracec.trace_rl.grpo.distributed import Distributed, process_group
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
+from tracec.trace_rl.grpo.loss_units import TokenUnits, loss_units_for
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import pack_sequences
@@ -41,7 +42,8 @@ def synthetic_batch(policy: Policy, *, groups: int = 4, members: int = 3, seed: 
             advantages = np.where(mask, rng.normal(), 0).astype(np.float32)
             sequences.append(LearnSequence(key=(group, member), token_ids=ids, loss_mask=mask, advantages=advantages,
                                            old_logprobs=np.zeros(length, dtype=np.float32)))
-    learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0), TrainConfig(), Distributed())
+    learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0), TrainConfig(), Distributed(),
+                      TokenUnits())
     with torch.no_grad():  # old log-probs: the policy's own, moved a little so the ratio differs from 1
         batch = pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
                                max_tokens_per_row=4096)
@@ -70,7 +72,7 @@ def update(dist: Distributed, out: Path, aggregation: str) -> None:
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
     config = config_from_dict({"optim": {"epochs": 2, "mini_batches": 2, "micro_batch_tokens": 70},
                                "loss": {"aggregation": aggregation, "clip_eps": 0.2}})
-    learner = Learner(policy, optimizer, config, dist)
+    learner = Learner(policy, optimizer, config, dist, loss_units_for(config))
     table = [SequenceInfo(key=s.key, length=len(s.token_ids), loss_tokens=int(s.loss_mask.sum()),
                           rank=s.key[0] % dist.world) for s in batch]
     stats = learner.update([s for s in batch if dist.owns(s.key[0])], table, seed=0, iteration=0)

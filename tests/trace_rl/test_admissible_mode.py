@@ -16,20 +16,21 @@ import pytest
 import torch
 from numerics import float64_model, tolerance
 from recompute import recomputed_logprobs
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
-from tracec.trace_rl.grpo.credit import episode_token_advantages
+from tracec.trace_rl.grpo.credit import GRPOCredit
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
-from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler, TurnRequest
+from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
+from tracec.trace_rl.rollouts.sampler import TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, action_span
 
 COMMANDS = ("go north", "go south", "take the red apple from the wooden table", "look", "open door")
 
 
-class CommandEnv:
+class CommandEnv(Environment):
     """Lists admissible commands that change with the turn; the reward is the share of turns that went north."""
 
     system_prompt = "Choose a command."
@@ -148,7 +149,7 @@ def test_the_chosen_tokens_carry_log_probs_the_trainer_recomputes(tiny_fp64: Pol
 def test_the_advantage_reaches_only_the_chosen_command(tiny: Policy) -> None:
     template = TurnTemplate(tiny.tokenizer)
     episodes = _engine(tiny, max_turns=3).run([GroupTask(group=0, seed=5)], group_size=6, seed=2, iteration=0)
-    advantages = episode_token_advantages(episodes, kind="grpo")
+    advantages = GRPOCredit()(episodes)
     assert any(np.abs(a).max() > 0 for a in advantages)
     for episode, advantage in zip(episodes, advantages, strict=True):
         expected = np.zeros(len(episode.token_ids), dtype=bool)

@@ -16,9 +16,10 @@ import torch
 from numerics import float64_model, forward_roundings, forward_size, tolerance
 from test_admissible_mode import CommandEnv, _engine, _plain_scores
 from tracec.trace_rl.grpo.config import ConfigError, TrainConfig, config_from_dict
-from tracec.trace_rl.grpo.credit import episode_token_advantages
+from tracec.trace_rl.grpo.credit import GRPOCredit
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
+from tracec.trace_rl.grpo.loss_units import CommandUnits
 from tracec.trace_rl.grpo.train import learn_sequence
 from tracec.trace_rl.policy.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
 from tracec.trace_rl.policy.lora import LoraSection
@@ -125,7 +126,7 @@ def _command_level(*, optim: dict[str, Any], loss: dict[str, Any] | None = None)
 def _learn_batch(policy: Policy, shift: float) -> tuple[list[LearnSequence], list[SequenceInfo]]:
     """The episodes as learner sequences, their old log-probs moved by +-`shift` so that some ratios clip."""
     episodes = _episodes(policy, groups=2, size=3)
-    advantages = episode_token_advantages(episodes, kind="grpo")
+    advantages = GRPOCredit()(episodes)
     sequences = []
     for index, (episode, advantage) in enumerate(zip(episodes, advantages, strict=True)):
         sequence = learn_sequence(episode, advantage)
@@ -162,7 +163,7 @@ def test_the_command_loss_its_ratio_and_gradient_match_a_direct_transcription() 
     before = [p.detach().clone() for p in parameters]
     learner = Learner(policy, torch.optim.SGD(parameters, lr=1.0),
                       _command_level(optim={"max_grad_norm": 0.0, "mini_batches": 1},
-                                     loss={"clip_eps": eps, "entropy_coef": coef}), Distributed())
+                                     loss={"clip_eps": eps, "entropy_coef": coef}), Distributed(), CommandUnits())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     # The learner takes log pi to fp32 for the loss (`Learner._command_units`): ~16 roundings a term, at the size
     # of the log-probs (the casts, log pi - old, the ratio's exp, the clip, the weight), then the loss sums the
@@ -194,7 +195,7 @@ def test_the_second_mini_batch_sees_the_first_steps_ratio_and_the_diagnostics_sa
     # the ratio exp(log pi - old) and its k3 KL, exp(-x) + x - 1, are computed in fp32 from log-probs this close
     ratio_error = _sampler_tolerance(policy, magnitude, turns, "mean") + tolerance(4, 1.0, torch.float32)
     learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
-                      _command_level(optim={"mini_batches": 2}), Distributed())
+                      _command_level(optim={"mini_batches": 2}), Distributed(), CommandUnits())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     first, second = stats.per_step
     assert first.taken and second.taken and stats.steps == 2
@@ -209,7 +210,8 @@ def test_a_kl_target_ends_the_updates_at_the_first_mini_batch_past_it() -> None:
     policy = _adapted()
     sequences, table = _learn_batch(policy, shift=0.0)
     learner = Learner(policy, torch.optim.Adam(policy.trainable_parameters(), lr=0.05),
-                      _command_level(optim={"mini_batches": 3}, loss={"target_kl": 1e-7}), Distributed())
+                      _command_level(optim={"mini_batches": 3}, loss={"target_kl": 1e-7}), Distributed(),
+                      CommandUnits())
     stats = learner.update(sequences, table, seed=0, iteration=0)
     after_one = [p.detach().clone() for p in policy.trainable_parameters()]
     assert stats.early_stopped and stats.steps == 1
@@ -218,7 +220,7 @@ def test_a_kl_target_ends_the_updates_at_the_first_mini_batch_past_it() -> None:
     # the same update without the target takes the later steps, which move the weights further
     redo = _adapted()
     Learner(redo, torch.optim.Adam(redo.trainable_parameters(), lr=0.05),
-            _command_level(optim={"mini_batches": 3}), Distributed()).update(
+            _command_level(optim={"mini_batches": 3}), Distributed(), CommandUnits()).update(
         sequences, table, seed=0, iteration=0)
     assert any(not torch.equal(a, b.detach()) for a, b in zip(after_one, redo.trainable_parameters()))
 

@@ -15,8 +15,9 @@ from numerics import rounding_error, standardized_tolerance, tolerance
 from toy_env import capability_env
 from tracec.runtime.evaluate import RubricScorer
 from tracec.trace_rl.grpo.credit import (
+    GRPOCredit,
+    TRCACredit,
     constant_groups,
-    episode_token_advantages,
     grpo_advantages,
     trca_step_advantages,
 )
@@ -61,7 +62,7 @@ def episodes() -> Iterator[list[EpisodeRollout]]:
 def test_trca_gives_each_step_its_own_advantage_on_its_action_tokens(episodes: list[EpisodeRollout]) -> None:
     scorer = RubricScorer.from_file(REPO / "examples" / "toolenv.rubric")
     steps = trca_step_advantages(scorer, episodes)
-    tokens = episode_token_advantages(episodes, kind="trca", scorer=scorer)
+    tokens = TRCACredit(scorer)(episodes)
     for episode, per_step, per_token in zip(episodes, steps, tokens):
         assert len(per_step) == episode.turns
         for t in range(episode.turns):
@@ -93,13 +94,13 @@ def test_the_step_scale_override_reaches_the_step_advantages(episodes: list[Epis
 
 def test_grpo_gives_every_action_token_the_episode_advantage(episodes: list[EpisodeRollout]) -> None:
     rewarded = [_with_reward(e, float(e.member)) for e in episodes]  # rewards 0, 1, 2 in each group
-    tokens = episode_token_advantages(rewarded, kind="grpo", scale="none")
+    tokens = GRPOCredit(scale="none")(rewarded)
     for episode, per_token in zip(rewarded, tokens):
         assert np.all(per_token[episode.loss_mask] == np.float32(episode.member - 1.0))
         assert np.all(per_token[~episode.loss_mask] == 0)
     assert constant_groups(rewarded, tokens) == set()
     flat = [_with_reward(e, 1.0) for e in episodes]
-    assert constant_groups(flat, episode_token_advantages(flat, kind="grpo")) == {0, 1}
+    assert constant_groups(flat, GRPOCredit()(flat)) == {0, 1}
 
 
 def _with_reward(episode: EpisodeRollout, reward: float) -> EpisodeRollout:
@@ -108,7 +109,7 @@ def _with_reward(episode: EpisodeRollout, reward: float) -> EpisodeRollout:
 
 def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -> None:
     import numpy as np
-    from tracec.trace_rl.grpo.credit import oracle_advantages
+    from tracec.trace_rl.grpo.credit import oracle_advantages, signed_plan_credit
     from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
     def episode(group: int, on_plan: list[bool]) -> EpisodeRollout:
@@ -117,7 +118,8 @@ def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -
                               sampled=np.zeros(1, dtype=bool), trajectory={"on_plan": on_plan}, reward=0.0,
                               success=False, truncated=False, turns=len(on_plan))
 
-    advantages = oracle_advantages([episode(0, [True, False, False]), episode(0, [False]), episode(1, [True, True])])
+    advantages = oracle_advantages([episode(0, [True, False, False]), episode(0, [False]), episode(1, [True, True])],
+                                   signed_plan_credit)
     signs = np.array([1.0, -1.0, -1.0, -1.0])  # the direct transcription: (x - mean) / (std + 1e-6) over the group
     expected = (signs - signs.mean()) / (signs.std() + 1e-6)
     close = standardized_tolerance(signs, 1e-6)  # the rule (tests/numerics.py)
@@ -127,7 +129,7 @@ def test_the_oracle_credit_is_the_plan_indicator_standardized_over_its_group() -
 
 
 def test_the_imitation_weighted_oracle_weighs_a_plan_step_by_one_over_its_old_probability() -> None:
-    from tracec.trace_rl.grpo.credit import oracle_advantages
+    from tracec.trace_rl.grpo.credit import imitation_plan_credit, oracle_advantages
     from tracec.trace_rl.policy.choice_policy import ChoiceTurn
 
     def episode(group: int, on_plan: list[bool], old_probs: list[float]) -> EpisodeRollout:
@@ -139,14 +141,14 @@ def test_the_imitation_weighted_oracle_weighs_a_plan_step_by_one_over_its_old_pr
                               success=False, truncated=False, turns=len(on_plan), choice_turns=turns)
 
     played = [episode(0, [True, False], [0.25, 0.5]), episode(0, [True], [0.8])]
-    advantages = oracle_advantages(played, weight="imitation")
+    advantages = oracle_advantages(played, imitation_plan_credit)
     raw = np.array([1 / 0.25, 0.0, 1 / 0.8])  # the direct transcription: 1[c = c*] / pi_old(c|s), standardized
     # 1 / exp(log p) against 1 / p: a few roundings (the log's, the exp's, the division's) in each raw value
     close = standardized_tolerance(raw, 1e-6, input_error=rounding_error(5, float(raw.max()), np.float64))
     np.testing.assert_allclose(np.concatenate(advantages), (raw - raw.mean()) / (raw.std() + 1e-6), atol=close, rtol=0)
     assert advantages[0][0] > advantages[1][0] > advantages[0][1]  # the rarer plan command gets the more credit
     with pytest.raises(ValueError, match="admissible mode"):
-        oracle_advantages([dataclasses.replace(played[0], choice_turns=())], weight="imitation")
+        oracle_advantages([dataclasses.replace(played[0], choice_turns=())], imitation_plan_credit)
 
 
 def test_the_imitation_weights_make_the_expected_policy_gradient_that_of_log_pi_of_the_plan_command() -> None:

@@ -25,11 +25,11 @@ from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.output import write_records
-from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import OPENING, gold_script, replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction, Task
@@ -41,7 +41,7 @@ WANTS = {"cancel_pending_order": "Cancel", "return_delivered_order_items": "Retu
 IDENTIFY = {"find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details"}
 
 
-class Steps:
+class Steps(Environment):
     """The tau2 environment, keeping what each step gave: its facts and the tool's result."""
 
     def __init__(self, env: Tau2Environment) -> None:

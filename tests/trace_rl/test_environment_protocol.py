@@ -1,9 +1,12 @@
-"""The three targets behind the one environment protocol, played by the one `run_episode`.
+"""The three targets behind the one environment protocol, played by the one `run_episode`; the protocol's defaults.
 
 For each target (a capability environment, tau2-bench, TextWorld): the scripted solver (gold agent, walkthrough)
 wins with reward 1 on the last step and 0 before it; an agent that does nothing loses; the trajectory is scored by
 the target's shipped rubric (the solver reaches execution operators, the idle agent none); and the same seed gives
 the same episode, from fresh environments made by one factory (a GRPO group), while other seeds give other tasks.
+The protocol's parts with defaults (`hint`, `admissible_commands`, `close`): a subclass inherits them, a user's
+factory object that does not subclass the protocol gets them at set-up, and every path that makes environments
+(the rollout engine, a mixture, `evaluate`) closes each one it made exactly once.
 """
 
 from __future__ import annotations
@@ -14,22 +17,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_env import BareLetterEnv, LetterEnv
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs import tau2
 from tracec.trace_rl.envs.agent import Agent, Message, run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
+from tracec.trace_rl.envs.config import EnvSection, PythonEnvSection
+from tracec.trace_rl.envs.mixture import MixtureEnvironment
 from tracec.trace_rl.envs.protocol import Environment as EnvironmentProtocol
 from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.envs.textworld.agents import WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
+from tracec.trace_rl.envs.user_factory import FactoryEnvironment, lists_commands, made_environment
+from tracec.trace_rl.policy.tiny import build_tokenizer
+from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
+from tracec.trace_rl.rollouts.script_sampler import ScriptSampler
+from tracec.trace_rl.rollouts.section import RolloutSection
+from tracec.trace_rl.rollouts.turns import TurnTemplate
+from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, evaluate
+
+from tracec.config_io import ConfigError, FieldError
 
 REPO = Path(__file__).resolve().parents[2]
 TRIPS = REPO / "tests" / "data" / "cancel_trip.rubric"
 
 
-class Recording:
+class Recording(EnvironmentProtocol):
     """An environment that keeps every observation and step result of the one it wraps; it is itself an
     `Environment`, so `run_episode` needs nothing more than the protocol."""
 
@@ -167,3 +183,166 @@ def test_observations_come_in_the_role_of_their_source(target: Target) -> None:
         assert roles.pop("message") == "user" and set(roles.values()) == {"tool"}
     else:  # TextWorld: the game answers every command as the user side of the conversation
         assert set(roles.values()) == {"user"}
+
+
+# ---------------------------------------------------------------------------------------------- the defaults
+
+
+class Minimal(EnvironmentProtocol):
+    """The protocol's own parts only: `hint`, `admissible_commands` and `close` are the defaults it inherits."""
+
+    system_prompt = "Say anything."
+
+    def reset(self, seed: int) -> Observation:
+        self.said: list[str] = []
+        return Observation(text=f"Task {seed}.")
+
+    def step(self, action: str) -> StepResult:
+        self.said.append(action)
+        return StepResult(observation=Observation(text="Noted."), done=len(self.said) >= 2, reward=0.0, state={},
+                          action={"text": action})
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        return {"episode": episode, "task": "minimal", "states": [{}], "actions": [], "env_reward": 0.0,
+                "success": False}
+
+
+class Counted(Minimal):
+    """Counts its closes; every instance is kept in `made`, so a test sees each environment a path made."""
+
+    def __init__(self, made: list[Counted]) -> None:
+        self.closes = 0
+        made.append(self)
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class Commands(Minimal):
+    @property
+    def admissible_commands(self) -> tuple[str, ...]:
+        return ("look", "go north")
+
+
+class Plain:
+    """A user's class with every part of the protocol, defaulted ones included, and one of its own, subclassing
+    nothing."""
+
+    system_prompt = "Choose a command."
+
+    def __init__(self) -> None:
+        self.closes = 0
+        self.tools: list[dict[str, Any]] = []
+
+    def reset(self, seed: int) -> Observation:
+        return Observation(text=f"Room {seed}.")
+
+    def step(self, action: str) -> StepResult:
+        return StepResult(observation=Observation(text="Done."), done=True, reward=1.0, state={}, action={})
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        return {"episode": episode}
+
+    def hint(self) -> str:
+        return "go north"
+
+    @property
+    def admissible_commands(self) -> tuple[str, ...]:
+        return ("go north",)
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_an_environment_that_subclasses_the_protocol_inherits_its_defaults() -> None:
+    env = Minimal()
+    env.reset(0)
+    assert env.hint() is None and env.admissible_commands is None
+    env.close()  # nothing to let go: the default does nothing, and may be called again
+    env.close()
+    assert env.step("hi").observation.text == "Noted."
+    assert not lists_commands(env) and lists_commands(Commands()) and Commands().admissible_commands == \
+        ("look", "go north")
+
+
+def test_a_factory_object_that_does_not_subclass_the_protocol_gets_its_defaults_at_set_up() -> None:
+    make = environment_factory(EnvSection(kind="python", python=PythonEnvSection(factory="toy_env:bare_letter_env")))
+    env = make()
+    assert isinstance(env, FactoryEnvironment) and isinstance(env.made, BareLetterEnv)
+    assert env.reset(3) == LetterEnv().reset(3) and env.system_prompt == LetterEnv.system_prompt
+    assert env.hint() is None and env.admissible_commands is None and not lists_commands(env)
+    env.step("abc")
+    assert env.step("klm").done and env.trajectory("e")["task"] == "letters/3"
+    assert env.letters is env.made.letters  # any other attribute is its own
+    env.close()
+    subclassed = made_environment("toy_env:letter_env", LetterEnv)
+    assert type(subclassed) is LetterEnv  # used as made
+
+
+def test_a_factory_objects_own_parts_are_used_where_it_has_them() -> None:
+    env = made_environment("mine:Plain", Plain)
+    assert isinstance(env, FactoryEnvironment) and lists_commands(env)
+    env.reset(1)
+    assert env.hint() == "go north" and env.admissible_commands == ("go north",) and env.tools == []
+    env.close()
+    assert env.closes == 1
+
+
+def test_a_factory_object_lacking_a_part_without_a_default_is_refused_naming_it() -> None:
+    class Half:
+        system_prompt = "Half an environment."
+
+        def reset(self, seed: int) -> Observation:
+            return Observation(text="start")
+
+    with pytest.raises(FieldError, match=r"^env\.python\.factory = \"mine:Half\": Half\(\) made a Half, not an "
+                                         r"environment \(it has no step, trajectory; see"):
+        made_environment("mine:Half", Half)
+
+
+# ---------------------------------------------------------------------------------------------- one close each
+
+
+def test_the_rollout_engine_closes_every_environment_it_makes_once() -> None:
+    made: list[Counted] = []
+    template = TurnTemplate(build_tokenizer())
+    script = ScriptSampler(template, lambda key, turn: f"<action>turn {turn}</action>")
+    engine = RolloutEngine(script, template, lambda: Counted(made), RolloutSection(hint_ratio=(0.5, 0.5)),
+                           max_turns=2)
+    episodes = engine.run([GroupTask(group=0, seed=1), GroupTask(group=1, seed=2)], group_size=2, seed=0, iteration=0)
+    assert len(episodes) == 4 and not any(e.hinted for e in episodes)  # hinted members: the default hint is None
+    assert len(made) == 4 and [env.closes for env in made] == [1] * 4
+    engine.opening_state(5)
+    assert len(made) == 5 and made[-1].closes == 1
+    tight = RolloutEngine(script, template, lambda: Counted(made),
+                          RolloutSection(max_new_tokens=8, max_context_tokens=9), max_turns=2)
+    with pytest.raises(ConfigError, match="leaves no room for a turn"):
+        tight.run([GroupTask(group=0, seed=1)], group_size=2, seed=0, iteration=0)
+    assert len(made) == 6 and made[-1].closes == 1
+
+
+def test_a_mixture_closes_each_component_it_made_once() -> None:
+    made: list[Counted] = []
+    mixture = MixtureEnvironment([("a", lambda: Counted(made)), ("b", lambda: Counted(made))], weights=(1.0, 1.0))
+    for seed in range(8):
+        mixture.reset(seed)
+        assert mixture.hint() is None and mixture.admissible_commands is None  # the component's defaults
+    mixture.close()
+    assert len(made) == 2 and [env.closes for env in made] == [1, 1]
+
+
+def test_evaluate_closes_each_environment_once_even_when_the_agent_fails(tmp_path: Path) -> None:
+    made: list[Counted] = []
+    domains = [EvalDomain(name="minimal", make_env=lambda: Counted(made), seeds=(0, 1))]
+    evaluate(domains, [Condition(name="idle", make_agent=lambda env: Idle("hi"))], tmp_path / "ok", max_turns=2,
+             fingerprint={"t": 1})
+    assert len(made) == 2 and [env.closes for env in made] == [1, 1]
+    with pytest.raises(ZeroDivisionError):
+        evaluate(domains, [Condition(name="failing", make_agent=lambda env: Failing())], tmp_path / "failed",
+                 max_turns=2, fingerprint={"t": 1})
+    assert len(made) == 3 and made[-1].closes == 1
+
+
+class Failing:
+    def act(self, messages: Sequence[Message]) -> str:
+        return str(1 / 0)

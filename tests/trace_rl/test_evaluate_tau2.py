@@ -12,7 +12,7 @@ from tracec.trace_rl.envs.capability.validate import NullAgent
 from tracec.trace_rl.envs.tau2 import Tau2Environment, Tau2Tools, replay_gold
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
 from tracec.trace_rl.trace.eval_table import TaskResult, summarize
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, EvalError, evaluate, read_trajectories
+from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, EvalError, evaluate, read_condition_trajectories
 from tracec.trace_rl.trace.routing import RouteDecision
 
 TASKS = 12  # per domain: the first twelve tasks of airline and of retail
@@ -67,7 +67,7 @@ def test_gold_scores_one_and_doing_nothing_scores_the_benchmarks_value(domains, 
     saved = json.loads((tmp_path / "table.json").read_text())
     assert saved["table"]["nothing"]["overall"]["passed"] == overall.passed
     assert "| gold | 100.0% (12/12) | 100.0% (12/12) | 100.0% (24/24)" in (tmp_path / "table.md").read_text()
-    trajectories = read_trajectories(tmp_path, "gold")
+    trajectories = read_condition_trajectories(tmp_path, "gold")
     assert [t["episode"] for t in trajectories][:2] == ["airline:0", "airline:1"]
     assert all(t["success"] for t in trajectories) and trajectories[0]["domain"] == "airline"
 
@@ -95,7 +95,7 @@ def test_a_rerun_replays_nothing_and_a_killed_run_only_the_rest(domains, tmp_pat
     table = evaluate(_domains(domains), conditions, tmp_path, max_turns=40, fingerprint={"a": 1})
     assert counter.episodes == 2 * TASKS + 3
     assert table.cell("gold").tasks == 2 * TASKS
-    episodes = [t["episode"] for t in read_trajectories(tmp_path, "gold")]
+    episodes = [t["episode"] for t in read_condition_trajectories(tmp_path, "gold")]
     assert len(episodes) == len(set(episodes)) == 2 * TASKS
     with pytest.raises(EvalError, match="other settings .*a.* differ"):
         evaluate(_domains(domains), conditions, tmp_path, max_turns=40, fingerprint={"a": 2})

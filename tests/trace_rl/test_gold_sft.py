@@ -16,6 +16,7 @@ from numerics import float64_model, forward_roundings, forward_size, rounding_er
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.toolcall import format_call
+from tracec.trace_rl.grpo import training
 from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
 from tracec.trace_rl.policy.catalog import ModelError, resolve_model
 from tracec.trace_rl.policy.lora import LoraSection
@@ -23,7 +24,6 @@ from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.tiny import build_tokenizer
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 from tracec.trace_rl.rollouts.section import RolloutSection
-from tracec.trace_rl.trace import gold_sft
 from tracec.trace_rl.trace.gold_sft import GoldSFTSettings, action_nll, gold_episodes, pack_actions, train_gold_sft
 from tracec.trace_rl.trace.peft_adapters import PeftAdapters
 from transformers import AutoTokenizer
@@ -175,7 +175,7 @@ def test_an_interrupted_run_continues_from_its_last_epoch_to_the_same_adapter(tm
     config, settings = _config(), GoldSFTSettings(epochs=2, lr=1e-2, tasks=2, mini_batch=1)
     whole = train_gold_sft(config, ENVS[:1], tmp_path / "whole", settings=settings)
     saved: list[Path] = []
-    real_save = gold_sft.save_checkpoint
+    real_save = training.save_checkpoint  # the set-up SFT-gold shares with the GRPO trainer
 
     def save_then_die(*args: object, **kwargs: object) -> Path:
         if saved:
@@ -183,7 +183,7 @@ def test_an_interrupted_run_continues_from_its_last_epoch_to_the_same_adapter(tm
         saved.append(real_save(*args, **kwargs))  # type: ignore[arg-type]
         return saved[-1]
 
-    monkeypatch.setattr(gold_sft, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         train_gold_sft(config, ENVS[:1], tmp_path / "cut", settings=settings)
     monkeypatch.undo()

@@ -7,7 +7,15 @@ import math
 import pytest
 import torch
 from numerics import tolerance
-from tracec.trace_rl.grpo.loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
+from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
+from tracec.trace_rl.grpo.loss import (
+    AGGREGATIONS,
+    aggregation_weights,
+    clipped_surrogate,
+    sequence_importance_weights,
+    sequence_mean,
+    token_mean,
+)
 
 # Two sequences: A has two loss tokens with advantage +1, B two with advantage +0.5 (eps = 0.2).
 LOGP = [-1.0, -2.0, -0.5, -0.3]
@@ -41,7 +49,8 @@ def _by_hand(aggregation: str, beta: float) -> tuple[float, list[float], float]:
 @pytest.mark.parametrize("beta", [0.0, 0.1])
 def test_loss_and_gradient_match_a_hand_computation(aggregation: str, beta: float) -> None:
     logp = torch.tensor(LOGP, dtype=torch.float64, requires_grad=True)
-    weights = aggregation_weights([2, 2], aggregation, total_tokens=4, total_sequences=2)  # 1/4: exact in fp32
+    weights = aggregation_weights([2, 2], AGGREGATIONS[aggregation], total_tokens=4,
+                                  total_sequences=2)  # 1/4: exact in fp32
     as_64 = {"dtype": torch.float64}
     terms = clipped_surrogate(logp, torch.tensor(OLD, **as_64), torch.tensor(ADV, **as_64), weights, clip_eps=0.2,
                               ref_logp=torch.tensor(REF, **as_64) if beta else None, kl_beta=beta)
@@ -89,14 +98,16 @@ def test_the_aggregations_weigh_long_sequences_differently() -> None:
     # a sequence of 3 loss tokens and one of 1, in a mini-batch of 4 tokens and 2 sequences
     # fp32 weights: a division in fp64 and the conversion, two roundings relative to the weight (tests/numerics.py)
     relative = tolerance(2, 1.0, torch.float32)
-    assert aggregation_weights([3, 1], "sequence_mean", total_tokens=4, total_sequences=2).tolist() == \
+    assert aggregation_weights([3, 1], sequence_mean, total_tokens=4, total_sequences=2).tolist() == \
         pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2], rel=relative)
-    assert aggregation_weights([3, 1], "token_mean", total_tokens=4, total_sequences=2).tolist() == [0.25] * 4
+    assert aggregation_weights([3, 1], token_mean, total_tokens=4, total_sequences=2).tolist() == [0.25] * 4
     # the same two sequences seen by one of two ranks that share the mini-batch: the weights use the totals
-    assert aggregation_weights([3], "sequence_mean", total_tokens=4, total_sequences=2).tolist() == \
+    assert aggregation_weights([3], sequence_mean, total_tokens=4, total_sequences=2).tolist() == \
         pytest.approx([1 / 6] * 3, rel=relative)
-    with pytest.raises(ValueError, match="sequence_mean"):
-        aggregation_weights([1], "mean", total_tokens=1, total_sequences=1)
+    # every aggregation the config offers has its weights
+    with pytest.raises(ConfigError, match="sequence_mean"):
+        config_from_dict({"loss": {"aggregation": "mean"}})
+    assert set(AGGREGATIONS) == {"sequence_mean", "token_mean"}
 
 
 def test_sequence_importance_weights_are_masked_above_the_cap() -> None:

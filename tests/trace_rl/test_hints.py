@@ -16,6 +16,7 @@ from tracec.trace_rl.envs.toolcall import format_tool_call, parse_tool_call
 from tracec.trace_rl.grpo.config import config_from_dict, load_config
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.learner import Learner
+from tracec.trace_rl.grpo.loss_units import TokenUnits
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -83,7 +84,7 @@ def test_the_capability_hint_names_the_solution_calls() -> None:
         assert format_tool_call(call.name, call.arguments) in hint
     written = [line.split(". ", 1)[1] for line in hint.splitlines() if line[:1].isdigit()]
     assert [parse_tool_call(w).name for w in written] == [c.name for c in env.scenario.gold_calls]
-    assert not hasattr(LetterEnv(), "hint")
+    assert LetterEnv().hint() is None  # the protocol's default: no hint
 
 
 def test_a_hinted_episode_learns_on_the_plain_prompt(tiny: Policy) -> None:
@@ -122,7 +123,7 @@ def test_hinted_sequences_get_plain_old_logprobs_and_weight_one() -> None:
     batch = synthetic_batch(policy)
     batch = [dataclasses.replace(s, hinted=i % 2 == 0) for i, s in enumerate(batch)]
     learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0), config_from_dict({}),
-                      Distributed())
+                      Distributed(), TokenUnits())
     corrected = learner.off_policy_correction(batch, cap=3.0)
     for before, after in zip(batch, corrected, strict=True):
         assert not np.allclose(after.old_logprobs[after.loss_mask], before.old_logprobs[before.loss_mask])

@@ -25,6 +25,7 @@ from tracec.trace_rl.grpo.learner import (
     _rows_needed,
     row_width,
 )
+from tracec.trace_rl.grpo.loss_units import TokenUnits
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import pack_sequences
@@ -44,7 +45,7 @@ def test_only_the_lora_weights_move() -> None:
     before = {name: p.detach().clone() for name, p in policy.model.named_parameters()}
     batch = synthetic_batch(policy)
     learner = Learner(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2),
-                      config_from_dict({"optim": {"mini_batches": 2}}), Distributed())
+                      config_from_dict({"optim": {"mini_batches": 2}}), Distributed(), TokenUnits())
     stats = learner.update(batch, _table(batch), seed=0, iteration=0)
     assert stats.steps == 2 and min(stats.time_forward, stats.time_backward, stats.time_optimizer) > 0
     moved = {name for name, p in policy.model.named_parameters() if not torch.equal(p, before[name])}
@@ -58,7 +59,7 @@ def test_an_update_raises_the_log_prob_of_good_actions_and_lowers_the_bad() -> N
     policy = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=0)
     batch = synthetic_batch(policy, groups=2, members=4, seed=3)
     learner = Learner(policy, torch.optim.AdamW(policy.trainable_parameters(), lr=3e-3),
-                      config_from_dict({"optim": {"mini_batches": 1, "epochs": 1}}), Distributed())
+                      config_from_dict({"optim": {"mini_batches": 1, "epochs": 1}}), Distributed(), TokenUnits())
 
     def logprobs() -> list[float]:
         packed = pack_sequences([s.token_ids.tolist() for s in batch], [s.loss_mask.tolist() for s in batch],
@@ -120,7 +121,7 @@ def test_rollouts_from_another_engine_get_the_trainers_old_log_probs_and_masked_
     float64_model(policy.model)  # packed in other rows than below: in fp64 the two agree to fp64 rounding
     batch = synthetic_batch(policy)  # "sampler" log-probs: the policy's own plus noise
     learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0),
-                      config_from_dict({"optim": {"micro_batch_tokens": 100}}), Distributed())
+                      config_from_dict({"optim": {"micro_batch_tokens": 100}}), Distributed(), TokenUnits())
     corrected = learner.off_policy_correction(batch, cap=3.0)
     assert [s.key for s in corrected] == [s.key for s in batch]
     packed = pack_sequences([s.token_ids.tolist() for s in batch], [s.loss_mask.tolist() for s in batch],

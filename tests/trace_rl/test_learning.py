@@ -46,7 +46,7 @@ def test_the_held_out_seeds_are_never_training_seeds() -> None:
 
 def test_the_trainer_only_ever_draws_training_seeds(tmp_path: Path) -> None:
     from tracec.trace_rl.experiments.learning_curve import Setup
-    from tracec.trace_rl.grpo.environments import TaskStream
+    from tracec.trace_rl.grpo.task_stream import TaskStream
 
     setup = Setup(family=DEMO_FAMILY, games=tmp_path, small_policy=tmp_path, rubric=tmp_path / "r.rubric")
     config = run_config(RunSpec(method="grpo", model="tiny"), setup, tmp_path / "run")
@@ -103,7 +103,7 @@ def test_no_context_grouping_makes_each_task_group_one_step_group(tmp_path: Path
     variant = rubric_variant(rubric, tmp_path, context_grouping=False)
     text = variant.read_text()
     assert "context true" in text and "context prev.location" not in text
-    from tracec.runtime.evaluate import load_rubric
+    from tracec.compiler.load import load_rubric
 
     load_rubric(text, str(variant))  # still a valid rubric
 

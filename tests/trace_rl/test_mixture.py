@@ -14,8 +14,8 @@ import torch
 from safetensors.torch import load_file
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.mixture import MixtureEnvironment, component_index
+from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.grpo.config import ConfigError, load_config
-from tracec.trace_rl.grpo.environments import environment_factory
 from tracec.trace_rl.grpo.train import train
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,9 +67,9 @@ def test_a_group_shares_its_component_and_every_call_reaches_it() -> None:
             member.close()
     assert drawn == set(plain)  # both components come up in twelve seeds
     fresh = _mixture(make())
-    assert getattr(fresh, "hint", None) is None  # before a reset there is no component to ask
-    with pytest.raises(RuntimeError, match="before its first reset"):
-        fresh.step("x")
+    for call in (fresh.hint, lambda: fresh.admissible_commands, lambda: fresh.step("x")):
+        with pytest.raises(RuntimeError, match="before its first reset"):  # no component to ask yet
+            call()
     with pytest.raises(ValueError, match="2 components but 1 weights"):
         MixtureEnvironment([("a", make), ("b", make)], weights=(1.0,))
 

@@ -21,13 +21,14 @@ from tracec.trace_rl.envs.agent import ChatAgent, run_episode
 from tracec.trace_rl.envs.capability import Environment, compile_environment
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.shell import play
+from tracec.trace_rl.envs.config import EnvSection
 from tracec.trace_rl.envs.protocol import Observation, agent_tools
 from tracec.trace_rl.envs.tau2 import Tau2Environment
 from tracec.trace_rl.envs.tau2.environment import scripted_user
 from tracec.trace_rl.envs.tau2.gold import gold_user
 from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
 from tracec.trace_rl.envs.toolcall import ToolCall, format_native_call, format_tool_call, parse_tool_call
-from tracec.trace_rl.grpo.config import ConfigError, EnvSection, load_config
+from tracec.trace_rl.grpo.config import ConfigError, load_config
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.chat import Sampling
@@ -36,7 +37,7 @@ from tracec.trace_rl.llm.local import TransformersBackend
 from tracec.trace_rl.policy.catalog import resolve_model
 from tracec.trace_rl.policy.tiny import build_tiny_model, build_tokenizer
 from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
-from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 from tracec.trace_rl.trace.peft_adapters import PeftAdapters

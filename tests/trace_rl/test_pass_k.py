@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from numerics import tolerance
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.trace.eval_table import TaskResult, pass_hat, pass_k, summarize
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, episode_seed, evaluate, read_trajectories
+from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, episode_seed, evaluate, read_condition_trajectories
 
 # A mean over two tasks of C(c, k) / C(n, k): a division each, a sum, a halving; values <= 1 (tests/numerics.py).
 MEAN_OF_TWO = tolerance(4, 1.0, float)
@@ -69,7 +69,7 @@ def test_the_table_shows_pass_k_beside_the_first_trials_pass_rate() -> None:
     assert "pass^" not in summarize([_result(0, 0, True)], ["x"], ["a"]).markdown()  # one trial: as before
 
 
-class Coin:
+class Coin(Environment):
     """A one-step environment whose reward is the agent's word: `pass` or anything else."""
 
     system_prompt = "say pass"
@@ -114,7 +114,7 @@ def test_trials_have_deterministic_seeds_and_a_one_trial_folder_resumes(tmp_path
     assert len(lines) == 12 and {(r["seed"], r["trial"]) for r in lines[3:]} == {(s, t) for s in range(3)
                                                                                  for t in (1, 2, 3)}
     assert all(r["episode_seed"] == episode_seed(r["seed"], r["trial"]) for r in lines[3:])
-    assert [t["episode"] for t in read_trajectories(tmp_path / "one", "s")][3:5] == ["coin:0#1", "coin:0#2"]
+    assert [t["episode"] for t in read_condition_trajectories(tmp_path / "one", "s")][3:5] == ["coin:0#1", "coin:0#2"]
     again = _run(tmp_path / "other", 4)  # the same seeds in a fresh folder: the same outcomes
     assert again.cell("s").pass_k == table.cell("s").pass_k and len(table.cell("s").pass_k) == 4
     assert table.cell("s").tasks == 3

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import ChatAgent, run_episode
 from tracec.trace_rl.envs.capability import Environment, load_environment
 from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment

@@ -155,7 +155,7 @@ def test_sampling_follows_the_tempered_distribution(tiny: Policy) -> None:
 
 
 def _request(generator: torch.Generator) -> Any:
-    from tracec.trace_rl.rollouts.kv_sampler import TurnRequest
+    from tracec.trace_rl.rollouts.sampler import TurnRequest
 
     return TurnRequest(key=0, new_ids=[1], context=[1], generator=generator, max_new_tokens=1)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tracec.trace_rl.envs.protocol import Observation, StepResult
+from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.policy.tiny import build_tokenizer
 from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.script_sampler import ScriptError, ScriptSampler
@@ -14,7 +14,7 @@ from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
 
 
-class DoorEnv:
+class DoorEnv(Environment):
     """Won by `open door` then `go north`; lists its admissible commands."""
 
     system_prompt = "Leave the room."

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.tau2.environment import (
     GREETING,

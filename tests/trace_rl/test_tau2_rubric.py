@@ -15,9 +15,9 @@ from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.facts import build_fact_batch
-from tracec.runtime.output import write_records
-from tracec.runtime.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.fact_batch import build_fact_batch
+from tracec.runtime.facts.trajectories.jsonl import read_trajectories
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
 from tracec.trace_rl.envs.tau2.environment import TARGET_KEYS, Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, gold_script, gold_user, replay_gold

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from textworld.logic import Proposition, Variable
 from tracec.dsl import ast
 from tracec.dsl.check import check_source
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import ChatAgent, run_episode
 from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import (

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rubric_checks import assert_invalidity_profile
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.output import write_records
+from tracec.runtime.facts.trajectories.records import write_records
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
 from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment

@@ -178,8 +178,8 @@ def test_the_pipeline_reads_environments_tools_at_load_time(tmp_path: Path) -> N
 
 def test_the_pipeline_keeps_a_tau2_target_s_own_tools_unless_told_otherwise() -> None:
     from tracec.trace_rl.trace.pipeline.config import pipeline_config_from_dict
+    from tracec.trace_rl.trace.pipeline.context import Context
     from tracec.trace_rl.trace.pipeline.env_steps import _target_tools
-    from tracec.trace_rl.trace.pipeline.run import Context
 
     def tools(**sections: dict) -> TargetTools | None:
         config = pipeline_config_from_dict({"analysis": {"rubric": "labels.rubric"}, **sections})

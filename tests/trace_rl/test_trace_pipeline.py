@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pipeline_fixtures import ENVS, analyst, write_config
 from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-from tracec.trace_rl.trace.pipeline.run import STEP_NAMES, run_pipeline
+from tracec.trace_rl.trace.pipeline.layout import STEP_NAMES
+from tracec.trace_rl.trace.pipeline.run import run_pipeline
 from tracec.trace_rl.trace.pipeline.steps import StepOutcome, folder_digest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,12 +156,12 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
     """Discover, label and select with `labeler = "rubric"` on recorded gold (passing) and do-nothing (failing)
     episodes: the dictionary is the file's blocks, one run of labels, and only the capability whose absence
     separates the failures is kept."""
-    from tracec.runtime.output import write_records
+    from tracec.runtime.facts.trajectories.records import write_records
     from tracec.trace_rl.envs.agent import run_episode
     from tracec.trace_rl.envs.capability import Environment, load_environment
     from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
     from tracec.trace_rl.trace.pipeline import analysis_steps
-    from tracec.trace_rl.trace.pipeline.run import Context
+    from tracec.trace_rl.trace.pipeline.context import Context
 
     rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
     config = load_pipeline_config(write_config(tmp_path), ["analysis.labeler=\"rubric\"",
@@ -226,7 +227,7 @@ def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
 
 def test_the_analyst_is_the_llm_section_opened_once(tmp_path: Path) -> None:
     from tracec.trace_rl.llm.local import TransformersBackend
-    from tracec.trace_rl.trace.pipeline.run import Context
+    from tracec.trace_rl.trace.pipeline.context import Context
     from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 
     context = Context(config=load_pipeline_config(write_config(tmp_path)), report=print, detail=print)
@@ -330,15 +331,21 @@ def test_a_missing_target_environment_is_said_at_its_line_when_the_config_loads(
 
 def test_the_labels_rubric_and_the_conditions_it_allows_are_checked_when_the_config_loads(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A `~name` of no user was a traceback (exit 3), where the trainer's config says exit 1; a missing labels file
-    was found after collection, and a condition naming no capability after training."""
+    """A `~name` of no user was a traceback (exit 3), where the trainer's config says exit 1: now the same located
+    error as the trainer's; a missing labels file was found after collection, and a condition naming no capability
+    after training."""
     from tracec.cli import main
 
     rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
     config = write_config(tmp_path)
     text = config.read_text().replace('labeler = "llm"', 'labeler = "rubric"')
-    wrong = [('rubric = "~nosuchuser_x/caps.rubric"', "",
-              f"analysis.rubric names {tmp_path / '~nosuchuser_x' / 'caps.rubric'}, which is not a file"),
+    config.write_text(text.replace("[analysis]\n", '[analysis]\nrubric = "~nosuchuser_x/caps.rubric"\n'))
+    line = config.read_text().splitlines().index('rubric = "~nosuchuser_x/caps.rubric"') + 1
+    assert main(["pipeline", str(config)]) == 1
+    assert capsys.readouterr().err == (f'{config}:{line}:1: error: analysis.rubric = "~nosuchuser_x/caps.rubric": '
+                                       "`~nosuchuser_x` names no user of this machine; write the path from `/`, or "
+                                       "as a relative path\n")
+    wrong = [('rubric = "caps.rubric"', "", f"analysis.rubric names {tmp_path / 'caps.rubric'}, which is not a file"),
              (f'rubric = "{rubric}"\ncapabilities = ["nope"]', "",
               f"analysis.capabilities: {rubric} has no capability nope (it has: tool_calling_precision, "),
              (f'rubric = "{rubric}"\ncapabilities = ["precondition_verification"]',
@@ -364,6 +371,7 @@ def test_a_condition_naming_no_selected_capability_stops_the_run_before_training
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With LLM labels the adapters are known once select has run: an unknown condition stops the run there."""
     from tracec.trace_rl.trace.pipeline import analysis_steps, env_steps
+    from tracec.trace_rl.trace.pipeline.layout import SELECTED
     from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
 
     config = load_pipeline_config(write_config(tmp_path), ["evaluate.conditions=[\"base\", \"careful_changes\"]"])
@@ -371,7 +379,7 @@ def test_a_condition_naming_no_selected_capability_stops_the_run_before_training
         monkeypatch.setattr(analysis_steps, step, lambda *args: "stand-in")
 
     def select(context: Any, folder: Path, *args: Any) -> str:
-        (folder / analysis_steps.SELECTED).write_text(json.dumps([{"skill": "precondition_verification"}]))
+        (folder / SELECTED).write_text(json.dumps([{"skill": "precondition_verification"}]))
         return "stand-in"
 
     later: list[str] = []

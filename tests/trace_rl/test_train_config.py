@@ -31,7 +31,9 @@ def test_defaults_follow_trace() -> None:
 @given(group_size=st.integers(2, 64), lr=st.floats(1e-7, 0.5), kind=st.sampled_from(["grpo", "trca"]),
        lam=st.none() | st.floats(0, 1), targets=st.lists(st.sampled_from(["q_proj", "v_proj", "up_proj"]),
                                                          min_size=1, max_size=3),
-       name=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=12))
+       # a model's name: one beginning with `~` is a folder, made absolute on load (below)
+       name=st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=12).filter(
+           lambda name: not name.startswith("~")))
 def test_a_saved_config_reads_back_equal(tmp_path_factory: pytest.TempPathFactory, group_size: int, lr: float,
                                          kind: str, lam: float | None, targets: list[str], name: str) -> None:
     config = load_config(None, [f"rollout.group_size={group_size}", f"optim.lr={lr!r}", f"advantage.kind={kind}",
@@ -123,8 +125,8 @@ def test_shipped_configs_load(repo_dir: Path) -> None:
 
 def test_textworld_games_are_made_under_the_cache_root(tmp_path, monkeypatch) -> None:
     """$TRACEC_CACHE_DIR moves every rebuildable cache, the made TextWorld games included."""
-    from tracec.trace_rl.grpo.config import EnvSection
-    from tracec.trace_rl.grpo.environments import environment_factory
+    from tracec.trace_rl.envs.config import EnvSection
+    from tracec.trace_rl.envs.registry import environment_factory
 
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "elsewhere"))
     env = environment_factory(EnvSection(kind="textworld"))()
@@ -140,6 +142,31 @@ def test_a_checkpoint_folder_named_in_a_config_is_found_beside_the_config(tmp_pa
     monkeypatch.chdir(tmp_path)  # the working folder has no ckpt: the config's folder does
     assert load_config(tmp_path / "conf" / "train.toml").model.name == str(tmp_path / "conf" / "ckpt")
     assert load_config(None, ["model.name=tiny"]).model.name == "tiny"  # a model's name stays a name
+
+
+def test_a_tilde_of_no_user_is_exit_1_at_its_line_as_in_the_pipeline_s_config(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The rule of `config_io.with_absolute_paths`, which the pipeline's config follows too: the key, the file's line
+    or the `--set`, one line, before anything loads."""
+    from tracec.cli import main
+
+    path = tmp_path / "train.toml"
+    path.write_text('[advantage]\nkind = "trca"\nrubric = "~nosuchuser_x/caps.rubric"\n', encoding="utf-8")
+    assert main(["train", str(path), "--out", str(tmp_path / "run")]) == 1
+    assert capsys.readouterr().err == (f'{path}:3:1: error: advantage.rubric = "~nosuchuser_x/caps.rubric": '
+                                       "`~nosuchuser_x` names no user of this machine; write the path from `/`, or "
+                                       "as a relative path\n")
+    path.write_text('[model]\nname = "tiny"\n', encoding="utf-8")
+    for item in ("model.name=~nosuchuser_x/ckpt", "env.capability.path=~nosuchuser_x/e.rubric"):
+        assert main(["train", str(path), "--set", item, "--out", str(tmp_path / "run")]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"--set {item}: error: {item.partition('=')[0]} = ") and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_model_name_beginning_with_a_tilde_is_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_config(None, ["model.name=~/ckpt"]).model.name == str(tmp_path / "ckpt")
 
 
 def test_report_to_takes_known_writers_only(tmp_path: Path) -> None:
@@ -228,7 +255,7 @@ def test_a_policy_refuses_lora_targets_its_model_lacks_with_a_config_error() -> 
 
 
 def test_a_textworld_game_is_told_by_its_header_and_its_facts(tmp_path: Path) -> None:
-    from tracec.trace_rl.grpo.preflight import game_file_problem
+    from tracec.trace_rl.envs.textworld.game_file import game_file_problem
 
     game = tmp_path / "game.z8"
     game.write_bytes(bytes([8]) + bytes(63))  # a Z-machine version 8 header
@@ -244,8 +271,8 @@ def test_a_textworld_game_is_told_by_its_header_and_its_facts(tmp_path: Path) ->
 
 def test_a_python_factory_built_in_code_is_checked_as_the_trainer_makes_it() -> None:
     """`environment_factory` (what `train` uses without `make_env`) says the factory's mistake as a ConfigError."""
-    from tracec.trace_rl.grpo.config import EnvSection, PythonEnvSection
-    from tracec.trace_rl.grpo.environments import environment_factory
+    from tracec.trace_rl.envs.config import EnvSection, PythonEnvSection
+    from tracec.trace_rl.envs.registry import environment_factory
 
     with pytest.raises(ConfigError, match=r'^env\.python\.factory = "json:loads": loads cannot be called with no '
                                           r"arguments"):
@@ -254,3 +281,18 @@ def test_a_python_factory_built_in_code_is_checked_as_the_trainer_makes_it() -> 
     with pytest.raises(ConfigError, match=r'^env\.python\.factory = "os:getcwd": getcwd\(\) made a str, not an '
                                           r"environment \(it has no system_prompt, reset, step, trajectory"):
         make()
+
+
+@pytest.mark.parametrize("factory", ["toy_env:letter_env", "toy_env:bare_letter_env"])
+def test_the_admissible_mode_is_refused_for_a_python_environment_that_lists_no_commands(factory: str) -> None:
+    """Told before any model loads, whether the class inherits the protocol's default (None) or a factory's object
+    that does not subclass it lacks `admissible_commands` altogether."""
+    from tracec.trace_rl.grpo.preflight import check_inputs
+
+    from tracec.config_io import FieldError
+
+    config = load_config(None, ["model.name=tiny", "env.kind=python", f"env.python.factory={factory}",
+                                "rollout.action_mode=admissible"])
+    with pytest.raises(FieldError, match=rf'^rollout\.action_mode = "admissible": .*env\.python\.factory = '
+                                         rf'"{factory}" lists none \(`admissible_commands`\)'):
+        check_inputs(config)

@@ -1,8 +1,9 @@
 """Small environments for the trainer's tests, on the one environment protocol.
 
 `LetterEnv`: two turns; the reward is the share of the letters a to m among the characters of the agent's turns, so
-the random text of the tiny model gives groups whose rewards differ (GRPO has something to learn). `capability_env`
-makes the shipped tool_calling_precision environment.
+the random text of the tiny model gives groups whose rewards differ (GRPO has something to learn); `BareLetterEnv`,
+the same game in a class that does not subclass the protocol. `capability_env` makes the shipped
+tool_calling_precision environment.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.protocol import Environment as EnvironmentProtocol
 from tracec.trace_rl.envs.protocol import Observation, StepResult
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class LetterEnv:
+class LetterEnv(EnvironmentProtocol):
     system_prompt = "Write letters. Put your answer in <action>...</action>."
 
     def __init__(self, turns: int = 2) -> None:
@@ -56,6 +58,31 @@ def _share(text: str) -> float:
 
 def letter_env() -> LetterEnv:
     return LetterEnv()
+
+
+class BareLetterEnv:
+    """`LetterEnv` as a class of a user's own may be written: it matches the protocol without subclassing it, and has
+    no `hint`, `admissible_commands` or `close` (a `kind = "python"` factory's object gets their defaults)."""
+
+    def __init__(self) -> None:
+        self.letters = LetterEnv()
+
+    @property
+    def system_prompt(self) -> str:
+        return self.letters.system_prompt
+
+    def reset(self, seed: int) -> Observation:
+        return self.letters.reset(seed)
+
+    def step(self, action: str) -> StepResult:
+        return self.letters.step(action)
+
+    def trajectory(self, episode: str) -> dict[str, Any]:
+        return self.letters.trajectory(episode)
+
+
+def bare_letter_env() -> BareLetterEnv:
+    return BareLetterEnv()
 
 
 _PROGRAM = load_environment(str(REPO / "examples" / "envs" / "tool_calling_precision.rubric"))

@@ -14,6 +14,7 @@ Left out: environment-variable overrides and config inheritance (one file says e
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tracec.dsl.defaults import STEP_SCALES
-from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
+from tracec.trace_rl.envs.config import CapabilityEnvSection, EnvSection
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.rollouts.section import RolloutSection
 
@@ -37,6 +38,7 @@ from tracec.config_io import (
     require,
     to_dict,
     to_toml,
+    with_absolute_paths,
 )
 
 __all__ = ["ConfigError", "TrainConfig", "config_from_dict", "config_to_dict", "config_to_toml", "load_config",
@@ -62,133 +64,35 @@ class ModelSection:
         require(self.threads >= 0, "threads", self.threads, "use 0 (torch's default) or a positive count")
 
 
-@dataclass(frozen=True, kw_only=True)
-class CapabilityEnvSection:
-    path: str = ""  # the `.rubric` file holding the environment
-    name: str = ""  # which environment of the file; "" = its only one
-    user: str = "scripted"  # scripted: consents, closes on "done" | llm: user_model plays the task's user (LLMUser)
-    user_model: str = "smollm2-135m-instruct"  # the llm user's model (no adapter): a name, a folder, or "tiny"
-
-    def __post_init__(self) -> None:
-        choice("user", self.user, ("scripted", "llm"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class TextWorldEnvSection:
-    game: str = ""  # a game file (.z8 or .ulx) every seed plays; "" = a task family: seed N makes game N
-    challenge: str = "custom"  # the family: custom | tw-simple | tw-cooking (`tw-make` challenges)
-    world_size: int = 3  # custom: rooms; tw-cooking: 1, 6, 9 or 12
-    nb_objects: int = 5  # custom
-    quest_length: int = 3  # custom: actions of the quest
-    rewards: str = "dense"  # tw-simple: dense | balanced | sparse
-    goal: str = "detailed"  # tw-simple: detailed | brief | none
-    recipe: int = 1  # tw-cooking: ingredients
-    take: int = 1  # tw-cooking: of which to find
-    skills: tuple[str, ...] = ()  # tw-cooking: open, cook, cut, drop
-    show_admissible: bool = True  # list the admissible commands in each observation
-    cache: str = ""  # where made games are kept; "" = $TRACEC_CACHE_DIR/textworld (default ~/.cache/tracec)
-
-    def __post_init__(self) -> None:
-        choice("challenge", self.challenge, ("custom", "tw-simple", "tw-cooking"))
-        for name in ("world_size", "nb_objects", "quest_length", "recipe"):
-            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
-        choice("rewards", self.rewards, ("dense", "balanced", "sparse"))
-        choice("goal", self.goal, ("detailed", "brief", "none"))
-        require(0 <= self.take <= self.recipe, "take", self.take, f"an integer in 0..recipe ({self.recipe})")
-        for skill in self.skills:
-            choice("skills", skill, ("open", "cook", "cut", "drop"))
-        require(self.challenge != "tw-cooking" or self.world_size in (1, 6, 9, 12), "world_size", self.world_size,
-                 "tw-cooking games have 1, 6, 9 or 12 rooms")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Tau2EnvSection:
-    domain: str = "airline"  # airline | retail
-    data: str = ""  # the tau2-bench data folder; "" = $TRACEC_TAU2_DATA or shared/data/tau2 beside the repo
-    user: str = "llm"  # llm: the benchmark's user simulator on user_model | scripted: opens, consents, never ends
-    user_model: str = "smollm2-135m-instruct"  # the simulator's model (no adapter): a name, a folder, or "tiny"
-
-    def __post_init__(self) -> None:
-        choice("domain", self.domain, ("airline", "retail"))
-        choice("user", self.user, ("llm", "scripted"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class PythonEnvSection:
-    factory: str = ""  # "package.module:function": called with no arguments, it returns a fresh environment
-
-    def __post_init__(self) -> None:
-        require(not self.factory or re.fullmatch(r"[\w.]+:[\w.]+", self.factory) is not None, "factory",
-                 self.factory, "write \"package.module:function\" (a callable returning a fresh environment)")
-
-
-@dataclass(frozen=True, kw_only=True)
-class MixtureEnvSection:
-    paths: tuple[str, ...] = ()  # capability environments' `.rubric` files (each file's only environment)
-    weights: tuple[float, ...] = ()  # one per path, in proportion; () = uniform
-
-    def __post_init__(self) -> None:
-        require(not self.weights or len(self.weights) == len(self.paths), "weights", self.weights,
-                 f"give one weight per path ({len(self.paths)}), or leave it out for uniform weights")
-        require(all(w >= 0 for w in self.weights) and (not self.weights or sum(self.weights) > 0), "weights",
-                 self.weights, "non-negative numbers, not all 0 (a seed's component is drawn in proportion)")
-
-    @property
-    def resolved_weights(self) -> tuple[float, ...]:
-        return self.weights or (1.0,) * len(self.paths)
-
-
-@dataclass(frozen=True, kw_only=True)
-class EnvSection:
-    kind: str = "capability"  # capability | textworld | tau2 | python (your own environment class) | mixture
-    first_seed: int = 0  # task instances are seeds first_seed .. first_seed + num_seeds - 1
-    num_seeds: int = 1000
-    max_turns: int = 8  # agent turns per episode; the environment may end it sooner
-    capability: CapabilityEnvSection = CapabilityEnvSection()
-    textworld: TextWorldEnvSection = TextWorldEnvSection()
-    tau2: Tau2EnvSection = Tau2EnvSection()
-    python: PythonEnvSection = PythonEnvSection()
-    mixture: MixtureEnvSection = MixtureEnvSection()  # multi-capability GRPO: capability environments, weighted
-    call_format: str = DEFAULT_CALL_FORMAT  # tool environments (capability, tau2): native (tools as JSON schemas
-    #   through the chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the system prompt,
-    #   <action>)
-
-    def __post_init__(self) -> None:
-        choice("call_format", self.call_format, CALL_FORMATS)
-        choice("kind", self.kind, ("capability", "textworld", "tau2", "python", "mixture"))
-        require(self.first_seed >= 0, "first_seed", self.first_seed, "seeds are integers >= 0")
-        require(self.num_seeds >= 1, "num_seeds", self.num_seeds, "an integer >= 1")
-        require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
-        require(self.kind != "capability" or bool(self.capability.path), "capability.path", self.capability.path,
-                 "a capability environment needs its `.rubric` file, e.g. "
-                 "env.capability.path = \"examples/envs/tool_calling_precision.rubric\"")
-        require(self.kind != "python" or bool(self.python.factory), "python.factory", self.python.factory,
-                 "name the factory of your environment, e.g. env.python.factory = \"mypackage.envs:make_env\"")
-        require(self.kind != "mixture" or bool(self.mixture.paths), "mixture.paths", self.mixture.paths,
-                 "a mixture names its capability environments, e.g. env.mixture.paths = "
-                 "[\"examples/envs/multi_step_completion.rubric\", \"examples/envs/precondition_verification.rubric\"]")
+RUBRIC_CREDITS = ("trca", "shaped")  # the kinds of credit that score episodes with advantage.rubric
+CREDIT_NAMES = {"trca": "TRCA", "shaped": "shaped GRPO"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class AdvantageSection:
     kind: str = "grpo"  # grpo: the episode's group advantage | trca: per step A = A_E + A_S from a rubric |
+    #   gigpo: A_E + step_weight * A_S over anchor states (GiGPO) | shaped: GRPO on the rubric's episode return |
     #   oracle: +1 on a step that follows the shortest winning plan, -1 elsewhere (the learnability gate)
     oracle: str = "signed"  # oracle: signed (+1 / -1) | imitation (1 / pi_old(c|s) on the plan, 0 elsewhere)
-    scale: str = "std"  # grpo: std (divide by the group's std) | none (Dr. GRPO)
-    rubric: str = ""  # trca: the `.rubric` file of the rubric
-    rubric_name: str = ""  # trca: which rubric of the file; "" = its only one
-    lam: float | None = None  # trca: overrides the rubric's lambda
-    gamma: float | None = None  # trca: overrides the rubric's gamma
+    scale: str = "std"  # grpo, gigpo, shaped: std (divide by the group's std) | none (Dr. GRPO, GiGPO's mean_norm)
+    rubric: str = ""  # trca, shaped: the `.rubric` file of the rubric
+    rubric_name: str = ""  # trca, shaped: which rubric of the file; "" = its only one
+    lam: float | None = None  # trca, shaped: overrides the rubric's lambda
+    gamma: float | None = None  # trca, shaped: overrides the rubric's gamma; gigpo: the step returns' (None: 0.95)
+    step_weight: float = 1.0  # gigpo: omega, the step advantage's weight (the paper's 1)
     step_scale: str | None = None  # trca: overrides the rubric's step_scale (std | none: A_S centred only)
     filter_constant_groups: bool = True  # drop groups whose advantages are all 0: they teach nothing
     max_resample_batches: int = 0  # at most this many extra batches sampled to refill filtered groups
 
     def __post_init__(self) -> None:
-        choice("kind", self.kind, ("grpo", "trca", "oracle"))
+        choice("kind", self.kind, ("grpo", "trca", "gigpo", "shaped", "oracle"))
         choice("scale", self.scale, ("std", "none"))
         choice("oracle", self.oracle, ("signed", "imitation"))
-        require(self.kind != "trca" or bool(self.rubric), "rubric", self.rubric,
-                 "TRCA scores episodes with a rubric; e.g. advantage.rubric = \"examples/toolenv.rubric\"")
+        require(self.kind not in RUBRIC_CREDITS or bool(self.rubric), "rubric", self.rubric,
+                 f"{CREDIT_NAMES.get(self.kind, self.kind)} scores episodes with a rubric; "
+                 "e.g. advantage.rubric = \"examples/toolenv.rubric\"")
+        require(math.isfinite(self.step_weight) and self.step_weight >= 0, "step_weight", self.step_weight,
+                 "a number >= 0 (GiGPO's omega; 1 in its paper)")
         for name in ("lam", "gamma"):
             value = getattr(self, name)
             require(value is None or 0 <= value <= 1, name, value, "a number in [0, 1], or leave it out to use "
@@ -321,10 +225,12 @@ def load_config(path: str | os.PathLike[str] | None, overrides: Sequence[str] = 
     """The config of a TOML file (or the defaults, for None) with `--set` overrides applied in order."""
     data, text = read_toml(str(path)) if path is not None else ({}, "")
     sources = {assign_override(TrainConfig, data, item): f"--set {item}" for item in overrides}
-    config = config_from_dict(data, where=str(path) if path is not None else "<defaults>", text=text,
-                              sources=sources)
+    where = str(path) if path is not None else "<defaults>"
+    config = config_from_dict(data, where=where, text=text, sources=sources)
     base = Path(path).resolve().parent if path is not None else Path.cwd()
-    return _absolute_paths(config, {key: Path.cwd() if key in sources else base for key in (*PATH_KEYS, MODEL_KEY)})
+    model_base = Path.cwd() if MODEL_KEY in sources else base
+    keys = (*PATH_KEYS, MODEL_KEY) if _names_a_folder(config.model.name, model_base) else PATH_KEYS
+    return with_absolute_paths(config, keys, base, where=where, text=text, sources=sources)
 
 
 def saved_config(path: str | os.PathLike[str]) -> TrainConfig:
@@ -356,44 +262,13 @@ def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> None:
 
 
 # Files a config names: relative to the config file's folder (to the working folder when given by --set), stored
-# absolute, so that the copy saved beside a checkpoint names the same files; model.name too when it names a
-# checkpoint folder there.
+# absolute, so that the copy saved beside a checkpoint names the same files (`config_io.with_absolute_paths`);
+# model.name too when it names a folder.
 MODEL_KEY = "model.name"
 PATH_KEYS = ("env.capability.path", "env.textworld.game", "env.textworld.cache", "env.tau2.data", "advantage.rubric",
              "env.mixture.paths")
 
 
-def _expanded(path: str) -> Path:
-    """`~` and `~user` expanded; a `~name` that names no user stays as written (a name, or a relative folder)."""
-    try:
-        return Path(path).expanduser()
-    except RuntimeError:
-        return Path(path)
-
-
-def absolute_path(value: str, base: Path) -> str:
-    """A path a config names, made absolute: `~` and `~user` expanded, a relative one (a `~name` that names no
-    user is one) resolved from `base`. The pipeline's config makes its paths absolute through this too."""
-    expanded = _expanded(value)
-    return str(expanded if expanded.is_absolute() else (base / expanded).resolve())
-
-
-def _absolute_paths(config: TrainConfig, bases: Mapping[str, Path]) -> TrainConfig:
-    data = config_to_dict(config)
-    # model.name is a model's name or a checkpoint folder: a folder beside the config is the config's, like any path
-    folder, beside = _expanded(data["model"]["name"]), bases.get(MODEL_KEY, Path.cwd())
-    if not folder.is_absolute() and (beside / folder / "config.json").is_file():
-        data["model"]["name"] = str((beside / folder).resolve())
-    for key, base in bases.items():
-        if key == MODEL_KEY:
-            continue
-        *sections, name = key.split(".")
-        table = data
-        for section in sections:
-            table = table[section]
-        value = table.get(name)
-        if isinstance(value, list):  # a list of files (env.mixture.paths)
-            table[name] = [absolute_path(p, base) for p in value]
-        elif value:
-            table[name] = absolute_path(value, base)
-    return config_from_dict(data)
+def _names_a_folder(name: str, beside: Path) -> bool:
+    """Whether model.name is a path (`~...`, or a checkpoint folder beside the config) rather than a model's name."""
+    return name.startswith("~") or (beside / name / "config.json").is_file()

@@ -1,4 +1,8 @@
-"""Credit assignment: the advantage of every loss token of a batch of episodes, from GRPO or from a TRCA rubric.
+"""Credit assignment: the advantage of every loss token of a batch of episodes, one callable per kind of credit.
+
+A credit is a `Credit`: episodes in, per episode its (T,) token advantages out. `credit_for(config.advantage, ...)`
+builds the run's once, at set-up (the only place that reads `advantage.kind`); a new kind is one more callable
+and one line there. The kinds:
 
 - `grpo`: the episode's reward (the environment's `env_reward`) minus its group's mean, divided by the group's
   population standard deviation (`scale = "std"`; + 1e-6) or not (`scale = "none"`, Dr. GRPO); every action token
@@ -8,6 +12,13 @@
   The rubric's task groups are the rollout groups (each episode's `task` is set to its group), so A_E compares the
   K episodes of one task instance exactly as GRPO would. `lam` / `gamma` / `step_scale` override the rubric's when
   given.
+- `gigpo` (GiGPO, Feng et al. 2025): A_E, the group-standardized episode return, plus `step_weight` times A_S, each
+  step's discounted environment return standardized among the steps of its group that left the same state (anchor
+  states, keyed by the state's facts: `grpo/gigpo.py`); `gamma` is the returns' discount (0.95 by default, the
+  paper's).
+- `shaped`: GRPO on the rubric's episode return G_0 (the rubric's step rewards and the environment's, discounted as
+  TRCA's returns are) with no step term: every action token of the episode gets the one advantage (`grpo/shaped.py`);
+  it separates TRCA's per-step credit from the shaping its rubric gives.
 - `oracle`: +1 on a step that played the next command of the environment's shortest winning plan from its state,
   -1 on any other (the trajectory's `on_plan`, which the TextWorld family records), then standardized over all the
   steps of the group as GRPO standardizes rewards: uncentred, the -1 of the many off-plan steps push every chosen
@@ -18,33 +29,121 @@
   elsewhere) before the same standardization: its expected gradient is that of log pi(c*|s), behaviour cloning's on
   the states the policy visits (on-policy imitation, DAgger's target). It needs the admissible mode, whose turns
   keep the chosen command's log pi_old.
+Each credit gives a step's advantage to the loss tokens of its turn (`token_advantages`): what a turn's loss units
+are (its tokens, or its one command) is the learner's business (`loss_units`).
 A group whose loss tokens all have |A| <= 1e-9 is constant: it teaches nothing, and the trainer may drop it.
 Left out: batch-level reward scaling, reward clipping, per-token (rather than per-step) credit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.trajectories.jsonl import Episode
+from tracec.runtime.facts.trajectories.jsonl import Episode
+from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, AdvantageSection
+from tracec.trace_rl.grpo.gigpo import GIGPO_GAMMA, environment_steps, gigpo_step_advantages
+from tracec.trace_rl.grpo.shaped import shaped_step_advantages
+from tracec.trace_rl.grpo.standardize import standardize_in_groups
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
 from tracec.config_io import ConfigError
 
-EPS = 1e-6
 CONSTANT = 1e-9
+
+
+class Credit(Protocol):
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        """Per episode, (T,) float32: each loss token's advantage, 0 on context tokens."""
+
+
+def credit_for(advantage: AdvantageSection, opening_state: dict[str, object]) -> Credit:
+    """The run's credit, as `[advantage]` names it; a rubric is refused here, before any rollout, when it reads
+    none of the fields of the environment's `opening_state` (`check_rubric_fits`)."""
+    divide_by_std = advantage.scale == "std"
+    if advantage.kind in RUBRIC_CREDITS:
+        # An empty rubric_name (the config's unset one) is the file's only rubric.
+        scorer = RubricScorer.from_file(advantage.rubric, advantage.rubric_name or None, "numba", lam=advantage.lam,
+                                        gamma=advantage.gamma, step_scale=advantage.step_scale)
+        check_rubric_fits(scorer, opening_state, rubric=advantage.rubric)
+        return TRCACredit(scorer) if advantage.kind == "trca" else ShapedCredit(scorer, divide_by_std)
+    if advantage.kind == "gigpo":
+        gamma = GIGPO_GAMMA if advantage.gamma is None else advantage.gamma
+        return GiGPOCredit(gamma, advantage.step_weight, divide_by_std)
+    if advantage.kind == "oracle":
+        return OracleCredit(PLAN_CREDITS[advantage.oracle])
+    return GRPOCredit(advantage.scale)
+
+
+@dataclass(frozen=True)
+class GRPOCredit:
+    """The episode's group-normalised reward on every action token of the episode."""
+
+    scale: str = "std"  # std | none (Dr. GRPO)
+
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        rewards = np.array([e.reward for e in episodes], dtype=np.float64)
+        groups = np.array([e.group for e in episodes])
+        per_episode = grpo_advantages(rewards, groups, scale=self.scale)
+        return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
+
+
+@dataclass(frozen=True)
+class TRCACredit:
+    """Each step's A = A_E + A_S from the compiled rubric on the action tokens of its turn."""
+
+    scorer: RubricScorer
+
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        return [token_advantages(e, a) for e, a in zip(episodes, trca_step_advantages(self.scorer, episodes))]
+
+
+@dataclass(frozen=True)
+class GiGPOCredit:
+    """GiGPO's A_E + step_weight * A_S over anchor states (`gigpo_step_advantages`) on each turn's action tokens."""
+
+    gamma: float
+    step_weight: float
+    divide_by_std: bool
+
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        steps = [environment_steps(e) for e in episodes]
+        per_step = gigpo_step_advantages(np.array([e.group for e in episodes]), [r for r, _ in steps],
+                                         [a for _, a in steps], gamma=self.gamma, step_weight=self.step_weight,
+                                         divide_by_std=self.divide_by_std)
+        return [token_advantages(e, a) for e, a in zip(episodes, per_step)]
+
+
+@dataclass(frozen=True)
+class ShapedCredit:
+    """The standardized rubric return G_0 of each episode on every action token of it (`shaped_step_advantages`)."""
+
+    scorer: RubricScorer
+    divide_by_std: bool
+
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        per_step = shaped_step_advantages(self.scorer.evaluate([_as_episode(e) for e in episodes]),
+                                          divide_by_std=self.divide_by_std)
+        return [token_advantages(e, np.full(max(e.turns, 1), a[0] if len(a) else 0.0))
+                for e, a in zip(episodes, per_step)]
+
+
+@dataclass(frozen=True)
+class OracleCredit:
+    """Each step's standardized plan credit (`oracle_advantages`) on the action tokens of its turn."""
+
+    plan_credit: Callable[[EpisodeRollout], np.ndarray]  # signed_plan_credit | imitation_plan_credit
+
+    def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
+        return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes, self.plan_credit))]
 
 
 def grpo_advantages(rewards: np.ndarray, groups: np.ndarray, *, scale: str) -> np.ndarray:
     """(n,) episode advantages from (n,) rewards and (n,) group ids."""
-    advantages = np.zeros(len(rewards))
-    for group in np.unique(groups):
-        members = groups == group
-        centred = rewards[members] - rewards[members].mean()
-        advantages[members] = centred / (rewards[members].std() + EPS) if scale == "std" else centred
-    return advantages
+    return standardize_in_groups(rewards, groups, divide_by_std=scale == "std")
 
 
 def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric: str) -> None:
@@ -87,48 +186,40 @@ def token_advantages(episode: EpisodeRollout, step_advantages: np.ndarray) -> np
     return out
 
 
-def episode_token_advantages(episodes: Sequence[EpisodeRollout], *, kind: str, scale: str = "std",
-                             scorer: RubricScorer | None = None, oracle: str = "signed") -> list[np.ndarray]:
-    """The (T,) advantages of every episode: GRPO's per episode, or TRCA's per step."""
-    if kind == "grpo":
-        rewards = np.array([e.reward for e in episodes], dtype=np.float64)
-        groups = np.array([e.group for e in episodes])
-        per_episode = grpo_advantages(rewards, groups, scale=scale)
-        return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
-    if kind == "oracle":
-        return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes, weight=oracle))]
-    if kind == "trca":
-        if scorer is None:
-            raise ValueError("TRCA advantages need a scorer (advantage.rubric)")
-        return [token_advantages(e, a) for e, a in zip(episodes, trca_step_advantages(scorer, episodes))]
-    raise ValueError(f"advantage kind {kind!r}: use 'grpo', 'trca' or 'oracle'")
-
-
-def oracle_advantages(episodes: Sequence[EpisodeRollout], *, weight: str = "signed") -> list[np.ndarray]:
+def oracle_advantages(episodes: Sequence[EpisodeRollout],
+                      plan_credit: Callable[[EpisodeRollout], np.ndarray]) -> list[np.ndarray]:
     """Per episode, (turns,): each step's plan credit, standardized over the steps of its group by GRPO's rule (0 for
-    a group whose steps all agree). `signed`: +1 where the step followed the shortest winning plan, -1 elsewhere;
-    `imitation`: 1 / pi_old(c|s) where it did, 0 elsewhere."""
-    raw = [_plan_credit(episode, weight) for episode in episodes]
+    a group whose steps all agree)."""
+    raw = [plan_credit(episode) for episode in episodes]
     groups = np.concatenate([np.full(len(r), e.group) for r, e in zip(raw, episodes, strict=True)])
     standardized = grpo_advantages(np.concatenate(raw), groups, scale="std")
     return np.split(standardized, np.cumsum([len(r) for r in raw])[:-1])
 
 
-def _plan_credit(episode: EpisodeRollout, weight: str) -> np.ndarray:
+def signed_plan_credit(episode: EpisodeRollout) -> np.ndarray:
+    """(turns,): +1 where the step followed the shortest winning plan, -1 elsewhere."""
+    return np.where(_on_plan(episode), 1.0, -1.0)
+
+
+def imitation_plan_credit(episode: EpisodeRollout) -> np.ndarray:
+    """(turns,): 1 / pi_old(c|s) where the step followed the plan, 0 elsewhere."""
+    followed = _on_plan(episode)
+    if len(episode.choice_turns) != len(followed):
+        raise ValueError(f"episode {episode.episode}: the imitation-weighted oracle needs each step's "
+                         "log pi_old(c|s), which only the admissible mode keeps (rollout.action_mode)")
+    old = np.array([turn.old_logprob for turn in episode.choice_turns])
+    return np.where(followed, np.exp(-old), 0.0)
+
+
+PLAN_CREDITS = {"signed": signed_plan_credit, "imitation": imitation_plan_credit}  # by `advantage.oracle`
+
+
+def _on_plan(episode: EpisodeRollout) -> np.ndarray:
     on_plan = episode.trajectory.get("on_plan")
     if on_plan is None:
         raise ValueError(f"episode {episode.episode}: the oracle credit needs an environment that records "
                          "`on_plan` per step (the TextWorld family does)")
-    followed = np.asarray(on_plan, dtype=bool)
-    if weight == "signed":
-        return np.where(followed, 1.0, -1.0)
-    if weight == "imitation":
-        if len(episode.choice_turns) != len(followed):
-            raise ValueError(f"episode {episode.episode}: the imitation-weighted oracle needs each step's "
-                             "log pi_old(c|s), which only the admissible mode keeps (rollout.action_mode)")
-        old = np.array([turn.old_logprob for turn in episode.choice_turns])
-        return np.where(followed, np.exp(-old), 0.0)
-    raise ValueError(f"oracle weight {weight!r}: use 'signed' or 'imitation'")
+    return np.asarray(on_plan, dtype=bool)
 
 
 def constant_groups(episodes: Sequence[EpisodeRollout], advantages: Sequence[np.ndarray]) -> set[int]:

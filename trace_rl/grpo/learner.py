@@ -13,7 +13,8 @@ A hinted episode (sampled with expert guidance, learned from on the plain prompt
 on the plain context, but keeps weight 1: its importance weight against the hinted sampler, pi(turns | plain) /
 pi(turns | hinted) over every loss token of the episode, would all but zero (or, past the cap, drop) exactly the
 guided episodes the hint is there to supply; the ratio and its clip then keep the update near the plain policy.
-At the command level (`loss_level = "command"`, the admissible mode) a sequence's loss units are its turns, each with
+What one term of the loss is, the learner is given (`LossUnits`, resolved from the config once, `loss_units`): a
+loss token with its log-prob from the packed forward, or, at the command level (the admissible mode), a turn with
 log pi(c|s) re-scored over the tree of the turn's candidates (`choice_policy`), not the chosen command's tokens.
 
 Every optimizer step reports its trust-region diagnostics (`StepStats`): the ratio's median, 99th percentile and
@@ -40,7 +41,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -48,17 +49,12 @@ from torch import Tensor
 from tracec.trace_rl.grpo.config import TrainConfig
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.divergence import DivergedError, not_finite_update, require_finite_weights
-from tracec.trace_rl.grpo.loss import aggregation_weights, clipped_surrogate, sequence_importance_weights
-from tracec.trace_rl.policy.choice_policy import (
-    ChoiceTree,
-    ChoiceTurn,
-    choice_logprobs,
-    choice_tree,
-    tree_length,
-)
+from tracec.trace_rl.grpo.loss import AGGREGATIONS, aggregation_weights, clipped_surrogate, sequence_importance_weights
+from tracec.trace_rl.policy.choice_policy import ChoiceTree, ChoiceTurn, choice_logprobs
 from tracec.trace_rl.policy.logprobs import sequence_logprobs
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import PackedBatch, first_fit_decreasing, pack_sequences
+from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
 ROW_TARGET = 512  # tokens a packed row aims at: attention in a row costs its width squared (a dense mask)
 
@@ -84,6 +80,29 @@ class SequenceInfo:
     length: int  # tokens its forward takes (a tree's, at the command level)
     loss_tokens: int  # its loss units: tokens, or (command level) turns
     rank: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoredUnits:
+    """A micro-batch's loss units, flat over its sequences in order: (N,) each."""
+
+    logp: Tensor  # with gradient
+    old: Tensor
+    advantages: Tensor
+    counts: list[int]  # units per sequence
+    ref: Tensor | None  # the base model's log-probs (no gradient); None without kl_beta
+    entropy: Tensor | None  # H_t with gradient, for the entropy bonus (the command level's); None: no bonus
+    entropy_sum: tuple[float, float]  # the entropy's sum and count, for the metrics (0, 0: not measured)
+
+
+class LossUnits(Protocol):
+    """What one term of the loss is (`loss_units`: a token, or a chosen command)."""
+
+    def size(self, episode: EpisodeRollout) -> tuple[int, int]:
+        """The episode's forward length and its count of loss units."""
+
+    def score(self, sequences: list[LearnSequence], learner: Learner, with_entropy: bool) -> ScoredUnits:
+        """The units of `sequences` under the learner's model (`Learner.forward`, `Learner.reference`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,10 +192,11 @@ class PackedLogprobs(torch.nn.Module):
 
 
 class Learner:
-    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, config: TrainConfig,
-                 dist: Distributed) -> None:
-        self.policy, self.optimizer, self.dist = policy, optimizer, dist
-        self.optim, self.loss, self.level = config.optim, config.loss, config.loss_level
+    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, config: TrainConfig, dist: Distributed,
+                 units: LossUnits) -> None:
+        self.policy, self.optimizer, self.dist, self.units = policy, optimizer, dist, units
+        self.optim, self.loss = config.optim, config.loss
+        self.aggregate = AGGREGATIONS[config.loss.aggregation]
         # Tokens are scored as they were sampled; a packed row is at most one full context wide.
         self.scorer = PackedLogprobs(policy.model, config.rollout.temperature, config.rollout.choice_score)
         self.row_tokens = config.rollout.max_context_tokens
@@ -292,62 +312,31 @@ class Learner:
                                    max_tokens_per_row=self.row_tokens, pad_id=self.pad_id)
             logprobs, _ = self.module(batch, False)
             return logprobs[0].sum() * 0.0, torch.zeros(5, dtype=torch.float64), torch.ones(0), (0.0, 0.0)
-        if self.level == "command":
-            logp, old, advantages, counts, ref, entropy = self._command_units(sequences)
-            spread = (float(entropy.detach().sum()), float(len(entropy)))
-        else:
-            logp, old, advantages, counts, ref, token_entropy = self._token_units(sequences, with_entropy)
-            entropy = None
-            spread = (float(token_entropy.sum()), float(len(token_entropy))) if token_entropy is not None \
-                else (0.0, 0.0)
-        weights = aggregation_weights(counts, self.loss.aggregation, total_tokens=total_tokens,
+        units = self.units.score(sequences, self, with_entropy)
+        weights = aggregation_weights(units.counts, self.aggregate, total_tokens=total_tokens,
                                       total_sequences=total_sequences)
         weights = weights * torch.repeat_interleave(torch.tensor([s.weight for s in sequences], dtype=torch.float32),
-                                                    torch.tensor(counts))
-        terms = clipped_surrogate(logp, old, advantages, weights.to(logp.device), clip_eps=self.loss.clip_eps,
-                                  dual_clip=self.loss.dual_clip, ref_logp=ref, kl_beta=self.loss.kl_beta,
-                                  entropy=entropy, entropy_coef=self.loss.entropy_coef)
+                                                    torch.tensor(units.counts))
+        terms = clipped_surrogate(units.logp, units.old, units.advantages, weights.to(units.logp.device),
+                                  clip_eps=self.loss.clip_eps, dual_clip=self.loss.dual_clip, ref_logp=units.ref,
+                                  kl_beta=self.loss.kl_beta, entropy=units.entropy,
+                                  entropy_coef=self.loss.entropy_coef)
         # DDP averages gradients over ranks; the weights already divide by the totals of every rank.
         loss = terms.loss * self.dist.world
         parts = torch.tensor([float(terms.loss.detach()), float(terms.clipped), float(terms.kl), float(terms.ratio),
                               float(terms.behaviour_kl)], dtype=torch.float64)
-        return loss, parts, terms.ratios, spread
+        return loss, parts, terms.ratios, units.entropy_sum
 
-    def _token_units(self, sequences: list[LearnSequence], with_entropy: bool) -> tuple[
-            Tensor, Tensor, Tensor, list[int], Tensor | None, Tensor | None]:
-        """The token level's units: each loss token's log-prob, old log-prob and advantage."""
-        batch = self._pack(sequences)
-        logprobs, entropy = self.module(batch, with_entropy)
-        logp = torch.cat(logprobs)
-        device = logp.device
-        old = torch.from_numpy(np.concatenate([s.old_logprobs[s.loss_mask] for s in sequences])).to(device)
-        advantages = torch.from_numpy(np.concatenate([s.advantages[s.loss_mask] for s in sequences])).to(device)
-        ref = None
-        if self.loss.kl_beta > 0:
-            with torch.no_grad(), self.policy.base_model():
-                ref = torch.cat(self.scorer(batch, False)[0])
-        counts = [int(s.loss_mask.sum()) for s in sequences]
-        return logp, old, advantages, counts, ref, torch.cat(entropy) if entropy is not None else None
+    def forward(self, batch: PackedBatch | ChoiceTree, with_entropy: bool) -> Any:
+        """The scorer's forward with gradient, through DDP (whose forward arms the gradient all-reduce)."""
+        return self.module(batch, with_entropy)
 
-    def _command_units(self, sequences: list[LearnSequence]) -> tuple[
-            Tensor, Tensor, Tensor, list[int], Tensor | None, Tensor]:
-        """The command level's units: each turn's log pi(c|s), its old value, its advantage, and pi(.|s)'s entropy."""
-        ids = [s.token_ids.tolist() for s in sequences]
-        turns = [s.choice_turns for s in sequences]
-        lengths = [tree_length(len(s.token_ids), s.choice_turns) for s in sequences]
-        tree = choice_tree(ids, turns, row_tokens=row_width(lengths, max(self.row_tokens, max(lengths))),
-                           pad_id=self.pad_id)
-        scored = self.module(tree, False)
-        device = scored.chosen.device
-        old = torch.tensor([t.old_logprob for s in sequences for t in s.choice_turns], dtype=torch.float32,
-                           device=device)
-        advantages = torch.tensor([a for s in sequences for a in s.choice_advantages], dtype=torch.float32,
-                                  device=device)
-        ref = None
-        if self.loss.kl_beta > 0:
-            with torch.no_grad(), self.policy.base_model():
-                ref = self.scorer(tree, False).chosen
-        return scored.chosen.float(), old, advantages, [len(t) for t in turns], ref, scored.entropy.float()
+    def reference(self, batch: PackedBatch | ChoiceTree) -> Any:
+        """The base model's scores of `batch` (the adapter off, no gradient) for the KL term; None without it."""
+        if not self.loss.kl_beta > 0:
+            return None
+        with torch.no_grad(), self.policy.base_model():
+            return self.scorer(batch, False)
 
     @torch.no_grad()
     def off_policy_correction(self, sequences: Sequence[LearnSequence], *, cap: float) -> list[LearnSequence]:
@@ -359,7 +348,7 @@ class Learner:
         out = []
         for chunk in self._micro_batches(infos):
             members = [by_key[info.key] for info in chunk]
-            batch = self._pack(members)
+            batch = self.pack(members)
             trainer = [logp.cpu() for logp in self.scorer(batch, False)[0]]
             sampler = [torch.from_numpy(s.old_logprobs[s.loss_mask]) for s in members]
             weights = sequence_importance_weights(trainer, sampler, cap=cap)
@@ -369,7 +358,7 @@ class Learner:
                 out.append(dataclasses.replace(member, old_logprobs=old, weight=1.0 if member.hinted else weight))
         return out
 
-    def _pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
+    def pack(self, sequences: Sequence[LearnSequence]) -> PackedBatch:
         return pack_sequences([s.token_ids.tolist() for s in sequences], [s.loss_mask.tolist() for s in sequences],
                               max_tokens_per_row=row_width([len(s.token_ids) for s in sequences],
                                                            self.row_tokens),

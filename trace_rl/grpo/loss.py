@@ -30,7 +30,7 @@ entropy bonus of the token-level loss (the chunked log-prob kernel returns the t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -49,15 +49,27 @@ class SurrogateTerms:
     ratios: Tensor  # (N,) rho_t, detached: for quantiles
 
 
-def aggregation_weights(loss_counts: Sequence[int], aggregation: str, *, total_tokens: int,
+# c_t of each sequence's loss units, from its unit count and the mini-batch's totals over every rank.
+Aggregation = Callable[[Sequence[int], int, int], list[float]]  # (counts, total units, total sequences) -> per sequence
+
+
+def sequence_mean(loss_counts: Sequence[int], total_tokens: int, total_sequences: int) -> list[float]:
+    """GRPO's and TRACE's: a mean over each sequence, then over the sequences."""
+    return [1.0 / (count * total_sequences) if count else 0.0 for count in loss_counts]
+
+
+def token_mean(loss_counts: Sequence[int], total_tokens: int, total_sequences: int) -> list[float]:
+    """DAPO's: one mean over every loss unit of the mini-batch."""
+    return [1.0 / total_tokens] * len(loss_counts)
+
+
+AGGREGATIONS: dict[str, Aggregation] = {"sequence_mean": sequence_mean, "token_mean": token_mean}  # loss.aggregation
+
+
+def aggregation_weights(loss_counts: Sequence[int], aggregation: Aggregation, *, total_tokens: int,
                         total_sequences: int) -> Tensor:
     """c_t for the loss tokens of these sequences, given the mini-batch's totals over every rank. (sum counts,)"""
-    if aggregation == "token_mean":
-        per_sequence = [1.0 / total_tokens] * len(loss_counts)
-    elif aggregation == "sequence_mean":
-        per_sequence = [1.0 / (count * total_sequences) if count else 0.0 for count in loss_counts]
-    else:
-        raise ValueError(f"aggregation={aggregation!r}: use 'sequence_mean' or 'token_mean'")
+    per_sequence = aggregation(loss_counts, total_tokens, total_sequences)
     return torch.repeat_interleave(torch.tensor(per_sequence, dtype=torch.float64),
                                    torch.tensor(list(loss_counts), dtype=torch.long)).float()
 

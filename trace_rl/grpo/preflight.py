@@ -20,30 +20,35 @@ Left out: what needs torch or the model itself (a CUDA device, vLLM, the context
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
-import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
+from tracec.compiler.load import load_rubric
 from tracec.dsl.source_file import read_source
-from tracec.runtime.evaluate import load_rubric
 from tracec.trace_rl.envs.capability import load_environment
+from tracec.trace_rl.envs.config import EnvSection
 from tracec.trace_rl.envs.protocol import Environment
 from tracec.trace_rl.envs.tau2 import find_data_dir
-from tracec.trace_rl.grpo.config import EnvSection, TrainConfig, config_to_dict
+from tracec.trace_rl.envs.textworld.game_file import game_file_problem
+from tracec.trace_rl.envs.user_factory import FACTORY, lists_commands, made_environment, python_factory
+from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, TrainConfig, config_to_dict
 from tracec.trace_rl.policy.catalog import TINY, ModelError, adaptable_modules, check_checkpoint, resolve_model
 from tracec.trace_rl.policy.lora import check_targets
 
-from tracec.config_io import ConfigError, FieldError, assign_override, located, read_toml, shown
+from tracec.config_io import (
+    ConfigError,
+    FieldError,
+    assign_override,
+    expanded_path,
+    located,
+    read_toml,
+    shown,
+    value_at,
+)
 
-PROTOCOL = tuple(name for name in vars(Environment) if not name.startswith("_"))  # what every environment has
-FACTORY = "env.python.factory"
 TOOL_KINDS = ("capability", "tau2", "mixture")  # environments of tool calls: no admissible commands, no plan
-_ABSENT = object()
 
 
 def check_located(config: TrainConfig, path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> None:
@@ -55,22 +60,12 @@ def check_located(config: TrainConfig, path: str | os.PathLike[str] | None, over
         given, text = read_toml(str(path)) if path is not None else ({}, "")
         where = str(path) if path is not None else "<defaults>"
         sources = {assign_override(TrainConfig, given, item): f"--set {item}" for item in overrides}
-        if bad.name in sources:
-            raise ConfigError(f"{sources[bad.name]}: error: {bad}") from None
-        if _value_at(given, bad.name) is None:
-            default = _value_at(config_to_dict(TrainConfig()), bad.name)
+        if bad.name not in sources and value_at(given, bad.name) is None:
+            default = value_at(config_to_dict(TrainConfig()), bad.name)
             read_as = f" (read as {shown(bad.value)})" if bad.value != default else ""
             raise ConfigError(f"{where}: error: {bad.name} is not set, and its default, {shown(default)}{read_as}, "
                               f"does not work: {bad.problem}") from None
-        raise located(where, text, bad.name, str(bad)) from None
-
-
-def _value_at(tables: Mapping[str, Any], dotted: str) -> Any:
-    """The value nested `tables` give the key `dotted`; None when they leave it to its default."""
-    value: Any = tables
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
+        raise located(where, text, bad.name, str(bad), sources=sources) from None
 
 
 def check_inputs(config: TrainConfig) -> None:
@@ -78,7 +73,7 @@ def check_inputs(config: TrainConfig) -> None:
     _check_model(config)
     made = _check_environment(config.env)
     _check_fits(config, made)
-    if config.advantage.kind == "trca":
+    if config.advantage.kind in RUBRIC_CREDITS:
         _check_rubric(config.advantage.rubric, config.advantage.rubric_name)
 
 
@@ -102,7 +97,7 @@ def _check_user_model(name: str, key: str) -> None:
         raise FieldError(key, name, str(error)) from None
 
 
-def _check_environment(env: EnvSection) -> Any:
+def _check_environment(env: EnvSection) -> Environment | None:
     """The files of the environment `env` names, checked; for `kind = "python"`, the environment its factory made
     (closed again), else None."""
     if env.kind in ("capability", "mixture") and env.capability.user == "llm":
@@ -123,8 +118,7 @@ def _check_environment(env: EnvSection) -> Any:
             _check_user_model(env.tau2.user_model, "env.tau2.user_model")
     elif env.kind == "python":
         made = made_environment(env.python.factory, python_factory(env.python.factory))
-        if callable(getattr(made, "close", None)):
-            made.close()
+        made.close()
         return made
     return None
 
@@ -165,102 +159,19 @@ def _check_textworld(env: EnvSection) -> None:
         if problem is not None:
             raise FieldError("env.textworld.game", tw.game, problem)
     if tw.cache:
-        folder = Path(tw.cache).expanduser()
+        folder = expanded_path("env.textworld.cache", tw.cache)  # a config built in code may still hold `~`
         blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
         if blocking is not None:
             raise FieldError("env.textworld.cache", tw.cache, f"`{blocking}` is a file, not a folder; name the "
                              "folder made games are kept in")
 
 
-def game_file_problem(game: Path) -> str | None:
-    """Why `game` is no game TextWorld can play (None: it is one, as far as its header and files tell): a game is
-    the Z-machine (`.z8`) or Glulx (`.ulx`) file `tw-make` writes, with the game's facts in a `.json` beside it."""
-    try:
-        with open(game, "rb") as handle:
-            header = handle.read(64)
-    except FileNotFoundError:
-        return "no such game file (make one with `tw-make`, or leave it out to train on a family of games, one " \
-            "per seed)"
-    except IsADirectoryError:
-        return "is a folder, not a game file"
-    except OSError as error:
-        return (error.strerror or str(error)).lower()
-    z_machine = len(header) == 64 and 1 <= header[0] <= 8  # its first byte is the Z-machine version
-    if not (z_machine or header.startswith(b"Glul")):
-        return "not a TextWorld game: its first bytes are neither a Z-machine nor a Glulx header (a game is the " \
-            "`.z8` or `.ulx` file `tw-make` writes)"
-    facts = game.with_suffix(".json")
-    if not facts.is_file():
-        return f"a game without its {facts.name} beside it (`tw-make` writes the game's facts there, and TextWorld " \
-            "reads them with the game)"
-    return None
-
-
-def python_factory(spec: str) -> Callable[[], Any]:
-    """The callable `package.module:function` names, when it can be called with no arguments; else a FieldError
-    (key `env.python.factory`) saying why, an error of the module's own code with where it was raised."""
-    module_name, _, attribute = spec.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as error:
-        raise FieldError(FACTORY, spec, f"cannot import {module_name!r} ({error}); is it on PYTHONPATH?") from None
-    except Exception as error:  # noqa: BLE001 - the user's module failed as it ran: say what, and where
-        raise FieldError(FACTORY, spec, f"importing {module_name} raised {_raised(error)}") from None
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise FieldError(FACTORY, spec, f"{module_name!r} has no {attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise FieldError(FACTORY, spec, f"{attribute!r} is not callable")
-    try:
-        inspect.signature(target).bind()
-    except TypeError as error:
-        raise FieldError(FACTORY, spec, f"{attribute} cannot be called with no arguments ({error}), and a factory "
-                         "is: each call returns a fresh environment") from None
-    except ValueError:  # no signature to read (some builtins): the call says
-        pass
-    return target  # type: ignore[no-any-return]
-
-
-def made_environment(spec: str, factory: Callable[[], Any]) -> Any:
-    """What `factory` makes, if it speaks the environment protocol; else a FieldError naming the factory."""
-    attribute = spec.partition(":")[2]
-    try:
-        made = factory()
-    except Exception as error:  # noqa: BLE001 - the user's code: its error, located in it
-        raise FieldError(FACTORY, spec, f"{attribute}() raised {_raised(error)}") from None
-    missing = [name for name in PROTOCOL if not _has(made, name)]
-    if missing:
-        raise FieldError(FACTORY, spec, f"{attribute}() made a {type(made).__name__}, not an environment (it has no "
-                         f"{', '.join(missing)}; see tracec.trace_rl.envs.protocol)")
-    return made
-
-
-def _has(made: Any, name: str) -> bool:
-    """Whether `made` has the attribute, without running a property that may need `reset` first."""
-    if inspect.getattr_static(made, name, _ABSENT) is not _ABSENT:
-        return True
-    try:  # an attribute found through __getattr__ (a wrapper's)
-        getattr(made, name)
-    except AttributeError:
-        return False
-    except Exception:  # noqa: BLE001 - it is there, only not ready
-        return True
-    return True
-
-
-def _raised(error: Exception) -> str:
-    frames = traceback.extract_tb(error.__traceback__)
-    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
-    return f"{type(error).__name__}{where}: {error}"
-
-
-def _check_fits(config: TrainConfig, made: Any) -> None:
+def _check_fits(config: TrainConfig, made: Environment | None) -> None:
     """The settings that need something of the environment, against the environment named."""
     env = config.env
     named = f"{FACTORY} = {shown(env.python.factory)}" if env.kind == "python" else f"env.kind = {shown(env.kind)}"
-    lists_commands = env.kind not in TOOL_KINDS and (made is None or _has(made, "admissible_commands"))
-    if config.rollout.action_mode == "admissible" and not lists_commands:
+    listed = env.kind not in TOOL_KINDS and (made is None or lists_commands(made))
+    if config.rollout.action_mode == "admissible" and not listed:
         raise FieldError("rollout.action_mode", "admissible", f"the policy then chooses one of the environment's "
                          f"admissible commands, and {named} lists none (`admissible_commands`); use "
                          "rollout.action_mode = \"generate\", or an environment of commands (env.kind = \"textworld\")")

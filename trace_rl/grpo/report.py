@@ -107,6 +107,18 @@ class TensorBoardLog:
         self._writer.close()
 
 
+def check_reporters(report_to: Sequence[str]) -> None:
+    """The install hint of each reporter `run.report_to` names (a ConfigError), before anything loads."""
+    if "tensorboard" in report_to:
+        import_tensorboardx()
+
+
+def open_reporters(report_to: Sequence[str], run_dir: Path, *, first_iteration: int) -> list[TensorBoardLog]:
+    """The logs besides `metrics.jsonl` that `run.report_to` names, open for appending from `first_iteration`."""
+    return [TensorBoardLog(run_dir / "tensorboard", first_iteration=first_iteration)] if "tensorboard" in report_to \
+        else []
+
+
 def import_tensorboardx() -> Any:
     """tensorboardX's SummaryWriter, or a ConfigError saying how to install it."""
     try:

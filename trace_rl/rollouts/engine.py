@@ -41,31 +41,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 from tracec.trace_rl.envs.protocol import Environment, EnvironmentFactory, agent_tools
 from tracec.trace_rl.policy.choice_policy import ChoiceTurn
-from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate, choice_text
 
 from tracec.config_io import ConfigError
-
-
-class TurnSampler(Protocol):
-    def sample(self, requests: Sequence[TurnRequest]) -> list[SampledTurn]:
-        """The next turn of each requested episode, all in one batch."""
-
-    def release(self, keys: Sequence[int]) -> None:
-        """These episodes have ended."""
-
-    def reset(self) -> None:
-        """A new batch of episodes begins."""
-
-    def sync(self, policy: Any) -> None:
-        """The policy's weights changed (after an update): a sampler with its own copy of them reloads it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +142,9 @@ class RolloutEngine:
                  settings: RolloutSection, *, max_turns: int) -> None:
         self.sampler, self.template, self.make_env, self.settings = sampler, template, make_env, settings
         self.max_turns = max_turns  # an episode's turn limit is the environment's setting (`env.max_turns`)
+        # The modes, resolved once: whether a turn is a choice among commands, and which of its tokens carry loss.
+        self.chooses = settings.action_mode == "admissible"
+        self.loss_span = _whole_turn if settings.loss_tokens == "turn" else template.action_token_range
 
     def run(self, tasks: Sequence[GroupTask], *, group_size: int, seed: int, iteration: int) -> list[EpisodeRollout]:
         """K = `group_size` episodes of each task, in task order then member order."""
@@ -179,7 +168,7 @@ class RolloutEngine:
         try:
             states = episode.env.trajectory("probe").get("states") or [{}]
         finally:
-            _close(episode.env)
+            episode.env.close()
         return dict(states[0])
 
     def _start(self, key: int, task: GroupTask, member: int, seed: int, iteration: int, *,
@@ -189,8 +178,7 @@ class RolloutEngine:
         tools = agent_tools(env)
         prompt = self.template.prompt_ids(env.system_prompt, first, tools=tools)
         plain: list[int] | None = None
-        offer = getattr(env, "hint", None) if hinted else None
-        hint = offer() if callable(offer) else None
+        hint = env.hint() if hinted else None
         if hint:
             plain, prompt = prompt, self.template.prompt_ids(guided_system_prompt(env.system_prompt, hint), first,
                                                              tools=tools)
@@ -201,7 +189,7 @@ class RolloutEngine:
                         prompt_length=len(prompt))
         self._offer_choices(episode)
         if len(prompt) + self._room(episode) > self.settings.max_context_tokens:
-            _close(env)
+            env.close()
             raise ConfigError(f"the first prompt of task seed {task.seed} has {len(prompt)} tokens, which leaves no "
                              f"room for a turn of {self._room(episode)} in rollout.max_context_tokens = "
                              f"{self.settings.max_context_tokens}; raise rollout.max_context_tokens")
@@ -209,9 +197,9 @@ class RolloutEngine:
 
     def _offer_choices(self, episode: _Live) -> None:
         """Admissible mode: the commands the environment admits now, and their tokens as closed turns."""
-        if self.settings.action_mode != "admissible":
+        if not self.chooses:
             return
-        commands = getattr(episode.env, "admissible_commands", None)
+        commands = episode.env.admissible_commands
         if commands is None:
             raise TypeError(f"rollout.action_mode = \"admissible\" needs an environment that lists its admissible "
                             f"commands (`admissible_commands`); {type(episode.env).__name__} does not; use "
@@ -224,7 +212,7 @@ class RolloutEngine:
 
     def _room(self, episode: _Live) -> int:
         """Tokens the next turn may take."""
-        if self.settings.action_mode == "admissible":
+        if self.chooses:
             return max(len(ids) for ids in episode.choice_ids)
         return self.settings.max_new_tokens
 
@@ -248,10 +236,7 @@ class RolloutEngine:
     def _record_turn(self, episode: _Live, turn: SampledTurn) -> bool:
         """Append the turn and step the environment on it; True when the episode is over."""
         step = episode.turns
-        if self.settings.loss_tokens == "turn":
-            first, stop = 0, len(turn.ids)
-        else:
-            first, stop = self.template.action_token_range(turn.ids)
+        first, stop = self.loss_span(turn.ids)
         if turn.choice is not None:
             choices = tuple(map(tuple, episode.choice_ids))
             episode.choice_turns.append(ChoiceTurn(start=len(episode.ids), choices=choices, chosen=turn.choice,
@@ -280,7 +265,7 @@ class RolloutEngine:
     def _finish(self, episode: _Live) -> EpisodeRollout:
         name = f"g{episode.group.group}.{episode.member}"
         record = episode.env.trajectory(name)
-        _close(episode.env)
+        episode.env.close()
         if episode.plain_prompt is not None:  # the learner sees the plain prompt; the prompt carries no loss
             cut, plain = episode.prompt_length, episode.plain_prompt
             episode.ids = plain + episode.ids[cut:]
@@ -298,8 +283,6 @@ class RolloutEngine:
         )
 
 
-def _close(env: Any) -> None:
-    """Let a game engine or a subprocess go now, not at garbage collection."""
-    close = getattr(env, "close", None)
-    if callable(close):
-        close()
+def _whole_turn(ids: Sequence[int]) -> tuple[int, int]:
+    """`loss_tokens = "turn"`: every sampled token of the turn carries its advantage."""
+    return 0, len(ids)

@@ -29,36 +29,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tracec.trace_rl.policy.choice_policy import SCORES, choice_score
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 
 _MIN_CAPACITY = 256
-
-
-@dataclass(frozen=True, kw_only=True)
-class TurnRequest:
-    """One episode's next turn: its key (stable over its turns) and the tokens appended since its last turn."""
-
-    key: int
-    new_ids: Sequence[int]  # the prompt at the first turn; then the observation's tokens
-    context: Sequence[int]  # every token of the episode so far, new_ids included (for samplers without a cache)
-    generator: torch.Generator  # the episode's own random stream
-    max_new_tokens: int
-    # The admissible-command action mode: each choice's token ids, ending with an end-of-turn token; the turn is
-    # one of them, drawn from their scores (nothing is decoded). Empty: the turn is decoded freely.
-    choices: Sequence[Sequence[int]] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class SampledTurn:
-    ids: list[int]  # as drawn; ends with an end-of-turn token when `closed`
-    logprobs: list[float]  # of each drawn id under the sampling distribution
-    closed: bool  # ended by an end-of-turn token (else by the token limit)
-    choice: int | None = None  # the index of the chosen choice (admissible-command mode)
-    choice_logprob: float = 0.0  # log pi(choice | context): its log-softmax over the choices' scores
 
 
 class GrowingKVCache:
@@ -124,8 +101,11 @@ def _grown(buffer: torch.Tensor, capacity: int, filled: int) -> torch.Tensor:
     return new
 
 
-class KVCacheSampler:
+class KVCacheSampler(TurnSampler):
     """Samples the turns of a set of episodes in lockstep, one cache row per episode, for one batch of episodes."""
+
+    decodes_with_training_weights = True  # the training model's live weights: nothing to sync
+    recomputes_old_logprobs = False  # its log-probs are the training model's own
 
     def __init__(self, model: Any, *, temperature: float, end_of_turn_ids: frozenset[int], pad_id: int,
                  choice_score: str = "mean", greedy: bool = False) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 Script = Callable[[int, int], str]  # (episode key, turns it has taken) -> the text of its next turn
@@ -31,8 +31,11 @@ class ScriptError(ValueError):
         self.key, self.turn, self.problem = key, turn, problem
 
 
-class ScriptSampler:
+class ScriptSampler(TurnSampler):
     """Plays `script`'s turns; counts each episode's turns itself (a new batch, `reset`, starts them at 0)."""
+
+    decodes_with_training_weights = False  # no model runs
+    recomputes_old_logprobs = True  # a scripted turn's log-prob 0 is the script's certainty, not the policy's
 
     def __init__(self, template: TurnTemplate, script: Script) -> None:
         self.template, self.script = template, script

@@ -2,9 +2,10 @@
 
     pip install 'tracec[gpu]'        # vLLM; imported (`import_vllm`) only when rollout.backend = "vllm"
 
-`VLLMSampler` speaks the rollout engine's `TurnSampler` protocol. vLLM keeps no per-episode cache that we manage:
-each turn sends the episode's whole token context (`TokensPrompt`, never text, so nothing is re-tokenized) and its
-prefix cache (on) finds the earlier turns, which is what makes a growing episode cheap there. The trained adapter
+`VLLMSampler` speaks the rollout engine's `TurnSampler` protocol (`sampler`). vLLM keeps no per-episode cache that
+we manage: each turn sends the episode's whole token context (`TokensPrompt`, never text, so nothing is
+re-tokenized) and its prefix cache (on) finds the earlier turns, which is what makes a growing episode cheap there.
+The trained adapter
 goes to vLLM as a LoRA folder under a fresh name and id after every update (`sync`), and the prefix cache is reset,
 as vLLM's maintainers advise for RL: cached blocks computed with the old adapter must not serve the new one.
 Log-probs are vLLM's processed ones (after temperature, `logprobs_mode="processed_logprobs"`), the distribution
@@ -27,11 +28,14 @@ import torch
 from tracec.trace_rl.llm.vllm_backend import clean_model_folder, engine_rank, import_vllm
 from tracec.trace_rl.policy.catalog import TINY, resolve_model
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.kv_sampler import SampledTurn, TurnRequest
+from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 from tracec.trace_rl.rollouts.turns import TurnTemplate
 
 
-class VLLMSampler:
+class VLLMSampler(TurnSampler):
+    decodes_with_training_weights = False  # its own copy of the weights, synced after every update
+    recomputes_old_logprobs = True  # vLLM's numerics are not the trainer's
+
     def __init__(self, llm: Any, *, policy: Policy, temperature: float, end_of_turn_ids: frozenset[int],
                  adapters: Path) -> None:
         self.llm, self.policy, self.temperature = llm, policy, temperature

@@ -87,7 +87,7 @@ def kernel_section(device: str, dry_run: bool) -> dict[str, Any]:
 
 
 def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
-    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
     from tracec.trace_rl.grpo.config import load_config
     from tracec.trace_rl.grpo.learner import PackedLogprobs
     from tracec.trace_rl.grpo.rollout_backend import make_sampler
@@ -107,7 +107,7 @@ def vllm_section(device: str, dry_run: bool) -> dict[str, Any]:
     started = time.perf_counter()
     sampler = make_sampler(config, policy, template, folder)
     startup = time.perf_counter() - started
-    engine = RolloutEngine(sampler, template, lambda: Environment(program), config.rollout,
+    engine = RolloutEngine(sampler, template, lambda: CapabilityEnvironment(program), config.rollout,
                            max_turns=config.env.max_turns)
     tasks = [GroupTask(group=g, seed=100 + g) for g in range(4)]
 
@@ -179,8 +179,8 @@ def train_section(device: str, dry_run: bool) -> dict[str, Any]:
 def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
     from tracec.trace_rl.policy.lora import LoraSection
     from tracec.trace_rl.policy.model import TRAINED, Policy
-    from tracec.trace_rl.trace.peft_adapters import PeftAdapters
-    from tracec.trace_rl.trace.routing import Router, route_options
+    from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
+    from tracec.trace_rl.targeting.routing import Router, route_options
 
     if dry_run:
         raise NotRun("routing loads SmolLM2 on the GPU")
@@ -201,7 +201,7 @@ def routing_section(device: str, dry_run: bool) -> dict[str, Any]:
     rows: list[list[object]] = []
     served: dict[str, Any] = {}
     if _has_vllm():
-        from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
+        from tracec.trace_rl.targeting.vllm_adapters import VLLMAdapters
 
         started = time.perf_counter()
         served["vllm"] = VLLMAdapters.load("smollm2-135m-instruct", adapters, max_new_tokens=32,

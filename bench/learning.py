@@ -374,8 +374,8 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
     """How the rubric sees the training games: the walkthrough's steps it rewards, and returns of good and random
     play."""
     import numpy as np
-    from tracec.runtime.evaluate import RubricScorer
     from tracec.runtime.facts.trajectories.jsonl import IN_MEMORY, episode_from_record
+    from tracec.runtime.scoring import RubricScorer
     from tracec.trace_rl.envs.agent import run_episode
     from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
     from tracec.trace_rl.envs.textworld.family import FamilyEnvironment
@@ -393,7 +393,7 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
                 on_plan += agent.on_plan
     finally:
         env.close()
-    random_result = scorer.evaluate([episode_from_record(r, IN_MEMORY) for r in random])
+    random_result = scorer.score([episode_from_record(r, IN_MEMORY) for r in random])
     a_trca, plan = random_result.rewards.A, np.array(on_plan, dtype=bool)
     a_grpo = _grpo_step_advantages(random, random_result.batch.episode_offsets)
     credit = {"random_steps": len(plan), "on_plan_share": float(plan.mean()),
@@ -402,7 +402,7 @@ def _diagnostics(setup: Any) -> dict[str, Any]:
               "trca_mean_A_on_plan": float(a_trca[plan].mean()), "trca_mean_A_off_plan": float(a_trca[~plan].mean()),
               "grpo_mean_A_on_plan": float(a_grpo[plan].mean()), "grpo_mean_A_off_plan": float(a_grpo[~plan].mean()),
               "trca_mean_abs_A": float(np.abs(a_trca).mean()), "grpo_mean_abs_A": float(np.abs(a_grpo).mean())}
-    result = scorer.evaluate([episode_from_record(r, IN_MEMORY) for r in walk + random])
+    result = scorer.score([episode_from_record(r, IN_MEMORY) for r in walk + random])
     offsets, fired = result.batch.episode_offsets, result.fired
     positive = np.array([c != "invalidity" for c in categories])
     walk_steps = fired[: offsets[len(walk)]]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.capability.generate import (
     CITIES,
@@ -199,7 +199,7 @@ def _digest(tables: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def turns(env: Environment) -> list[str]:
+def turns(env: CapabilityEnvironment) -> list[str]:
     assert env.scenario is not None
     gold = [format_tool_call(c.name, c.arguments) for c in env.scenario.gold_calls]
     return gold + [gold[-1], gold[-1].replace("cancel(", "cancle("), f"Done, your refund is {env.scenario.report[0]}."]
@@ -210,14 +210,14 @@ def sides():  # type: ignore[no-untyped-def]
     program = load_environment(str(PATH))
     scripts = {}
     for seed in range(N_EPISODES):  # the turn script of every seed, and the check that both sides agree on it
-        env, hand = Environment(program), HandTrips()
+        env, hand = CapabilityEnvironment(program), HandTrips()
         assert env.reset(seed) == hand.reset(seed)
         scripts[seed] = turns(env)
         for turn in scripts[seed]:
             assert env.step(turn) == hand.step(turn), (seed, turn)
         assert env.states == hand.states and env.actions == hand.actions, seed
         assert env.scores().reward == hand.reward() == 1.0
-    return {"interpreter": lambda: Environment(program), "hand-written": HandTrips}, scripts
+    return {"interpreter": lambda: CapabilityEnvironment(program), "hand-written": HandTrips}, scripts
 
 
 def test_environment_throughput(benchmark, sides) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ cache folder is made unusable, so nothing is saved either). Each round starts on
 alternating; inside it the clock starts after the imports and Numba's once-per-process start (its typing and target
 registries, which the Numba kernels pay anyway; timed apart in the "kernels" section). Section "startup".
 
-Commands: `tracec check` and a warm `tracec eval` of 10^4 steps, Parquet in, Parquet out (the C kernel from its cache,
+Commands: `tracec check` and a warm `tracec score` of 10^4 steps, Parquet in, Parquet out (the C kernel from its cache,
 the fixed kernels from the package), each a fresh process, against the floors of `python -c pass` and of importing
 pyarrow.parquet; rounds interleaved, medians, wall and CPU (user + system) time. Section "startup command".
 """
@@ -116,7 +116,7 @@ def _report(found: dict[str, dict[str, list[dict]]]) -> None:
                COMMAND)
 
 
-CHECK, EVAL = "tracec check (target <= 0.3 s)", "tracec eval, 1e4 steps, Parquet -> Parquet (target <= 1.0 s)"
+CHECK, EVAL = "tracec check (target <= 0.3 s)", "tracec score, 1e4 steps, Parquet -> Parquet (target <= 1.0 s)"
 TARGETS = {CHECK: 0.3, EVAL: 1.0}
 
 

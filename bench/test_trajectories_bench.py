@@ -6,11 +6,11 @@
   reads once in plain Python;
 - reading 10^5 steps of JSONL: the line reader and Arrow's columnar reader against parsing every line (json.loads
   with the collector paused, and with it running as a naive loop has it; orjson and msgspec when installed);
-- writing the per-step output: per-step dicts (what `tracec eval` did) against the columnar writers;
-- `tracec eval` end to end on 10^5 steps, JSONL -> Parquet, Parquet -> Parquet, Arrow -> Parquet, in-process against
+- writing the per-step output: per-step dicts (what `tracec score` did) against the columnar writers;
+- `tracec score` end to end on 10^5 steps, JSONL -> Parquet, Parquet -> Parquet, Arrow -> Parquet, in-process against
   floors that are lower bounds (Arrow's own multi-threaded parse of the same fields, or reading the file's bytes,
   then writing the output table), and as a command;
-- the first `tracec eval` of a fresh process at 10^4 steps: the rubric's kernel cache empty, everything empty
+- the first `tracec score` of a fresh process at 10^4 steps: the rubric's kernel cache empty, everything empty
   (TRACEC_CACHE_DIR, NUMBA_CACHE_DIR and XDG_CACHE_HOME new folders), and warm.
 
 Every part follows bench/sides.py: interleaved rounds, medians with their range, paired ratios. Writes the section
@@ -33,13 +33,13 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 import pytest
 from tracec.compiler.load import load_rubric
-from tracec.runtime.evaluate import RubricScorer, evaluate_file
 from tracec.runtime.facts import columns
 from tracec.runtime.facts.fact_batch import build_fact_batch
 from tracec.runtime.facts.trajectories.arrow import json_table
 from tracec.runtime.facts.trajectories.files import convert_trajectories
 from tracec.runtime.facts.trajectories.jsonl import Episode, gc_paused, read_trajectories
-from tracec.runtime.output import evaluation_table, write_evaluation
+from tracec.runtime.output import scores_table, write_scores
+from tracec.runtime.scoring import RubricScorer, score_file
 
 from bench import baseline_facts
 from bench.household_data import household_episodes, write_jsonl
@@ -137,7 +137,7 @@ def test_reading_jsonl(benchmark, found, plan, files) -> None:
 
     sides: dict[str, tuple[Callable[[], object], int]] = {
         ARROW_FLOOR: (lambda: pj.read_json(files["jsonl"], parse_options=floor_options), 1),
-        "Arrow JSON reader, plan's fields (what `tracec eval` runs)": (
+        "Arrow JSON reader, plan's fields (what `tracec score` runs)": (
             lambda: json_table(str(files["jsonl"]), plan), 1),
         "json.loads, collector paused": (parse_paused, 1),
         "json.loads, collector running": (parse_collecting, 1),
@@ -161,7 +161,7 @@ ARROW_FLOOR = "floor: Arrow's parse of the same fields (all threads)"
 
 
 def _floor_options(path: Path, plan) -> pj.ParseOptions:
-    """Arrow's parse options for the fields `tracec eval` reads of `path` (the schema its reader gives them)."""
+    """Arrow's parse options for the fields `tracec score` reads of `path` (the schema its reader gives them)."""
     table = json_table(str(path), plan)
     assert table is not None, f"{path} was declined by the Arrow reader"
     return pj.ParseOptions(explicit_schema=table.schema, unexpected_field_behavior="ignore")
@@ -176,7 +176,7 @@ def _parse_with(loads, lines) -> None:
 def test_writing_output(benchmark, found, files) -> None:
     import pyarrow as pa
 
-    result = RubricScorer.from_file(RUBRIC).evaluate(files["parquet"])
+    result = RubricScorer.from_file(RUBRIC).score(files["parquet"])
     out = files["folder"]
 
     def per_step_parquet() -> None:
@@ -189,17 +189,17 @@ def test_writing_output(benchmark, found, files) -> None:
     benchmark.group = "writing 1e5 steps"
     found["write"] = interleaved(benchmark, {
         "per-step dicts -> Parquet": (per_step_parquet, 1),
-        "columns -> Parquet": (lambda: write_evaluation(result, out / "new.parquet"), 3),
+        "columns -> Parquet": (lambda: write_scores(result, out / "new.parquet"), 3),
         "per-step json.dumps -> JSONL": (per_step_jsonl, 1),
-        "streamed columns -> JSONL": (lambda: write_evaluation(result, out / "new.jsonl"), 1),
+        "streamed columns -> JSONL": (lambda: write_scores(result, out / "new.jsonl"), 1),
     })
     assert (out / "new.jsonl").read_text() == (out / "old.jsonl").read_text()
 
 
 def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(files["folder"] / "kernels"))
-    result = RubricScorer.from_file(RUBRIC).evaluate(files["parquet"])
-    table = evaluation_table(result)
+    result = RubricScorer.from_file(RUBRIC).score(files["parquet"])
+    table = scores_table(result)
     out = files["folder"] / "e2e.parquet"
     floor_options = _floor_options(files["jsonl"], plan)
 
@@ -214,13 +214,13 @@ def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
         return floor
 
     def evaluating(kind: str) -> Callable[[], str]:
-        return lambda: evaluate_file(RubricScorer.from_file(RUBRIC), files[kind], out)
+        return lambda: score_file(RubricScorer.from_file(RUBRIC), files[kind], out)
 
     sides: dict[str, tuple[Callable[[], object], int]] = {}
     for kind, floor in (("jsonl", jsonl_floor), ("parquet", bytes_floor("parquet")), ("arrow", bytes_floor("arrow"))):
         sides[f"eval {kind} -> parquet"] = (evaluating(kind), 1)
         sides[f"floor {kind}"] = (floor, 1)
-    benchmark.group = "tracec eval, 1e5 steps, in-process"
+    benchmark.group = "tracec score, 1e5 steps, in-process"
     found["e2e"] = interleaved(benchmark, sides)
     commands: dict[str, tuple[Callable[[], object], int]] = {  # the whole command, a new process each run
         kind: (functools.partial(_eval_process, files[kind], out, os.environ), 1) for kind in ("jsonl", "parquet")}
@@ -228,7 +228,7 @@ def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
 
 
 def _eval_process(trajectories: Path, out: Path, env, backend: str = "auto") -> None:
-    """`tracec eval` in a new process."""
+    """`tracec score` in a new process."""
     tracec = Path(sys.executable).with_name("tracec")
     done = subprocess.run([str(tracec), "eval", str(RUBRIC), "--trajectories", str(trajectories), "-o", str(out),
                            "--backend", backend], env=dict(env), capture_output=True, text=True, timeout=600,
@@ -287,7 +287,7 @@ def _report(found: dict) -> str:
             [[side, reads.time(side).scaled(1e3).cell(0), reads.ratio(side, ARROW_FLOOR).cell(2, "x"),
               reads.ratio(side, "json.loads, collector paused").cell(2, "x")] for side in reads.seconds])
             + "\n\nThe floor is Arrow's JSON reader given the same fields and nothing else (its multi-threaded "
-            "parse into columns); `tracec eval` adds the checks that decline a malformed file to the line reader "
+            "parse into columns); `tracec score` adds the checks that decline a malformed file to the line reader "
             "(UTF-8, one object a line). json.loads of every line, single-threaded, is what a user's own loop "
             "pays. Target: the eval's reader <= 1.2x the floor. "
             + describe(len(reads), "in-process", "Arrow's readers all cores (2), the others 1"))
@@ -308,10 +308,10 @@ def _report(found: dict) -> str:
         if "e2e-command" in found:
             command: Rounds = found["e2e-command"]
             for kind in command.seconds:
-                rows.append([f"`tracec eval` {kind} -> parquet, command", command.time(kind).scaled(1e3).cell(0),
+                rows.append([f"`tracec score` {kind} -> parquet, command", command.time(kind).scaled(1e3).cell(0),
                              "", "", ""])
         parts.append(markdown_table(["end to end, 1e5 steps", "ms", "floor ms", "vs floor", "target"], rows)
-                     + "\n\nIn-process: `evaluate_file` (load the rubric, its kernel from the cache, read, build "
+                     + "\n\nIn-process: `score_file` (load the rubric, its kernel from the cache, read, build "
                      "facts, kernel, rewards, write). Floors, lower bounds of the same work: JSONL, Arrow's parse of "
                      "the fields the rubric reads, then writing the output table; Parquet and Arrow IPC, reading the "
                      "file's bytes (from the page cache), then writing the output table. Target: JSONL <= 1.5x its "
@@ -322,7 +322,7 @@ def _report(found: dict) -> str:
     if "first" in found:
         first: Rounds = found["first"]
         empty = first.time("everything empty (auto)").median
-        parts.append(markdown_table(["first `tracec eval` of a process, 1e4 steps -> Parquet", "wall ms"],
+        parts.append(markdown_table(["first `tracec score` of a process, 1e4 steps -> Parquet", "wall ms"],
                                     [[side, first.time(side).scaled(1e3).cell(0)] for side in first.seconds])
                      + "\n\n'Kernel cache empty' is a new TRACEC_CACHE_DIR, so the rubric's own kernel is built: by "
                      "the C compiler under `auto`, by Numba with `--backend numba`. 'Everything empty' also gives new "

@@ -1,7 +1,7 @@
 """The `tracec` command line: `main(argv) -> int`, the one place that parses arguments and maps errors to exit codes.
 
 Exit codes: 0 ok, 1 user error (a located message, never a traceback), 2 usage error, 3 internal error (with the
-traceback a maintainer needs); an interrupt gives 130 and a closed stdout (`tracec eval ... | head`) 141, as a shell
+traceback a maintainer needs); an interrupt gives 130 and a closed stdout (`tracec score ... | head`) 141, as a shell
 would. stdout carries only what was asked for; progress and timings go to stderr.
 
 A subcommand is a module of this package with two functions, `add_arguments(parser)` and `run(args) -> int`, and
@@ -39,13 +39,15 @@ class Command:
     name: str
     help: str
     module: str  # imported when the command runs: add_arguments(parser), run(args) -> int, optional USER_ERRORS
+    aliases: tuple[str, ...] = ()  # older spellings that users' scripts may still call
 
 
 COMMANDS = (
     Command("check", "parse and type-check .rubric files", "tracec.cli.check"),
     Command("compile", "compile a rubric and warm the kernel cache", "tracec.cli.compile"),
     Command("explain", "print the operator table and the lowered IR", "tracec.cli.explain"),
-    Command("eval", "operators, rewards, returns and advantages per step", "tracec.cli.eval"),
+    Command("score", "a rubric's operators, rewards, returns and advantages per step of trajectories",
+            "tracec.cli.score", aliases=("eval",)),
     Command("convert", "trajectories between JSONL, Parquet and Arrow IPC, by suffix", "tracec.cli.convert"),
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
@@ -84,7 +86,7 @@ def entry() -> None:
 def _chosen(argv: list[str]) -> Command | None:
     """The command the arguments name: the first one that is not an option (the top level takes no values)."""
     first = next((arg for arg in argv if not arg.startswith("-")), None)
-    return next((command for command in COMMANDS if command.name == first), None)
+    return next((command for command in COMMANDS if first in (command.name, *command.aliases)), None)
 
 
 def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.ArgumentParser:
@@ -95,7 +97,7 @@ def _parser(chosen: Command | None, module: ModuleType | None) -> argparse.Argum
                         help="let the libraries' own warnings and progress bars through (transformers, torch, peft)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        sub = commands.add_parser(command.name, aliases=command.aliases, help=command.help, description=command.help)
         if command is chosen and module is not None:
             module.add_arguments(sub)
     return parser

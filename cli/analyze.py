@@ -25,11 +25,11 @@ from tracec.trace_rl.llm.chat import SamplingBackend
 from tracec.trace_rl.llm.options import BackendChoiceError, BackendSettings
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
-from tracec.trace_rl.trace.analysis.cases import CaseError
-from tracec.trace_rl.trace.analysis.dictionary import DictionaryError
-from tracec.trace_rl.trace.analysis.label import LabelingFailed
-from tracec.trace_rl.trace.analysis.runs import RUN_FILES, RunFileError
-from tracec.trace_rl.trace.usage import UsageProblem
+from tracec.trace_rl.targeting.analysis.cases import CaseError
+from tracec.trace_rl.targeting.analysis.dictionary import DictionaryError
+from tracec.trace_rl.targeting.analysis.label import LabelingFailed
+from tracec.trace_rl.targeting.analysis.runs import RUN_FILES, RunFileError
+from tracec.trace_rl.targeting.usage import UsageProblem
 
 from tracec.arguments import integer, number
 
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _commands() -> ModuleType:
     """What the steps do, imported once the arguments are checked (it imports the compiler and numpy)."""
-    from tracec.trace_rl.trace.analysis import commands
+    from tracec.trace_rl.targeting.analysis import commands
 
     return commands
 

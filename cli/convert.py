@@ -1,6 +1,6 @@
 """`tracec convert T.jsonl -o T.parquet`: trajectories between JSONL, Parquet and Arrow IPC, formats by suffix.
 
-What is read is checked as `tracec eval` would check it (located errors, nothing written); the output is written whole
+What is read is checked as `tracec score` would check it (located errors, nothing written); the output is written whole
 or not at all, and never over the input (the same file, or a link to it). The logic is
 `tracec.runtime.facts.trajectories.files.convert_trajectories`.
 """

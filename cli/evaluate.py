@@ -35,11 +35,11 @@ from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.paths import input_file, work_folder
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.policy.catalog import ModelError
-from tracec.trace_rl.trace.adapters import AdapterError
-from tracec.trace_rl.trace.evaluate import EvalError
-from tracec.trace_rl.trace.pipeline import layout
-from tracec.trace_rl.trace.pipeline.config import EvaluateSection, Tau2TargetSection
-from tracec.trace_rl.trace.routing import RouteError, RouteOption, RoutingSettings
+from tracec.trace_rl.targeting.adapters import AdapterError
+from tracec.trace_rl.targeting.evaluate import EvalError
+from tracec.trace_rl.targeting.pipeline import layout
+from tracec.trace_rl.targeting.pipeline.config import EvaluateSection, Tau2TargetSection
+from tracec.trace_rl.targeting.routing import RouteError, RouteOption, RoutingSettings
 
 from tracec.arguments import integer, number, torch_device
 from tracec.config_io import ConfigError, FieldError, read_toml, to_dict
@@ -107,9 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.evaluate import checked_conditions, evaluate, policy_conditions
-    from tracec.trace_rl.trace.routing import Router
+    from tracec.trace_rl.targeting.adapters import BaseModelUser
+    from tracec.trace_rl.targeting.evaluate import checked_conditions, evaluate, policy_conditions
+    from tracec.trace_rl.targeting.routing import Router
 
     target = target_from_args(args)
     out = work_folder(args.output)
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         chosen = checked_conditions(named, list(choice.adapters), routing=choice.options is not None)
     except ValueError as error:
         raise UsageError(f"--conditions: {error}") from None
-    from tracec.trace_rl.trace.pipeline.targets import target_domains  # the environments: torch, textworld
+    from tracec.trace_rl.targeting.pipeline.targets import target_domains  # the environments: torch, textworld
 
     user = BaseModelUser()  # the environments are built (their files read) first; the model joins once loaded
     domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=user)
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 def target_from_args(args: argparse.Namespace) -> Any:
     from tracec.trace_rl.envs.config import TextWorldEnvSection
-    from tracec.trace_rl.trace.pipeline.config import TargetSection, Tau2TargetSection
+    from tracec.trace_rl.targeting.pipeline.config import TargetSection, Tau2TargetSection
 
     if args.target == "capability" and not args.env:
         raise UsageError("--target capability: name its environments, --env FILE.rubric (one a domain)")
@@ -196,8 +196,8 @@ def model_choice(args: argparse.Namespace) -> ModelChoice:
     """The base model, its adapters (each folder checked to hold a whole adapter, never looked up online) and the
     routing options the arguments name, the run's settings filling what they leave out; nothing loads torch."""
     from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
-    from tracec.trace_rl.trace.adapters import adapter_config
-    from tracec.trace_rl.trace.routing import read_options
+    from tracec.trace_rl.targeting.adapters import adapter_config
+    from tracec.trace_rl.targeting.routing import read_options
 
     run = read_toml(str(input_file(args.run / layout.CONFIG)))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")
@@ -218,7 +218,7 @@ def model_choice(args: argparse.Namespace) -> ModelChoice:
 
 def load_model(choice: ModelChoice) -> Any:
     """The base model with the adapters loaded, on the chosen engine (torch, transformers: seconds)."""
-    from tracec.trace_rl.trace.peft_adapters import load_adapter_model
+    from tracec.trace_rl.targeting.peft_adapters import load_adapter_model
 
     return load_adapter_model(choice.name, choice.adapters, engine=choice.engine, device=choice.device,
                               dtype=choice.dtype, max_new_tokens=choice.max_new_tokens)
@@ -227,7 +227,7 @@ def load_model(choice: ModelChoice) -> Any:
 def routing_from_args(args: argparse.Namespace) -> tuple[Any, list[Any], Path | None]:
     """The routing settings of `--top-p` and `--retrieve-k` (else the run's `[routing]`), the index of `--index`
     (else the run's `route/index.jsonl`) when retrieval is on, and its path; read before the model loads."""
-    from tracec.trace_rl.trace.retrieval import read_index
+    from tracec.trace_rl.targeting.retrieval import read_index
 
     run = read_toml(str(input_file(args.run / layout.CONFIG)))[0] if args.run is not None else {}
     section = _table(run, "routing")

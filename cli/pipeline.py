@@ -16,13 +16,13 @@ from tracec.cli.analyze import USER_ERRORS as ANALYSIS_ERRORS
 from tracec.cli.errors import EXIT_OK
 from tracec.cli.paths import input_file, work_folder
 from tracec.trace_rl.llm.options import BackendChoiceError
-from tracec.trace_rl.trace.adapters import AdapterError
-from tracec.trace_rl.trace.evaluate import EvalError
-from tracec.trace_rl.trace.pipeline import layout
-from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
-from tracec.trace_rl.trace.routing import RouteError
-from tracec.trace_rl.trace.synth.reference import MissingReference
+from tracec.trace_rl.targeting.adapters import AdapterError
+from tracec.trace_rl.targeting.evaluate import EvalError
+from tracec.trace_rl.targeting.pipeline import layout
+from tracec.trace_rl.targeting.pipeline.config import load_pipeline_config
+from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
+from tracec.trace_rl.targeting.routing import RouteError
+from tracec.trace_rl.targeting.synth.reference import MissingReference
 
 from tracec.config_io import ConfigError
 from tracec.throttle import Throttle
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_pipeline_config(input_file(args.config), args.overrides)
     out = work_folder(args.out or Path(config.run.out))
     # After the config and the folder: the steps import torch, transformers and textworld.
-    from tracec.trace_rl.trace.pipeline.run import run_pipeline
+    from tracec.trace_rl.targeting.pipeline.run import run_pipeline
 
     result = run_pipeline(config, out=out, report=_say, detail=_say if args.verbose else Throttle(_say, 10.0))
     table = result.out / layout.EVALUATE / layout.EVALUATION_TABLE

@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tracec.trace_rl.trace.adapters import BaseModelUser
-    from tracec.trace_rl.trace.routing import Router
+    from tracec.trace_rl.targeting.adapters import BaseModelUser
+    from tracec.trace_rl.targeting.routing import Router
 
     if (args.task is None) == (args.target is None):
         raise UsageError("give the task: --task TEXT (or @FILE), or --target ... --seed N")
@@ -95,7 +95,7 @@ def _task_text(task: str) -> str:
 
 
 def _domain(target: Any, seed: int, user: Any) -> Any:
-    from tracec.trace_rl.trace.pipeline.targets import target_domains  # the environments: torch, textworld
+    from tracec.trace_rl.targeting.pipeline.targets import target_domains  # the environments: torch, textworld
 
     (domain,) = target_domains(target, first_seed=seed, tasks=1, user=user)
     return domain

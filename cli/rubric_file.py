@@ -1,5 +1,5 @@
-"""What `compile`, `explain` and `eval` share: the rubric file argument and the backends; `load` compiles the
-rubric it names for the commands that need no scorer (`eval` makes one: `RubricScorer.from_source`)."""
+"""What `compile`, `explain` and `score` share: the rubric file argument and the backends; `load` compiles the
+rubric it names for the commands that need no scorer (`score` makes one: `RubricScorer.from_source`)."""
 
 from __future__ import annotations
 

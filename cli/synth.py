@@ -26,17 +26,17 @@ from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.options import BackendChoiceError
 from tracec.trace_rl.llm.repair import RepairFailed
 from tracec.trace_rl.policy.catalog import ModelError
-from tracec.trace_rl.trace.analysis.cases import CaseError
-from tracec.trace_rl.trace.synth.reference import LIBRARY, MissingReference
-from tracec.trace_rl.trace.usage import UsageProblem
+from tracec.trace_rl.targeting.analysis.cases import CaseError
+from tracec.trace_rl.targeting.synth.reference import LIBRARY, MissingReference
+from tracec.trace_rl.targeting.usage import UsageProblem
 
 from tracec.arguments import integer, number
 
 __all__ = ["USAGE_ERRORS", "USER_ERRORS", "add_arguments", "run"]
 USAGE_ERRORS = (BackendChoiceError, UsageProblem)
 # SynthFailed is named, not imported: its module is loaded only when a step runs (`--help` never pays for it).
-USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, "tracec.trace_rl.trace.synth.commands:SynthFailed",
-               MissingReference, "tracec.trace_rl.trace.synth.tool_schemas:ToolsFileError")
+USER_ERRORS = (CaseError, LLMError, RepairFailed, ModelError, "tracec.trace_rl.targeting.synth.commands:SynthFailed",
+               MissingReference, "tracec.trace_rl.targeting.synth.tool_schemas:ToolsFileError")
 
 
 def add_arguments(synth: argparse.ArgumentParser) -> None:
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                 args.env)
         output_file(args.output, inputs=[path for path in read if path is not None])
     llm = backend_settings(args)  # flags that name no usable backend: said before any input is read
-    from tracec.trace_rl.trace.synth import commands
+    from tracec.trace_rl.targeting.synth import commands
 
     if args.step == "env":
         return commands.env(

@@ -9,7 +9,7 @@ copied anywhere (`write_artifact`, behind `tracec compile --backend c -o OUT`) l
 beside it and without a compiler. A library is plain C with no Python in it: built by one call of the C compiler
 (`$CC`, else the compiler Python was built with, else `cc`), without Python's headers or setuptools (a tenth of a
 second instead of half a second), and opened with ctypes, which needs no module name, so an artifact may be renamed
-freely, and costs a process nothing (cffi's C parser took 35 ms of every `tracec eval`). A missing or failing
+freely, and costs a process nothing (cffi's C parser took 35 ms of every `tracec score`). A missing or failing
 compiler is a `BuildError` saying which command failed.
 
 Left out: cross-compilation and CPU-specific flags (an artifact runs on any x86-64 of the same libc).

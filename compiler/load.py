@@ -1,7 +1,8 @@
 """The front end in one call: a rubric's source parsed, checked, its rubric chosen (the one named, or the file's only
-one) and compiled. `compile`, `explain`, `eval` and the trainer's preflight all start here.
+one) and compiled. `compile`, `explain`, `score` and the trainer's preflight all start here.
 
-`chosen_declaration` is the rule for any kind of declaration a command picks from a file, with its one message.
+`chosen_declaration` is the rule for any kind of declaration a command picks from a file (a rubric here, an
+environment in `trace_rl.envs.capability`, a schema in `synth rubric`), with its one message.
 Left out: reading the file (the caller's, so that a path that cannot be read is said in its own words) and kernels
 (`tracec.compiler.backends`).
 """
@@ -32,6 +33,8 @@ def chosen_declaration(declared: Mapping[str, D], name: str | None, kind: str, p
     """The `kind` declaration called `name` among a file's `declared`, or, where no name is given, the file's only
     one; else a CheckError that lists the names the file has (`how_to_name` says where a name is given)."""
     names = ", ".join(sorted(declared)) or "none"
+    if not declared and name is None:
+        raise CheckError([Diagnostic(path, NOWHERE, f"this file declares no {kind}")])
     if name is None:
         if len(declared) != 1:
             message = f"name the {kind} to use; this file has: {names}{how_to_name}"

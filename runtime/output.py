@@ -1,7 +1,7 @@
-"""Evaluations to disk: JSONL, or Parquet when the file name ends in `.parquet`; written atomically, so an error
+"""Scored batches to disk: JSONL, or Parquet when the file name ends in `.parquet`; written atomically, so an error
 halfway leaves the old file (or none), never half a file.
 
-`write_evaluation` writes an `Evaluation` per step (episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S,
+`write_scores` writes a `ScoredBatch` per step (episode, task, t, ops {name: 0|1}, r_F, r_B, r_TRCA, R, A_E, A_S,
 A) straight from its arrays: the Parquet table is built column by column (`ops` a struct of one uint8 column per
 operator, the rewards float64 columns, episode and task gathered from the per-episode strings), and JSONL is
 formatted a chunk of steps at a time into the stream, each line exactly `json.dumps` of that step's record. Output is
@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tracec.dsl.errors import NOWHERE, DataError, Diagnostic
-from tracec.runtime.evaluation import Evaluation
 from tracec.runtime.facts.arrow_numpy import from_numpy, strings
+from tracec.runtime.scored_batch import ScoredBatch
 
 from tracec.atomic import atomic_open, atomic_path
 
@@ -31,26 +31,26 @@ OUTPUT_SUFFIXES = (".jsonl", ".parquet")
 _LINES_PER_CHUNK = 4096
 
 
-def write_evaluation(result: Evaluation, path: str | os.PathLike[str]) -> None:
+def write_scores(result: ScoredBatch, path: str | os.PathLike[str]) -> None:
     """Every step of `result` to `path` (JSONL or Parquet by its suffix); DataError for a non-finite reward."""
     _check_finite(result, os.fspath(path))
     if Path(path).suffix == ".parquet":
-        table = evaluation_table(result)
+        table = scores_table(result)
         with atomic_path(path) as tmp:  # dictionary pages only where values repeat: trying it on floats is waste
             pq.write_table(table, tmp, use_dictionary=["episode", "task"])
         return
     with atomic_open(path) as handle:
-        write_evaluation_lines(result, handle)
+        write_score_lines(result, handle)
 
 
-def write_evaluation_lines(result: Evaluation, handle: IO[str]) -> None:
+def write_score_lines(result: ScoredBatch, handle: IO[str]) -> None:
     """Every step of `result` as one JSON object a line, into an open text stream (stdout, say)."""
     _check_finite(result, "<stdout>")
-    for lines in _evaluation_lines(result):
+    for lines in _score_lines(result):
         handle.write(lines)
 
 
-def evaluation_table(result: Evaluation) -> pa.Table:
+def scores_table(result: ScoredBatch) -> pa.Table:
     """The per-step table of `result`, built from its arrays."""
     batch, n = result.batch, result.batch.n_transitions
     step_episode = _episode_of_step(batch.episode_offsets)
@@ -74,7 +74,7 @@ def _episode_of_step(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(offsets.size - 1, dtype=np.int64), np.diff(offsets))
 
 
-def _check_finite(result: Evaluation, path: str) -> None:
+def _check_finite(result: ScoredBatch, path: str) -> None:
     for name in REWARDS:
         values = getattr(result.rewards, name)
         bad = np.flatnonzero(~np.isfinite(values))
@@ -87,7 +87,7 @@ def _check_finite(result: Evaluation, path: str) -> None:
             raise DataError([Diagnostic(path, NOWHERE, message.encode("utf-8", "backslashreplace").decode())])
 
 
-def _evaluation_lines(result: Evaluation) -> Iterator[str]:
+def _score_lines(result: ScoredBatch) -> Iterator[str]:
     """The JSONL text of `result`, a chunk of steps at a time: what `json.dumps(record)` gives, built per column."""
     batch = result.batch
     offsets = batch.episode_offsets

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.evaluation import Evaluation
+from tracec.runtime.scored_batch import ScoredBatch
+from tracec.runtime.scoring import RubricScorer
 
 
-def firings(scorer: RubricScorer, result: Evaluation) -> dict[str, dict[str, int]]:
+def firings(scorer: RubricScorer, result: ScoredBatch) -> dict[str, dict[str, int]]:
     """operator -> {episode: how many of its steps the operator fired on}."""
     offsets = result.batch.episode_offsets
     counts: dict[str, dict[str, int]] = {op.name: {} for op in scorer.compiled.operators}
@@ -26,7 +26,7 @@ def firings(scorer: RubricScorer, result: Evaluation) -> dict[str, dict[str, int
     return counts
 
 
-def assert_invalidity_profile(scorer: RubricScorer, result: Evaluation, gold: Iterable[str],
+def assert_invalidity_profile(scorer: RubricScorer, result: ScoredBatch, gold: Iterable[str],
                               others: Iterable[str]) -> dict[str, dict[str, int]]:
     """No Invalidity operator fires on a `gold` episode; each fires on some episode of `others`."""
     gold, others = set(gold), set(others)

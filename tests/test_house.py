@@ -25,7 +25,7 @@ LAYERS = (
     ("tracec.trace_rl.envs",),
     ("tracec.trace_rl.rollouts",),
     ("tracec.trace_rl.grpo",),
-    ("tracec.trace_rl.trace",),
+    ("tracec.trace_rl.targeting",),
     ("tracec.trace_rl.experiments",),
     ("tracec.cli",),
 )
@@ -101,7 +101,7 @@ LAZY = {
     "tracec.runtime.rewards.fixed_kernels": dict.fromkeys(("tracec.runtime.rewards.advantage_kernels",
                                                            "tracec.runtime.rewards.context_group_kernels",
                                                            "tracec.runtime.rewards.reward_kernels"), _NUMBA),
-    "tracec.trace_rl.trace.synth.commands": {"tracec.trace_rl.llm.backends": "the local LLM imports torch: only "
+    "tracec.trace_rl.targeting.synth.commands": {"tracec.trace_rl.llm.backends": "the local LLM imports torch: only "
                                              "where a model opens, after every input was checked"},
     "tracec.trace_rl.policy.logprobs": {"tracec.trace_rl.policy.logprobs_triton": "Triton's kernels (Triton is an "
                                         "optional extra, see ONE_PLACE); a cycle too: they use this module's TileOps"},

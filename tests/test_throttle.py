@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracec.trace_rl.trace.usage import Ticker
+from tracec.trace_rl.targeting.usage import Ticker
 
 from tracec.throttle import Throttle
 

@@ -6,7 +6,9 @@
 - `envs/`: every environment behind the one protocol (capability environments, TextWorld, tau2-bench), the agent
   loop, tool calls, users and consent;
 - `rollouts/`: multi-turn episodes at the token level, with their samplers (KV cache, vLLM) and turn layout;
-- `grpo/`: the trainer: its config, credit (GRPO or TRCA), loss, learner, checkpoints, data parallelism;
-- `trace/`: the TRACE method: analysis, synthesis, adapters and routing, evaluation, the pipeline;
+- `grpo/`: the trainer: its config, credits (GRPO, TRCA, GiGPO, shaped GRPO, the oracle), loss, learner, checkpoints,
+  data parallelism;
+- `targeting/`: the TRACE method (capability-targeted training): analysis, synthesis, adapters and routing,
+  evaluation, the pipeline;
 - `experiments/`: the demo and the learning experiments on TextWorld task families.
 """

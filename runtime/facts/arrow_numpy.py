@@ -1,7 +1,7 @@
 """Arrow arrays to numpy and back by their buffers, for the trajectory reader and the Parquet writer.
 
 pyarrow's own conversions (`np.asarray(array)`, `to_numpy`, `pa.array`, `pa.scalar`, `fill_null` with a Python
-value) import pandas whenever it is installed, a sixth of a second of every `tracec eval`; these read and write the
+value) import pandas whenever it is installed, a sixth of a second of every `tracec score`; these read and write the
 buffers themselves. They take what the reader meets: numbers and booleans of fixed width, and strings.
 """
 

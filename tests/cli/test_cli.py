@@ -44,7 +44,7 @@ def test_usage_errors_exit_2(files, capsys):
     assert main(["compile", str(rubric), "--backend", "fortran"]) == 2
     assert main(["compile", str(rubric), "--backend", "numba", "-o", "x.so"]) == 2
     assert "use it with --backend c" in capsys.readouterr().err
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", "scores.txt"]) == 2
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", "scores.txt"]) == 2
     assert "must end in .jsonl or .parquet" in capsys.readouterr().err
 
 
@@ -122,7 +122,7 @@ def test_help_lists_every_command_and_imports_only_the_one_that_runs(bake, capsy
     assert "tracec_test_bake" not in sys.modules  # listed from its registration alone
     assert main(["bake", "--help"]) == 0 and "tracec_test_bake" in sys.modules
     code = "import sys; from tracec.cli import main; main(['check', '--help']); print(sorted(m for m in " \
-           "('numba', 'torch', 'pyarrow', 'tracec.runtime.evaluate') if m in sys.modules))"
+           "('numba', 'torch', 'pyarrow', 'tracec.runtime.scoring') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines()[-1] == "[]"
 
@@ -141,10 +141,10 @@ def test_explain_gives_each_operator_its_category_and_weight(files, capsys):
     assert "lift.0: bool = contains(next.note, \"can't\")" in out  # the text test is lifted into a fact
 
 
-def test_eval_writes_one_record_per_step(files, tmp_path):
+def test_score_writes_one_record_per_step(files, tmp_path):
     rubric, trajectories = files
     out = tmp_path / "eval.jsonl"
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(out), "--backend", "interp"]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(out), "--backend", "interp"]) == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 6
     assert set(records[0]) == {"episode", "task", "t", "ops", "r_F", "r_B", "r_TRCA", "R", "A_E", "A_S", "A"}
@@ -153,10 +153,22 @@ def test_eval_writes_one_record_per_step(files, tmp_path):
     assert records[2]["ops"]["stuck"] == 1 and records[2]["r_F"] < 0
 
 
-def test_eval_parquet_matches_jsonl(files, tmp_path):
+def test_the_old_verb_eval_is_score(files, tmp_path, capsys):
     rubric, trajectories = files
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "e.jsonl")]) == 0
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "e.parquet")]) == 0
+    written = []
+    for verb in ("score", "eval"):
+        out = tmp_path / f"{verb}.jsonl"
+        assert main([verb, str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 0
+        written.append(out.read_text())
+    assert written[0] == written[1] and len(written[0].splitlines()) == 6
+    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", "e.csv"]) == 2
+    assert "tracec score: error" in capsys.readouterr().err  # a mistake is named by the verb's one name
+
+
+def test_score_parquet_matches_jsonl(files, tmp_path):
+    rubric, trajectories = files
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "e.jsonl")]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "e.parquet")]) == 0
     rows = pq.read_table(tmp_path / "e.parquet").to_pylist()
     assert rows == [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
 
@@ -168,7 +180,7 @@ def test_a_bad_trajectory_line_leaves_no_output(files, tmp_path, capsys):
     broken = tmp_path / "broken.jsonl"
     lines = trajectories.read_text().splitlines()
     broken.write_text(lines[0] + "\n" + lines[1][:-9] + "\n")
-    assert main(["eval", str(rubric), "--trajectories", str(broken), "-o", str(out)]) == 1
+    assert main(["score", str(rubric), "--trajectories", str(broken), "-o", str(out)]) == 1
     assert f"{broken}:2:" in capsys.readouterr().err
     assert out.read_text() == "previous results\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -272,12 +284,12 @@ def test_auto_builds_the_c_kernel_and_falls_back_to_numba_without_a_compiler(fil
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["compile", str(rubric)]) == 0
     assert "-> c kernel in" in capsys.readouterr().out
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "c.parquet")]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "c.parquet")]) == 0
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("TRACEC_CACHE_DIR", str(tmp_path / "other-cache"))
     assert main(["compile", str(rubric)]) == 0
     assert "-> numba kernel in" in capsys.readouterr().out
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "n.parquet")]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(tmp_path / "n.parquet")]) == 0
     assert pq.read_table(tmp_path / "c.parquet").equals(pq.read_table(tmp_path / "n.parquet"))
     capsys.readouterr()
     assert main(["compile", str(rubric), "--backend", "c"]) == 1

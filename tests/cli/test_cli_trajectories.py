@@ -1,4 +1,4 @@
-"""`tracec eval` on hostile, empty and columnar trajectories: exit 1 with a located message and nothing written, or
+"""`tracec score` on hostile, empty and columnar trajectories: exit 1 with a located message and nothing written, or
 a valid output; never a traceback."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_hostile_trajectories_exit_1_with_a_location_and_write_nothing(rubric, t
     trajectories = tmp_path / "t.jsonl"
     trajectories.write_text(json.dumps(GOOD | {"episode": "first"}) + "\n" + HOSTILE[case] + "\n")
     out = tmp_path / f"out{suffix}"
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 1
+    assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert re.match(rf"{re.escape(str(trajectories))}:\d+:\d+: error: ", err) and "Traceback" not in err, err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -67,7 +67,7 @@ def test_an_empty_trajectory_file_gives_a_valid_empty_output(rubric, tmp_path):
     trajectories.write_text("\n")
     for suffix in (".jsonl", ".parquet"):
         out = tmp_path / f"out{suffix}"
-        assert main(["eval", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 0
+        assert main(["score", str(rubric), "--trajectories", str(trajectories), "-o", str(out)]) == 0
     assert (tmp_path / "out.jsonl").read_text() == ""
     table = pq.read_table(tmp_path / "out.parquet")
     assert table.num_rows == 0 and table.column_names == ["episode", "task", "t", "ops", "r_F", "r_B", "r_TRCA", "R",
@@ -80,9 +80,9 @@ def test_eval_reads_parquet_trajectories_and_writes_jsonl_to_stdout(rubric, tmp_
     trajectories.write_text(json.dumps(GOOD) + "\n")
     assert main(["convert", str(trajectories), "-o", str(tmp_path / "t.parquet")]) == 0
     capsys.readouterr()
-    assert main(["eval", str(rubric), "--trajectories", str(tmp_path / "t.parquet")]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(tmp_path / "t.parquet")]) == 0
     from_parquet = capsys.readouterr().out
-    assert main(["eval", str(rubric), "--trajectories", str(trajectories)]) == 0
+    assert main(["score", str(rubric), "--trajectories", str(trajectories)]) == 0
     assert capsys.readouterr().out == from_parquet
     assert json.loads(from_parquet)["ops"] == {"moves": 1, "opens": 0, "stuck": 0}
 
@@ -99,7 +99,7 @@ def test_eval_of_parquet_with_the_c_kernel_imports_neither_pandas_numba_nor_cffi
     trajectories.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD | {"episode": "b", "env_reward": 1.0}) + "\n")
     assert main(["convert", str(trajectories), "-o", str(tmp_path / "t.parquet")]) == 0
     out = tmp_path / "out.parquet"
-    done = subprocess.run([sys.executable, "-c", ENTRY, "eval", str(rubric), "--trajectories",
+    done = subprocess.run([sys.executable, "-c", ENTRY, "score", str(rubric), "--trajectories",
                            str(tmp_path / "t.parquet"), "-o", str(out), "--backend", "c"], capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from tracec.cli import evaluate, main, route
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.trace.pipeline.config import Tau2TargetSection
+from tracec.trace_rl.targeting.pipeline.config import Tau2TargetSection
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = REPO / "examples" / "envs" / "precondition_verification.rubric"
@@ -49,7 +49,7 @@ def no_model(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             raise AssertionError(f"{what} was reached")
         return refused
 
-    monkeypatch.setattr("tracec.trace_rl.trace.peft_adapters.load_adapter_model", refuse("the model loader"))
+    monkeypatch.setattr("tracec.trace_rl.targeting.peft_adapters.load_adapter_model", refuse("the model loader"))
     monkeypatch.setattr(socket, "getaddrinfo", refuse("the network"))
     monkeypatch.setattr(socket.socket, "connect", refuse("the network"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -155,7 +155,7 @@ def test_a_run_folder_is_read_where_the_pipeline_s_layout_puts_its_files(adapter
                                                                         tmp_path: Path) -> None:
     """`--run`: the model of its config, the adapters of train's and baselines' manifests (folders relative to the
     step's), the routing options and the retrieval index of route, all by `pipeline.layout`'s names."""
-    from tracec.trace_rl.trace.pipeline import layout
+    from tracec.trace_rl.targeting.pipeline import layout
 
     run = tmp_path / "run"
     (run / layout.ROUTE).mkdir(parents=True)

@@ -74,17 +74,17 @@ SHELL_CASES = [
          r"door\.rubric/x\.rubric: error: `door\.rubric` is a file, not a folder"),
     Case("check a folder", lambda d: ["check", "."], 1, r"\.: error: is a folder"),
     Case("explain a missing file", lambda d: ["explain", "no/such.rubric"], 1, r"no/such\.rubric: error: no such file"),
-    Case("eval -o under a regular file", lambda d: _eval(d, "-o", _rubric(d) + "/x.jsonl"), 1,
+    Case("score -o under a regular file", lambda d: _eval(d, "-o", _rubric(d) + "/x.jsonl"), 1,
          r"door\.rubric/x\.jsonl: error: `door\.rubric` is a file, not a folder"),
-    Case("eval -o a folder", lambda d: (d / "out.jsonl").mkdir() or _eval(d, "-o", "out.jsonl"), 1,
+    Case("score -o a folder", lambda d: (d / "out.jsonl").mkdir() or _eval(d, "-o", "out.jsonl"), 1,
          r"out\.jsonl: error: is a folder"),
-    Case("eval -o in a folder that cannot be written", lambda d: _eval(d, "-o", _unwritable(d) + "/e.jsonl"), 1,
+    Case("score -o in a folder that cannot be written", lambda d: _eval(d, "-o", _unwritable(d) + "/e.jsonl"), 1,
          r"/e\.jsonl: error: permission denied"),
-    Case("eval -o with an ending that is no format", lambda d: _eval(d, "-o", "e.csv"), 2,
+    Case("score -o with an ending that is no format", lambda d: _eval(d, "-o", "e.csv"), 2,
          r"e\.csv: the output's name must end in \.jsonl or \.parquet"),
-    Case("eval --trajectories missing", lambda d: ["eval", _rubric(d), "--trajectories", "none.jsonl"], 1,
+    Case("score --trajectories missing", lambda d: ["score", _rubric(d), "--trajectories", "none.jsonl"], 1,
          r"none\.jsonl: error: no such file"),
-    Case("eval --trajectories a folder", lambda d: ["eval", _rubric(d), "--trajectories", "."], 1,
+    Case("score --trajectories a folder", lambda d: ["score", _rubric(d), "--trajectories", "."], 1,
          r"\.: error: is a folder"),
     Case("compile -o under a regular file",
          lambda d: ["compile", _rubric(d), "--backend", "c", "-o", _a_file(d) + "/k.so"], 1,
@@ -164,7 +164,7 @@ ACCEPTED_OR_LOCATED = rf"(\"episode\"|e\.parquet: \d+ steps|{LOCATED_DATA})"  # 
 INPUT_CASES = [
     *[Case(f"{command} a .rubric that is not UTF-8", (lambda d, c=command: [c, _rubric(d, NOT_UTF8)]), 1,
            r"door\.rubric:9:\d+: error: .*UTF-8") for command in ("check", "explain", "compile")],
-    Case("eval a .rubric that is not UTF-8", lambda d: ["eval", _rubric(d, NOT_UTF8), "--trajectories",
+    Case("score a .rubric that is not UTF-8", lambda d: ["score", _rubric(d, NOT_UTF8), "--trajectories",
                                                        _trajectories(d)], 1, r"door\.rubric:9:\d+: error: .*UTF-8"),
     Case("env a .rubric that is not UTF-8", lambda d: ["env", _rubric(d, b"environment e \"\xff\" {}")], 1,
          r"door\.rubric:1:\d+: error: .*UTF-8"),
@@ -175,19 +175,19 @@ INPUT_CASES = [
     Case("check 20,000 terms joined by and", lambda d: ["check", _rubric(d, _flat(20_000, "and"))], (0, 1),
          OK_OR_LOCATED),
     Case("check 20,000 terms joined by +", lambda d: ["check", _rubric(d, _flat(20_000, "+"))], (0, 1), OK_OR_LOCATED),
-    Case("eval 20,000 terms joined by and", lambda d: _eval(d, "-o", "e.jsonl", rubric=_flat(20_000, "and")), (0, 1),
+    Case("score 20,000 terms joined by and", lambda d: _eval(d, "-o", "e.jsonl", rubric=_flat(20_000, "and")), (0, 1),
          SCORED_OR_LOCATED),
     Case("check nesting 100,000 deep", lambda d: ["check", _rubric(d, _nested(100_000))], (0, 1), OK_OR_LOCATED),
-    Case("eval nesting 100,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=_nested(100_000)), (0, 1),
+    Case("score nesting 100,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=_nested(100_000)), (0, 1),
          SCORED_OR_LOCATED),
-    Case("eval `not` nested 20,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=DOOR_RUBRIC.replace(
+    Case("score `not` nested 20,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=DOOR_RUBRIC.replace(
         "act.verb == wait", "not " * 20_000 + "act.verb == wait")), (0, 1), SCORED_OR_LOCATED),
-    Case("eval an env_reward of 400 digits", lambda d: _eval(d, trajectories=_jsonl_with(("env_reward",), "9" * 400)),
+    Case("score an env_reward of 400 digits", lambda d: _eval(d, trajectories=_jsonl_with(("env_reward",), "9" * 400)),
          1, LOCATED_DATA),
-    Case("eval a number of 5,000 digits", lambda d: _eval(d, trajectories=LONG_TASK), 1,
+    Case("score a number of 5,000 digits", lambda d: _eval(d, trajectories=LONG_TASK), 1,
          rf"^t\.jsonl:1:{LONG_TASK[0].index('1' * 5000) + 1}: error: episode a: `task` is a number of 5,000 digits; "
          r"a number may have at most 4,300\n"),
-    Case("eval a number of 5,000 digits in a fact", lambda d: _eval(d, trajectories=LONG_FACT), 1,
+    Case("score a number of 5,000 digits in a fact", lambda d: _eval(d, trajectories=LONG_FACT), 1,
          rf"^t\.jsonl:1:{LONG_FACT[0].index('-1111') + 1}: error: episode a: `states\[1\]\.open\[0\]` is a number "
          r"of 5,000 digits; a number may have at most 4,300\n"),
     *[Case(f"eval a first line {first!r} (pyarrow's reader crashed on null)", (lambda d, f=first: _eval(
@@ -195,29 +195,29 @@ INPUT_CASES = [
            rf"^t\.jsonl:1:1: error: expected a JSON object \(one episode a line\), got {re.escape(shown)}\n")
       for first, shown in (("null", "null"), ("[null]", "[null]"), ("true", "true"), ("5", "5"),
                            ("\ufeffnull", "null"), (" \tnull", "null"))],
-    Case("eval null after a good line", lambda d: _eval(d, trajectories=[json.dumps(DOOR_EPISODES[0]), "null"]), 1,
+    Case("score null after a good line", lambda d: _eval(d, trajectories=[json.dumps(DOOR_EPISODES[0]), "null"]), 1,
          r"^t\.jsonl:2:1: error: expected a JSON object \(one episode a line\), got null\n"),
-    Case("eval two episodes on one line", lambda d: _eval(d, trajectories=[
+    Case("score two episodes on one line", lambda d: _eval(d, trajectories=[
         json.dumps(DOOR_EPISODES[0]) + " " + json.dumps(DOOR_EPISODES[1])]), 1,
          r"^t\.jsonl:1:\d+: error: malformed JSON: Extra data\n"),
-    Case("eval one episode over two lines", lambda d: _eval(d, trajectories=json.dumps(DOOR_EPISODES[0]).split(
+    Case("score one episode over two lines", lambda d: _eval(d, trajectories=json.dumps(DOOR_EPISODES[0]).split(
         ", ", 1)), 1, r"^t\.jsonl:1:\d+: error: malformed JSON: "),
-    Case("eval arrays nested 100,000 deep", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score arrays nested 100,000 deep", lambda d: _eval(d, trajectories=_jsonl_with(
         ("states", 0, "open"), "[" * 100_000 + "]" * 100_000)), 1, LOCATED_DATA),
-    Case("eval a lone surrogate in an entity", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score a lone surrogate in an entity", lambda d: _eval(d, trajectories=_jsonl_with(
         ("states", 0, "room"), '"\\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("eval a lone surrogate in a set", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score a lone surrogate in a set", lambda d: _eval(d, trajectories=_jsonl_with(
         ("states", 1, "open"), '["\\ud800"]')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("eval a lone surrogate in text a regex reads", lambda d: _eval(d, rubric=MATCHES, trajectories=_jsonl_with(
+    Case("score a lone surrogate in text a regex reads", lambda d: _eval(d, rubric=MATCHES, trajectories=_jsonl_with(
         ("states", 1, "note"), '"can\'t \\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("eval a lone surrogate in an episode id, to Parquet",
+    Case("score a lone surrogate in an episode id, to Parquet",
          lambda d: _eval(d, "-o", "e.parquet", trajectories=_jsonl_with(("episode",), '"\\ud800"')), (0, 1),
          ACCEPTED_OR_LOCATED),
-    Case("eval records that share no field with the schema",
+    Case("score records that share no field with the schema",
          lambda d: _eval(d, trajectories=[json.dumps({"episode": "x", "states": [{"hp": 1}, {"hp": 2}],
                                                       "actions": [{"cmd": "hit"}], "env_reward": 1.0})]),
          (0, 1), r"t\.jsonl"),  # reported: an error, or a warning on stderr beside the scores
-    Case("eval an episode id used twice",
+    Case("score an episode id used twice",
          lambda d: _eval(d, trajectories=[json.dumps(door_episode("a", "t", ["go"], 0))] * 2), (0, 1), r"t\.jsonl:2"),
     Case("a lone \\r is an error at its place, quoting its line up to it", lambda d: ["check", _rubric(d, LONE_CR)],
          1, rf"^door\.rubric:{LONE_CR_LINE}:7: error: a carriage return \(\\r\) not followed by a newline; lines end "

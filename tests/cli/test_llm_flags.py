@@ -34,10 +34,10 @@ def test_tries_max_tokens_and_temperature_are_left_to_the_command() -> None:
 def test_one_tries_default_for_every_command_and_config() -> None:
     """`synth rubric` once tried 4 times where every other command and the pipeline's `[llm]` tried 3."""
     from tracec.cli import analyze, synth
-    from tracec.trace_rl.trace.analysis.discover import DiscoverSettings
-    from tracec.trace_rl.trace.analysis.label import LabelSettings
-    from tracec.trace_rl.trace.pipeline.config import LLMSection
-    from tracec.trace_rl.trace.synth.env import EnvSettings
+    from tracec.trace_rl.targeting.analysis.discover import DiscoverSettings
+    from tracec.trace_rl.targeting.analysis.label import LabelSettings
+    from tracec.trace_rl.targeting.pipeline.config import LLMSection
+    from tracec.trace_rl.targeting.synth.env import EnvSettings
 
     defaults = set()
     steps = {analyze: (["discover", "t.jsonl", "-o", "c.json"], ["label", "t.jsonl", "--rubric", "r", "-o", "o"]),

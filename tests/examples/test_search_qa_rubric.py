@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from rubric_checks import assert_invalidity_profile
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 # (topic, question, answer): the documents about a topic name it, in lower case, and hold the answer.
@@ -103,7 +103,7 @@ def played(tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("search_qa") / "episodes.jsonl"
     write_records(gold + others, path)
     scorer = RubricScorer.from_file(shipped_examples() / "search_qa.rubric", backend="interp")
-    return scorer, scorer.evaluate(path), gold, others
+    return scorer, scorer.score(path), gold, others
 
 
 def test_gold_is_never_punished_and_random_play_is(played):

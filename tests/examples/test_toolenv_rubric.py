@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from rubric_checks import assert_invalidity_profile
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs.agent import Agent, Message, run_episode
 from tracec.trace_rl.envs.capability import load_environment
-from tracec.trace_rl.envs.capability.episode import Environment
+from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment
 from tracec.trace_rl.envs.capability.validate import GoldAgent, RandomAgent
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -32,7 +32,7 @@ class SloppyAgent:
         return self.random_agent.act(messages)
 
 
-def _play(env: Environment, seed: int, agent: Agent) -> None:
+def _play(env: CapabilityEnvironment, seed: int, agent: Agent) -> None:
     run_episode(env, agent, seed, env.max_steps)
     assert env.done
 
@@ -43,20 +43,20 @@ def played(tmp_path_factory: pytest.TempPathFactory):
     for path in sorted((EXAMPLES / "envs").glob("*.rubric")):
         program = load_environment(str(path))
         for seed in SEEDS:
-            env = Environment(program)
+            env = CapabilityEnvironment(program)
             _play(env, seed, GoldAgent(env))
             assert env.scores().reward == 1.0
             records.append(env.trajectory(f"gold-{program.name}-{seed}"))
             gold.append(records[-1]["episode"])
             rng = random.Random(f"{program.name}/{seed}")
-            env = Environment(program)
+            env = CapabilityEnvironment(program)
             _play(env, seed, SloppyAgent(RandomAgent(env), rng))
             records.append(env.trajectory(f"random-{program.name}-{seed}"))
             others.append(records[-1]["episode"])
     out = tmp_path_factory.mktemp("toolenv") / "episodes.jsonl"
     write_records(records, out)
     scorer = RubricScorer.from_file(EXAMPLES / "toolenv.rubric", backend="interp")
-    return scorer, scorer.evaluate(out), gold, others
+    return scorer, scorer.score(out), gold, others
 
 
 def test_gold_solutions_are_never_punished_and_random_calls_are(played):

@@ -1,5 +1,5 @@
 """A coverage-guided fuzz of the JSONL readers with atheris, for runs longer than test_reader_fuzz.py's: each input
-is a trajectory file that `tracec eval` reads each way of `reader_paths` in this process. A disagreement raises, a
+is a trajectory file that `tracec score` reads each way of `reader_paths` in this process. A disagreement raises, a
 crash kills the process; libFuzzer saves either input as `crash-*` (docs/trajectories.md, "Fuzzing the reader").
 atheris is not one of the project's dependencies:
 

@@ -1,4 +1,4 @@
-"""`tracec eval` of one trajectory file by each way of reading JSONL, side by side, for the reader fuzz tests
+"""`tracec score` of one trajectory file by each way of reading JSONL, side by side, for the reader fuzz tests
 (test_reader_fuzz.py, and the longer atheris run of fuzz_reader.py; docs/trajectories.md, "Fuzzing the reader").
 
 The ways: `fast` is the command as it runs (Arrow's JSON reader, the line reader for whatever it declines); `lines`
@@ -49,13 +49,13 @@ def _declined(path: str, plan: object) -> None:
 
 
 def evaluate(rubric: Path, trajectories: Path, way: str) -> Answer:
-    """`tracec eval RUBRIC --trajectories T` read the given way, in this process."""
+    """`tracec score RUBRIC --trajectories T` read the given way, in this process."""
     trajectory_files.json_table = _FAST_TABLE if way == "fast" else _declined  # type: ignore[assignment]
     columns._gather = _GATHER if way != "python" else None
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["eval", str(rubric), "--trajectories", str(trajectories), "--backend", "interp"])
+            code = main(["score", str(rubric), "--trajectories", str(trajectories), "--backend", "interp"])
     finally:
         trajectory_files.json_table, columns._gather = _FAST_TABLE, _GATHER
     return code, out.getvalue(), err.getvalue()

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from numerics import standardized_tolerance, tolerance
 from tracec.compiler.backends import compile_kernel
 from tracec.compiler.load import load_rubric
-from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.evaluation import Evaluation
 from tracec.runtime.facts.trajectories.jsonl import Episode
+from tracec.runtime.scored_batch import ScoredBatch
+from tracec.runtime.scoring import RubricScorer
 
 SOURCE = """
 schema walk { state { room: entity } action { go: bool } }
@@ -94,7 +94,7 @@ def scorer(request: pytest.FixtureRequest) -> RubricScorer:
     return RubricScorer(compiled, compile_kernel(compiled.program, request.param, None))
 
 
-def _check(result: Evaluation, episodes: list[Episode]) -> None:
+def _check(result: ScoredBatch, episodes: list[Episode]) -> None:
     steps = [(e, t) for e, episode in enumerate(episodes) for t in range(len(episode.actions))]
     returns = [r for episode in episodes for r in _exact_returns(episode)]
     rewards = result.rewards
@@ -140,14 +140,14 @@ FLAT = [_episode(f"e{i}", "t", ["a"], [False], 1e300) for i in range(7)]  # 7 * 
 @example(FLAT)
 def test_advantages_are_the_exact_formulas_beside_huge_outcomes(scorer: RubricScorer,
                                                                  episodes: list[Episode]) -> None:
-    _check(scorer.evaluate(episodes), episodes)
+    _check(scorer.score(episodes), episodes)
 
 
 def test_a_step_group_beside_a_huge_outcome_keeps_its_advantages(scorer: RubricScorer) -> None:
     """Issue 20: the 2.0 / 3.5 step group got 0 beside an episode at 1e300 (scaled by 2^-600 with it, its squares
     underflowed), where with 100.0 in place of 1e300 it gets -1 and +1 (less eps)."""
     for outcome in (1e300, 100.0):
-        result = scorer.evaluate([replace(ISSUE[0], env_reward=outcome), *ISSUE[1:]])
+        result = scorer.score([replace(ISSUE[0], env_reward=outcome), *ISSUE[1:]])
         np.testing.assert_allclose(result.rewards.A_S, [0.0, -1 / (1 + 1e-6 / 0.75), 1 / (1 + 1e-6 / 0.75)],
                                    atol=standardized_tolerance([2.0, 3.5], 1e-6), rtol=0)
-    assert scorer.evaluate(FLAT).rewards.A_E.tolist() == [0.0] * 7
+    assert scorer.score(FLAT).rewards.A_E.tolist() == [0.0] * 7

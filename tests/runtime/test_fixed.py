@@ -209,7 +209,7 @@ def test_a_fresh_process_with_empty_caches_compiles_no_fixed_kernel(tmp_path: Pa
     trajectories = tmp_path / "household.jsonl"
     trajectories.write_text("".join(json.dumps(episode) + "\n" for episode in HOUSEHOLD))
     env = {**os.environ, **{name: str(folder) for name, folder in caches.items()}}
-    done = subprocess.run([sys.executable, "-c", ENTRY, "eval", str(REPO / "examples" / "household.rubric"),
+    done = subprocess.run([sys.executable, "-c", ENTRY, "score", str(REPO / "examples" / "household.rubric"),
                            "--trajectories", str(trajectories), "--backend", "c"], env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

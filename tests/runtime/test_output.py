@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from tracec.dsl.errors import DataError
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.jsonl import Episode
 from tracec.runtime.facts.trajectories.records import write_records
-from tracec.runtime.output import write_evaluation
+from tracec.runtime.output import write_scores
+from tracec.runtime.scoring import RubricScorer
 
 SOURCE = """
 schema chat { state { solved: bool } action { tool: entity  ok: bool } }
@@ -39,18 +39,18 @@ def _episodes() -> list[Episode]:
 
 @pytest.fixture(scope="module")
 def result():
-    return RubricScorer.from_source(SOURCE, backend="interp").evaluate(_episodes())
+    return RubricScorer.from_source(SOURCE, backend="interp").score(_episodes())
 
 
 def test_jsonl_lines_are_json_dumps_of_each_record(result, tmp_path: Path) -> None:
     out = tmp_path / "e.jsonl"
-    write_evaluation(result, out)
+    write_scores(result, out)
     assert out.read_text(encoding="utf-8").splitlines() == [json.dumps(r) for r in result.records()]
 
 
 def test_parquet_rows_are_the_records(result, tmp_path: Path) -> None:
     out = tmp_path / "e.parquet"
-    write_evaluation(result, out)
+    write_scores(result, out)
     table = pq.read_table(out)
     assert table.to_pylist() == list(result.records())
     assert table.schema.field("ops").type.num_fields == 3 and str(table.schema.field("A").type) == "double"
@@ -64,7 +64,7 @@ def test_a_non_finite_reward_is_refused_and_nothing_is_written(result, tmp_path:
     out = tmp_path / f"e{suffix}"
     out.write_text("before")
     with pytest.raises(DataError) as caught:
-        write_evaluation(broken, out)
+        write_scores(broken, out)
     assert str(caught.value) == (f"{out}: error: cannot write the results: `A` of episode é2\u2603 step 0 is nan, "
                                  "which is not a finite number")
     assert out.read_text() == "before" and len(list(tmp_path.iterdir())) == 1
@@ -81,9 +81,9 @@ def test_write_records_refuses_nan_rather_than_write_invalid_json(tmp_path: Path
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_an_empty_batch_gives_an_empty_output_with_its_columns(tmp_path: Path, suffix: str) -> None:
-    empty = RubricScorer.from_source(SOURCE, backend="interp").evaluate([])
+    empty = RubricScorer.from_source(SOURCE, backend="interp").score([])
     out = tmp_path / f"e{suffix}"
-    write_evaluation(empty, out)
+    write_scores(empty, out)
     if suffix == ".jsonl":
         assert out.read_text() == ""
     else:

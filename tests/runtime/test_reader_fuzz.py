@@ -1,4 +1,4 @@
-"""Any JSONL through `tracec eval`, read by Arrow's JSON reader (the fast path) and by the line reader with and
+"""Any JSONL through `tracec score`, read by Arrow's JSON reader (the fast path) and by the line reader with and
 without the C gatherer, in a child process: the same scores or the same located error, and never a crash.
 
 Issue 20 §1: a first line `null` killed the process with SIGSEGV inside pyarrow's reader, which is now handed only

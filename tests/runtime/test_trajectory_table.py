@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracec.cli import main
 from tracec.dsl.errors import DataError
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.files import convert_trajectories, read_facts
 from tracec.runtime.facts.trajectories.jsonl import read_trajectories
-from tracec.runtime.output import write_evaluation
+from tracec.runtime.output import write_scores
+from tracec.runtime.scoring import RubricScorer
 
 RUBRIC = """
 schema room {
@@ -114,23 +114,23 @@ def test_every_input_path_gives_identical_results(scorer: RubricScorer, records:
     with tempfile.TemporaryDirectory() as folder:
         jsonl = Path(folder) / "t.jsonl"
         jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        reference = scorer.evaluate(jsonl)
+        reference = scorer.score(jsonl)
         in_memory = read_trajectories(jsonl)
-        results = [scorer.evaluate(in_memory), scorer.evaluate(scorer.fact_batch(in_memory))]
+        results = [scorer.score(in_memory), scorer.score(scorer.fact_batch(in_memory))]
         for suffix in (".parquet", ".arrow"):
             table = Path(folder) / f"t{suffix}"
             convert_trajectories(jsonl, table)
-            results.append(scorer.evaluate(table))
+            results.append(scorer.score(table))
             back = Path(folder) / f"back{suffix}.jsonl"
             convert_trajectories(table, back)
-            results.append(scorer.evaluate(back))
+            results.append(scorer.score(back))
         for result in results:
             _same(reference, result)
         outputs = []
         for i, result in enumerate([reference, *results]):
             for suffix in (".jsonl", ".parquet"):
                 out = Path(folder) / f"out{i}{suffix}"
-                write_evaluation(result, out)
+                write_scores(result, out)
                 outputs.append(out)
         jsonl_text = outputs[0].read_bytes()
         parquet_rows = pq.read_table(outputs[1]).to_pylist()
@@ -196,10 +196,10 @@ def test_a_malformed_table_is_a_located_error_and_eval_writes_nothing(tmp_path: 
     rubric = tmp_path / "r.rubric"
     rubric.write_text(RUBRIC)
     with pytest.raises(DataError) as caught:
-        RubricScorer.from_file(rubric).evaluate(path)
+        RubricScorer.from_file(rubric).score(path)
     assert str(caught.value) == f"{path}: {message}"
     out = tmp_path / "out.parquet"
-    assert main(["eval", str(rubric), "--trajectories", str(path), "-o", str(out)]) == 1
+    assert main(["score", str(rubric), "--trajectories", str(path), "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -212,7 +212,7 @@ def test_a_well_formed_table_scores_like_its_jsonl(tmp_path: Path, scorer: Rubri
     assert convert_trajectories(path, jsonl) == 2
     assert [json.loads(line)["states"][1] for line in jsonl.read_text().splitlines()[:1]] == [
         {"place": "yard", "items": []}]  # nulls left out, empty sets kept
-    _same(scorer.evaluate(path), scorer.evaluate(jsonl))
+    _same(scorer.score(path), scorer.score(jsonl))
 
 
 def test_a_table_sharing_no_field_with_the_rubric_is_an_error(tmp_path: Path, scorer: RubricScorer) -> None:

@@ -14,12 +14,12 @@ from scripted_llm import ChatServer, ScriptedLLM, Status
 from tracec.cli import main
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.llm.calls import CallLog
-from tracec.trace_rl.trace.analysis.cases import read_cases
-from tracec.trace_rl.trace.analysis.dictionary import Capability
-from tracec.trace_rl.trace.analysis.label import LabelingFailed, LabelSettings, label_with_llm
-from tracec.trace_rl.trace.analysis.progress import Progress
-from tracec.trace_rl.trace.analysis.runs import read_run
-from tracec.trace_rl.trace.synth.rollouts import scripted_episodes
+from tracec.trace_rl.targeting.analysis.cases import read_cases
+from tracec.trace_rl.targeting.analysis.dictionary import Capability
+from tracec.trace_rl.targeting.analysis.label import LabelingFailed, LabelSettings, label_with_llm
+from tracec.trace_rl.targeting.analysis.progress import Progress
+from tracec.trace_rl.targeting.analysis.runs import read_run
+from tracec.trace_rl.targeting.synth.rollouts import scripted_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 CAPABILITIES = [
@@ -215,7 +215,7 @@ def test_label_usage_errors(trajectories: Path, tmp_path: Path, tau2_results: Pa
 
 def test_rubric_labels_refuse_a_file_the_rubric_cannot_read_as_eval_does(
         trajectories: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Trajectories of another schema, or without facts, once gave exit 0 and every label NA; `tracec eval`
+    """Trajectories of another schema, or without facts, once gave exit 0 and every label NA; `tracec score`
     refuses the same file, and the labeler now says the same thing of it, writing no run."""
     rubric = REPO / "examples" / "toolenv.rubric"
     other = tmp_path / "household.jsonl"
@@ -225,7 +225,7 @@ def test_rubric_labels_refuse_a_file_the_rubric_cannot_read_as_eval_does(
     bare.write_text(json.dumps({"episode": "e2", "states": [{}, {}], "actions": [{}], "success": True}) + "\n")
     out = tmp_path / "runs"
     for wrong in (other, bare):
-        assert main(["eval", str(rubric), "--rubric", "toolenv_default", "--trajectories", str(wrong),
+        assert main(["score", str(rubric), "--rubric", "toolenv_default", "--trajectories", str(wrong),
                      "--backend", "interp"]) == 1
         refused = capsys.readouterr().err
         assert refused.startswith(f"{wrong}: error: no state or action has a value for any field the rubric reads")
@@ -245,7 +245,7 @@ def _one() -> Any:
 
 
 def test_inputs_that_are_neither_format_are_refused(trajectories: Path, tmp_path: Path) -> None:
-    from tracec.trace_rl.trace.analysis.cases import CaseError
+    from tracec.trace_rl.targeting.analysis.cases import CaseError
 
     one = tmp_path / "one.jsonl"
     one.write_text(trajectories.read_text().splitlines()[0] + "\n")  # one episode: a JSONL file that is one object

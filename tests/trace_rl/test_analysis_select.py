@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import tolerance
 from tracec.cli import main
-from tracec.trace_rl.trace.analysis.runs import BUCKETS, Run, RunFileError, read_run, run_files, write_run
-from tracec.trace_rl.trace.analysis.select import Thresholds, selected, summarize
+from tracec.trace_rl.targeting.analysis.runs import BUCKETS, Run, RunFileError, read_run, run_files, write_run
+from tracec.trace_rl.targeting.analysis.select import Thresholds, selected, summarize
 
 
 def make_run(counts: dict[str, tuple[int, int, int, int]], *, failed: int = 10, passed: int = 10,

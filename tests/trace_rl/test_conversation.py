@@ -17,8 +17,8 @@ from tracec.trace_rl.policy.catalog import resolve_model
 from tracec.trace_rl.policy.tiny import build_tiny_model, build_tokenizer
 from tracec.trace_rl.policy.tiny_vocab import ROLE_TOKENS
 from tracec.trace_rl.rollouts.turns import TurnTemplate
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
-from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.vllm_adapters import VLLMAdapters
 from transformers import AutoTokenizer
 
 SYSTEM, TASK = "You book rooms.", "Book R7 for Ann Lee."

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import rounding_error, standardized_tolerance, tolerance
 from toy_env import capability_env
-from tracec.runtime.evaluate import RubricScorer
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.grpo.credit import (
     GRPOCredit,
     TRCACredit,

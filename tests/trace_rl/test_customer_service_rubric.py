@@ -24,10 +24,10 @@ from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.fact_batch import build_fact_batch
 from tracec.runtime.facts.trajectories.jsonl import read_trajectories
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
 from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
 from tracec.trace_rl.envs.tau2.environment import Tau2Environment, scripted_user
@@ -186,7 +186,7 @@ def played(domains, tmp_path_factory):
     path = tmp_path_factory.mktemp("service") / "episodes.jsonl"
     write_records(records, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="interp")
-    return scorer, scorer.evaluate(path), gold, others, path
+    return scorer, scorer.score(path), gold, others, path
 
 
 def test_gold_is_never_punished_and_random_play_is(played):

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from toy_env import BareLetterEnv, LetterEnv
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs import tau2
 from tracec.trace_rl.envs.agent import Agent, Message, run_episode
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
 from tracec.trace_rl.envs.config import EnvSection, PythonEnvSection
 from tracec.trace_rl.envs.mixture import MixtureEnvironment
@@ -37,7 +37,7 @@ from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.script_sampler import ScriptSampler
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, evaluate
+from tracec.trace_rl.targeting.evaluate import Condition, EvalDomain, evaluate
 
 from tracec.config_io import ConfigError, FieldError
 
@@ -94,7 +94,7 @@ class Target:
 def target(request: pytest.FixtureRequest) -> Any:
     if request.param == "capability":
         program = load_environment(str(TRIPS))
-        yield Target(make=lambda: Environment(program), solver=GoldAgent, idle=NullAgent(),
+        yield Target(make=lambda: CapabilityEnvironment(program), solver=GoldAgent, idle=NullAgent(),
                      rubric=REPO / "examples" / "toolenv.rubric", seeds=(3, 4), max_turns=30)
     elif request.param == "tau2":
         domain = request.getfixturevalue("domains")["retail"]
@@ -148,7 +148,7 @@ def test_trajectories_are_scored_by_the_shipped_rubric(target: Target, tmp_path:
     idle = run_episode(env, target.idle, target.seeds[0], target.max_turns, episode="idle")
     write_records([solver, idle], tmp_path / "episodes.jsonl")
     scorer = RubricScorer.from_file(target.rubric, backend="interp", cache=None)
-    result = scorer.evaluate(tmp_path / "episodes.jsonl")
+    result = scorer.score(tmp_path / "episodes.jsonl")
     assert list(result.batch.episodes) == ["solver", "idle"]
     assert list(result.batch.env_reward) == [solver["env_reward"], idle["env_reward"]]
     execution = [j for j, op in enumerate(scorer.compiled.operators) if op.category == "execution"]

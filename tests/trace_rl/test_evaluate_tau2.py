@@ -11,9 +11,9 @@ import pytest
 from tracec.trace_rl.envs.capability.validate import NullAgent
 from tracec.trace_rl.envs.tau2 import Tau2Environment, Tau2Tools, replay_gold
 from tracec.trace_rl.envs.tau2.gold import GoldAgent, gold_user
-from tracec.trace_rl.trace.eval_table import TaskResult, summarize
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, EvalError, evaluate, read_condition_trajectories
-from tracec.trace_rl.trace.routing import RouteDecision
+from tracec.trace_rl.targeting.eval_table import TaskResult, summarize
+from tracec.trace_rl.targeting.evaluate import Condition, EvalDomain, EvalError, evaluate, read_condition_trajectories
+from tracec.trace_rl.targeting.routing import RouteDecision
 
 TASKS = 12  # per domain: the first twelve tasks of airline and of retail
 

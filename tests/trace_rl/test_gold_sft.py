@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from numerics import float64_model, forward_roundings, forward_size, rounding_error
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.toolcall import format_call
 from tracec.trace_rl.grpo import training
@@ -24,8 +24,8 @@ from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.tiny import build_tokenizer
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 from tracec.trace_rl.rollouts.section import RolloutSection
-from tracec.trace_rl.trace.gold_sft import GoldSFTSettings, action_nll, gold_episodes, pack_actions, train_gold_sft
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.gold_sft import GoldSFTSettings, action_nll, gold_episodes, pack_actions, train_gold_sft
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
 from transformers import AutoTokenizer
 
 from tracec.config_io import ConfigError, FieldError
@@ -73,7 +73,7 @@ def test_the_gold_episodes_succeed_and_their_loss_tokens_are_exactly_the_gold_tu
     tokenizer = build_tokenizer(max_positions=4096)
     for path in ENVS:
         episodes = _episodes(path, tasks=3)
-        env = Environment(load_environment(str(path)))
+        env = CapabilityEnvironment(load_environment(str(path)))
         for episode in episodes:
             assert episode.success and episode.reward == 1.0 and not episode.truncated
             scenario = env.program.scenario(episode.seed)
@@ -100,7 +100,7 @@ def test_with_smollm2s_tokenizer_every_shipped_environment_plays_its_gold_episod
     for path in sorted((REPO / "examples/envs").glob("*.rubric")):
         episodes = gold_episodes(tokenizer, path, settings=GoldSFTSettings(tasks=4), rollout=RolloutSection())
         assert all(e.success and not e.truncated for e in episodes), path.name
-        env = Environment(load_environment(str(path)))
+        env = CapabilityEnvironment(load_environment(str(path)))
         first = env.program.scenario(0).gold_calls[0]
         steps = episodes[0].step_of_token
         assert tokenizer.decode(episodes[0].token_ids[steps == 0].tolist()) == \

@@ -94,9 +94,9 @@ def test_vllm_without_vllm_says_how_to_install_it(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.slow
 def test_smollm2_answers_a_labeling_prompt_with_json_or_fails_clearly(tmp_path: Path) -> None:
     from tracec.trace_rl.llm.repair import RepairFailed, ask_json
-    from tracec.trace_rl.trace.analysis.cases import Case
-    from tracec.trace_rl.trace.analysis.dictionary import Capability
-    from tracec.trace_rl.trace.analysis.label import LABELS, labeling_prompt, labeling_schema
+    from tracec.trace_rl.targeting.analysis.cases import Case
+    from tracec.trace_rl.targeting.analysis.dictionary import Capability
+    from tracec.trace_rl.targeting.analysis.label import LABELS, labeling_prompt, labeling_schema
 
     torch.set_num_threads(2)
     backend = local_backend("smollm2-135m-instruct")  # installed by `make`; never downloaded

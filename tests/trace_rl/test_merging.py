@@ -16,8 +16,8 @@ from numerics import float64_model, forward_roundings, forward_size, tolerance
 from safetensors.torch import load_file, save_file
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.trace.merging import MergeError, merge_linear, merge_ties, read_lora, ties_delta
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.merging import MergeError, merge_linear, merge_ties, read_lora, ties_delta
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
 
 TARGETS = ("q_proj", "v_proj")
 

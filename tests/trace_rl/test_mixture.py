@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.mixture import MixtureEnvironment, component_index
 from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.grpo.config import ConfigError, load_config
@@ -50,7 +50,7 @@ def _mixture(env: object) -> MixtureEnvironment:
 def test_a_group_shares_its_component_and_every_call_reaches_it() -> None:
     config = load_config(None, MIXTURE)
     make = environment_factory(config.env)
-    plain = {p.stem: Environment(load_environment(str(p))) for p in ENVS}
+    plain = {p.stem: CapabilityEnvironment(load_environment(str(p))) for p in ENVS}
     drawn = set()
     for seed in range(12):
         group = [_mixture(make()) for _ in range(3)]  # a GRPO group: K fresh environments reset with one seed

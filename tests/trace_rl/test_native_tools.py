@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from tracec.cli import main as cli_main
 from tracec.trace_rl.envs.agent import ChatAgent, run_episode
-from tracec.trace_rl.envs.capability import Environment, compile_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, compile_environment
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.shell import play
 from tracec.trace_rl.envs.config import EnvSection
@@ -40,8 +40,8 @@ from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
-from tracec.trace_rl.trace.pipeline.config import TargetSection
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.pipeline.config import TargetSection
 from transformers import AutoTokenizer
 
 from tracec.config_io import FieldError
@@ -90,7 +90,7 @@ def _string(description: str | None = None) -> dict[str, Any]:
 
 
 def test_a_capability_environment_gives_its_tools_as_exact_schemas() -> None:
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     assert env.call_format == "native" and agent_tools(env) == env.tools
     find, rooms, book = env.tools
     assert find == {"type": "function", "function": {
@@ -108,11 +108,11 @@ def test_a_capability_environment_gives_its_tools_as_exact_schemas() -> None:
                        "vip": {"type": "boolean"}}}
     # native: the prompt keeps the instructions, not the prose list; text: as before, and no schemas
     assert "find_room" not in env.system_prompt and "<action>" not in env.system_prompt
-    text = Environment(PROGRAM, call_format="text")
+    text = CapabilityEnvironment(PROGRAM, call_format="text")
     assert text.tools == [] and "- find_room(id: key) -> rows of rooms" in text.system_prompt
     assert "<action>tool(arg=value, ...)</action>" in text.system_prompt
     with pytest.raises(ValueError, match="call_format must be one of native, text, got 'json'"):
-        Environment(PROGRAM, call_format="json")
+        CapabilityEnvironment(PROGRAM, call_format="json")
 
 
 def _params(schema: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +161,7 @@ def _hermes(system: str, tools: list[dict[str, Any]]) -> str:
 
 
 def test_smollm2_gets_the_hermes_block_in_its_system_message(smollm2: Any) -> None:
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     messages = [{"role": "system", "content": env.system_prompt}, {"role": "user", "content": "Book R1."}]
     assert not conversation.renders_tools(smollm2)  # its template ignores tools=
     text = conversation.render(smollm2, messages, tools=env.tools)
@@ -184,7 +184,7 @@ def test_smollm2_gets_the_hermes_block_in_its_system_message(smollm2: Any) -> No
 
 
 def test_a_tools_aware_template_renders_the_tools_its_own_way(tools_aware: Any) -> None:
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     assert conversation.renders_tools(tools_aware)
     functions = "".join(f"\n* {t['function']['name']} {json.dumps(t['function']['parameters'])}" for t in env.tools)
@@ -206,7 +206,7 @@ def test_a_tools_aware_template_renders_the_tools_its_own_way(tools_aware: Any) 
 class NativeGold:
     """Answers in the native format: the hidden solution's calls, then the values to report."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: CapabilityEnvironment) -> None:
         self.env = env
         self.seen: list[list[dict[str, str]]] = []
 
@@ -221,7 +221,7 @@ class NativeGold:
 
 
 def test_a_native_episode_of_a_capability_environment_succeeds() -> None:
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     agent = NativeGold(env)
     record = run_episode(env, agent, 3, 6)
     assert record["success"] and record["env_reward"] == 1.0
@@ -242,7 +242,7 @@ def test_a_chat_backend_agent_is_prompted_with_the_tools() -> None:
         return "I am done."
 
     backend.generate = recording  # type: ignore[method-assign]
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     run_episode(env, ChatAgent(backend), 0, 1)
     assert _hermes(env.system_prompt, env.tools) in prompts[0]
     body = OpenAIChatBackend(HTTPConfig(base_url="http://127.0.0.1:1/v1", model="m"))._body(
@@ -277,7 +277,7 @@ def test_malformed_native_calls_give_located_errors(domains: dict[str, Any]) -> 
             "argument `kind` of `list_rooms`: expected one of single, double, got `suite`",
         '<tool_call>{"name": "find_room", "arguments": {"id": "R1"}': "<tool_call> is not closed with </tool_call>",
     }
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     env.reset(0)
     for text, message in cases.items():
         result = env.step(text)
@@ -298,7 +298,7 @@ def test_malformed_native_calls_give_located_errors(domains: dict[str, Any]) -> 
 
 
 def test_the_native_hint_writes_the_solution_as_tool_calls() -> None:
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     env.reset(5)
     hint = env.hint()
     assert hint is not None and env.scenario is not None
@@ -308,7 +308,7 @@ def test_the_native_hint_writes_the_solution_as_tool_calls() -> None:
     calls = [parse_tool_call(f"<tool_call>{part.split('</tool_call>')[0]}</tool_call>")
              for part in hint.split("<tool_call>")[1:]]
     assert calls == [ToolCall(name=c.name, arguments=c.arguments) for c in env.scenario.gold_calls]
-    text = Environment(PROGRAM, call_format="text")
+    text = CapabilityEnvironment(PROGRAM, call_format="text")
     text.reset(5)
     first = env.scenario.gold_calls[0]
     assert format_tool_call(first.name, first.arguments) in (text.hint() or "")
@@ -346,11 +346,11 @@ def test_only_a_native_calls_tokens_carry_the_advantage(smollm2: Any) -> None:
     tail = "\nChecking the room now."
     script = [f"<think>Find it first.</think>{calls[0]}{tail}", calls[1], f"Done: floor {show(scenario.report[0])}."]
     sampler = ScriptedSampler(smollm2, template.end_of_turn_id, script)
-    engine = RolloutEngine(sampler, template, lambda: Environment(PROGRAM), RolloutSection(max_new_tokens=96),
+    engine = RolloutEngine(sampler, template, lambda: CapabilityEnvironment(PROGRAM), RolloutSection(max_new_tokens=96),
                            max_turns=4)
     (episode,) = engine.run([GroupTask(group=0, seed=2)], group_size=1, seed=0, iteration=0)
     assert episode.success and episode.turns == 3
-    env = Environment(PROGRAM)
+    env = CapabilityEnvironment(PROGRAM)
     prompt = template.prompt_ids(env.system_prompt, env.reset(2), tools=env.tools)
     assert sampler.prompts[0] == prompt and episode.token_ids[:len(prompt)].tolist() == prompt
     assert "# Tools" in smollm2.decode(prompt) and '"name": "book"' in smollm2.decode(prompt)
@@ -413,7 +413,7 @@ def test_a_tiny_model_trains_in_the_native_format(tmp_path: Path) -> None:
     assert config.env.call_format == "native"
     given: list[int] = []
 
-    class Counted(Environment):
+    class Counted(CapabilityEnvironment):
         @property
         def tools(self) -> list[dict[str, Any]]:
             given.append(len(super().tools))

@@ -16,8 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numerics import tolerance
 from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
-from tracec.trace_rl.trace.eval_table import TaskResult, pass_hat, pass_k, summarize
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, episode_seed, evaluate, read_condition_trajectories
+from tracec.trace_rl.targeting.eval_table import TaskResult, pass_hat, pass_k, summarize
+from tracec.trace_rl.targeting.evaluate import (
+    Condition,
+    EvalDomain,
+    episode_seed,
+    evaluate,
+    read_condition_trajectories,
+)
 
 # A mean over two tasks of C(c, k) / C(n, k): a division each, a sum, a halving; values <= 1 (tests/numerics.py).
 MEAN_OF_TWO = tolerance(4, 1.0, float)

@@ -14,9 +14,9 @@ from numerics import tolerance
 from pipeline_fixtures import ENVS, analyst, write_config
 from safetensors.torch import load_file
 from tracec.trace_rl.grpo.config import load_config
-from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-from tracec.trace_rl.trace.pipeline.run import run_pipeline
-from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+from tracec.trace_rl.targeting.pipeline.config import load_pipeline_config
+from tracec.trace_rl.targeting.pipeline.run import run_pipeline
+from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
 
 from tracec.config_io import ConfigError
 

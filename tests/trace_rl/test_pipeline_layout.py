@@ -7,10 +7,10 @@ import ast
 import re
 from pathlib import Path
 
-from tracec.trace_rl.trace.pipeline import layout
+from tracec.trace_rl.targeting.pipeline import layout
 
-PIPELINE = Path(__file__).resolve().parents[2] / "trace_rl" / "trace" / "pipeline"
-PACKAGE = "tracec.trace_rl.trace.pipeline"
+PIPELINE = Path(__file__).resolve().parents[2] / "trace_rl" / "targeting" / "pipeline"
+PACKAGE = "tracec.trace_rl.targeting.pipeline"
 STEP_MODULES = {"analysis_steps", "env_steps", "adapter_steps", "baseline_steps"}
 
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs.agent import ChatAgent, run_episode
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import LLMUser
@@ -233,7 +233,7 @@ def test_llm_agent_plays_textworld_and_random_text_scores_as_invalid(textworld_g
 
     scorer = RubricScorer.from_file(REPO / "examples" / "textworld.rubric", backend="interp", cache=None)
     write_records([trajectory], tmp_path / "tiny.jsonl")
-    result = scorer.evaluate(tmp_path / "tiny.jsonl")
+    result = scorer.score(tmp_path / "tiny.jsonl")
     column = {name: j for j, name in enumerate(result.operator_names)}
     assert result.fired[:, column["unparsed"]].tolist() == [int(not a["parsed"]) for a in actions]
     assert result.fired[:, column["inadmissible"]].tolist() == [int(not a["admissible"]) for a in actions]
@@ -244,7 +244,7 @@ def test_llm_agent_plays_textworld_and_random_text_scores_as_invalid(textworld_g
 def test_llm_user_answers_a_capability_environment_episode() -> None:
     program = load_environment(str(REPO / "tests" / "data" / "cancel_trip.rubric"))
     user = LLMUser(tiny_backend(seed=11))
-    env = Environment(program, user=user, max_steps=5)
+    env = CapabilityEnvironment(program, user=user, max_steps=5)
     task = env.reset(4).text
     assert env.scenario is not None
     turns = ["Which trip do you mean?"]

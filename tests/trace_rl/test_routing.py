@@ -10,13 +10,13 @@ import torch
 from numerics import float64_model, forward_roundings, forward_size, tolerance
 from random_adapters import random_adapter
 from tracec.trace_rl.envs.agent import run_episode
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.trace.adapters import AdapterError
-from tracec.trace_rl.trace.eval_table import BASE
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
-from tracec.trace_rl.trace.routing import (
+from tracec.trace_rl.targeting.adapters import AdapterError
+from tracec.trace_rl.targeting.eval_table import BASE
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.routing import (
     AdapterAgent,
     RoutedAgent,
     RouteError,
@@ -123,7 +123,8 @@ def test_the_chosen_adapter_is_the_one_that_decodes(model: PeftAdapters) -> None
 
 
 def test_the_route_holds_for_the_whole_episode_and_is_renewed_per_episode(model: PeftAdapters) -> None:
-    env = Environment(load_environment(str(REPO / "examples/envs/tool_calling_precision.rubric")), max_steps=3)
+    program = load_environment(str(REPO / "examples/envs/tool_calling_precision.rubric"))
+    env = CapabilityEnvironment(program, max_steps=3)
     router = Router(model, _options(["A", "B", "C"]))
     agent = RoutedAgent(model, router)
     calls: list[str] = []
@@ -163,7 +164,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
     """What `VLLMAdapters` hands vLLM, read from real adapter folders: ids from 1 (vLLM reserves 0), the rank of each
     adapter's config (the engine is sized by the largest), absolute paths; `base` and non-LoRA folders refused."""
     from tracec.trace_rl.llm.vllm_backend import engine_rank
-    from tracec.trace_rl.trace.vllm_adapters import lora_specs
+    from tracec.trace_rl.targeting.vllm_adapters import lora_specs
 
     small = random_adapter(tmp_path / "small", 1)
     large = Policy.load("tiny", LoraSection(rank=8, alpha=16), seed=3).save_adapter(tmp_path / "large")
@@ -180,7 +181,7 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
 
 
 def test_the_vllm_engine_is_refused_on_a_cpu_with_a_clear_error() -> None:
-    from tracec.trace_rl.trace.peft_adapters import load_adapter_model
+    from tracec.trace_rl.targeting.peft_adapters import load_adapter_model
 
     with pytest.raises(AdapterError, match="runs on GPUs"):
         load_adapter_model("tiny", {}, engine="vllm", device="cpu")

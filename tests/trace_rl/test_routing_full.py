@@ -17,16 +17,16 @@ from hypothesis import strategies as st
 from numerics import float64_model, forward_roundings, forward_size, tolerance
 from random_adapters import random_adapter
 from tracec.cli import main
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy, import_peft
 from tracec.trace_rl.policy.tiny import build_tiny_model
-from tracec.trace_rl.trace.adapters import AdapterError
-from tracec.trace_rl.trace.eval_table import BASE
-from tracec.trace_rl.trace.evaluate import Condition, EvalDomain, evaluate, policy_conditions
-from tracec.trace_rl.trace.peft_adapters import MIXTURE, PeftAdapters
-from tracec.trace_rl.trace.retrieval import IndexItem, read_index, write_index
-from tracec.trace_rl.trace.routing import (
+from tracec.trace_rl.targeting.adapters import AdapterError
+from tracec.trace_rl.targeting.eval_table import BASE
+from tracec.trace_rl.targeting.evaluate import Condition, EvalDomain, evaluate, policy_conditions
+from tracec.trace_rl.targeting.peft_adapters import MIXTURE, PeftAdapters
+from tracec.trace_rl.targeting.retrieval import IndexItem, read_index, write_index
+from tracec.trace_rl.targeting.routing import (
     MixtureAgent,
     RouteError,
     Router,
@@ -34,7 +34,7 @@ from tracec.trace_rl.trace.routing import (
     nucleus,
     route_options,
 )
-from tracec.trace_rl.trace.vllm_adapters import VLLMAdapters
+from tracec.trace_rl.targeting.vllm_adapters import VLLMAdapters
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = REPO / "examples" / "envs" / "precondition_verification.rubric"
@@ -291,7 +291,7 @@ def test_the_mixture_agent_routes_once_and_decodes_with_the_nucleus(model: PeftA
 
 def test_the_mixture_condition_is_evaluated_and_frees_its_adapter(model: PeftAdapters, tmp_path: Path) -> None:
     env = REPO / "examples/envs/tool_calling_precision.rubric"
-    domain = EvalDomain(name="tcp", make_env=lambda: Environment(load_environment(str(env)), max_steps=2),
+    domain = EvalDomain(name="tcp", make_env=lambda: CapabilityEnvironment(load_environment(str(env)), max_steps=2),
                         seeds=(0,))
     conditions = policy_conditions(model, ["routed", "mixture"], Router(model, _options()))
     assert [c.name for c in conditions] == ["routed", "mixture"] and all(isinstance(c, Condition) for c in conditions)
@@ -365,8 +365,8 @@ def test_routing_flags_that_do_not_fit_are_usage_errors(folders: dict[str, Path]
 
 
 def test_the_pipeline_index_is_the_collected_trajectories_with_their_lacking_capabilities(tmp_path: Path) -> None:
-    from tracec.trace_rl.trace.analysis.runs import write_run
-    from tracec.trace_rl.trace.pipeline.route_index import collected_index
+    from tracec.trace_rl.targeting.analysis.runs import write_run
+    from tracec.trace_rl.targeting.pipeline.route_index import collected_index
 
     collected, labeled, selected = (tmp_path / n for n in ("collect", "label", "select"))
     (collected / "trajectories").mkdir(parents=True)
@@ -394,8 +394,8 @@ def test_the_pipeline_index_is_the_collected_trajectories_with_their_lacking_cap
 @pytest.mark.slow
 def test_the_pipeline_routes_with_retrieval_and_evaluates_the_mixture(tmp_path: Path) -> None:
     from pipeline_fixtures import ENVS, analyst, write_config
-    from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-    from tracec.trace_rl.trace.pipeline.run import run_pipeline
+    from tracec.trace_rl.targeting.pipeline.config import load_pipeline_config
+    from tracec.trace_rl.targeting.pipeline.run import run_pipeline
 
     config = load_pipeline_config(write_config(tmp_path), ["routing.retrieval_k=2", "routing.top_p=0.95",
                                                            'evaluate.conditions=["base", "routed", "mixture"]'])

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from numerics import standardized_tolerance, tolerance
 from toy_env import capability_env
-from tracec.runtime.evaluate import RubricScorer
-from tracec.runtime.evaluation import Evaluation
 from tracec.runtime.facts.trajectories.jsonl import Episode
+from tracec.runtime.scored_batch import ScoredBatch
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.grpo.shaped import shaped_returns, shaped_step_advantages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,21 +51,21 @@ def scorer() -> RubricScorer:
     return RubricScorer.from_file(REPO / "examples" / "toolenv.rubric")
 
 
-def first_step_return(evaluation: Evaluation, episode: int, gamma: float) -> float:
+def first_step_return(scored: ScoredBatch, episode: int, gamma: float) -> float:
     """G_0 transcribed: sum_k gamma^k (r_TRCA,k + r_env,k), the env reward paid at the last step."""
-    offsets = evaluation.batch.episode_offsets
-    steps = evaluation.rewards.r_TRCA[offsets[episode]:offsets[episode + 1]]
-    env = float(evaluation.batch.env_reward[episode])
+    offsets = scored.batch.episode_offsets
+    steps = scored.rewards.r_TRCA[offsets[episode]:offsets[episode + 1]]
+    env = float(scored.batch.env_reward[episode])
     return sum(gamma ** k * (float(r) + (env if k == len(steps) - 1 else 0.0)) for k, r in enumerate(steps))
 
 
 @pytest.mark.parametrize("divide", [True, False], ids=["std", "none"])
 def test_every_step_gets_the_standardized_rubric_return(episodes: list[Episode], scorer: RubricScorer,
                                                         divide: bool) -> None:
-    evaluation = scorer.evaluate(episodes)
-    advantages = shaped_step_advantages(evaluation, divide_by_std=divide)
-    returns = [first_step_return(evaluation, i, scorer.config.gamma) for i in range(len(episodes))]
-    np.testing.assert_allclose(shaped_returns(evaluation), returns, rtol=0,
+    scored = scorer.score(episodes)
+    advantages = shaped_step_advantages(scored, divide_by_std=divide)
+    returns = [first_step_return(scored, i, scorer.config.gamma) for i in range(len(episodes))]
+    np.testing.assert_allclose(shaped_returns(scored), returns, rtol=0,
                                atol=tolerance(4 * 3, max(map(abs, returns)) + 1, np.float64))
     for i, (episode, per_step) in enumerate(zip(episodes, advantages)):
         assert len(per_step) == len(episode.actions)
@@ -83,15 +83,15 @@ def test_the_shaping_tells_apart_what_the_environments_reward_does_not(episodes:
                                                                       scorer: RubricScorer) -> None:
     """Both the full solution and the one that changes the booking unchecked win (env_reward 1): GRPO gives them
     one advantage, the shaped return does not (the rubric pays for the check first)."""
-    advantages = shaped_step_advantages(scorer.evaluate(episodes), divide_by_std=True)
+    advantages = shaped_step_advantages(scorer.score(episodes), divide_by_std=True)
     assert episodes[0].env_reward == episodes[1].env_reward == 1.0
     assert advantages[0][0] > advantages[1][0] > 0 > advantages[2][0]
 
 
 def test_the_groups_are_the_tasks(episodes: list[Episode], scorer: RubricScorer) -> None:
-    together = shaped_step_advantages(scorer.evaluate(episodes), divide_by_std=True)
-    alone = shaped_step_advantages(scorer.evaluate([e for e in episodes if e.task == "group6"]), divide_by_std=True)
+    together = shaped_step_advantages(scorer.score(episodes), divide_by_std=True)
+    alone = shaped_step_advantages(scorer.score([e for e in episodes if e.task == "group6"]), divide_by_std=True)
     for got, single in zip([a for a, e in zip(together, episodes) if e.task == "group6"], alone):
         assert np.array_equal(got, single)  # bit for bit: a group's statistics depend on its contents only
-    lone = shaped_step_advantages(scorer.evaluate(episodes[:1]), divide_by_std=True)
+    lone = shaped_step_advantages(scorer.score(episodes[:1]), divide_by_std=True)
     assert np.array_equal(lone[0], np.zeros(len(episodes[0].actions)))  # a group of one is its own mean

@@ -16,10 +16,10 @@ from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling
-from tracec.trace_rl.trace.synth.calibration import Bands, calibrate
-from tracec.trace_rl.trace.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
-from tracec.trace_rl.trace.synth.library import load_library
-from tracec.trace_rl.trace.synth.rollouts import Rollout, policy_rollouts
+from tracec.trace_rl.targeting.synth.calibration import Bands, calibrate
+from tracec.trace_rl.targeting.synth.env import CalibrationSettings, EnvFailed, EnvSettings, Target, synthesize
+from tracec.trace_rl.targeting.synth.library import load_library
+from tracec.trace_rl.targeting.synth.rollouts import Rollout, policy_rollouts
 
 REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "examples" / "envs"

@@ -14,10 +14,10 @@ from tracec.compiler.pipeline import compile_capability
 from tracec.dsl.check import check
 from tracec.dsl.parse import parse_file
 from tracec.runtime.capabilities import Label, label_episodes
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.fact_batch import build_fact_batch
 from tracec.runtime.facts.trajectories.jsonl import read_trajectories
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
 from tracec.trace_rl.envs.tau2.environment import TARGET_KEYS, Tau2Environment, scripted_user
 from tracec.trace_rl.envs.tau2.gold import OPENING, GoldAgent, gold_script, gold_user, replay_gold
@@ -64,7 +64,7 @@ def trajectories(domains, tmp_path_factory):
 
 
 def test_consent_and_blind_changes_are_told_apart(trajectories):
-    result = RubricScorer.from_file(RUBRIC, backend="interp").evaluate(trajectories)
+    result = RubricScorer.from_file(RUBRIC, backend="interp").score(trajectories)
     names = list(result.operator_names)
     fired = {name: [] for name in names}
     for record in result.records():
@@ -155,7 +155,7 @@ def played(domains, tmp_path_factory):
     path = tmp_path_factory.mktemp("tau2-played") / "episodes.jsonl"
     write_records(records, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
-    return scorer, scorer.evaluate(path), gold, others
+    return scorer, scorer.score(path), gold, others
 
 
 def test_gold_play_is_never_punished_and_random_play_is(played):
@@ -174,5 +174,5 @@ def test_a_user_who_refuses_makes_every_change_unconsented(domains, tmp_path):
     mutations = [action for action in record["actions"] if action["kind"] == "mutate"]
     assert mutations and not any(action["confirmed"] for action in mutations)
     write_records([record], tmp_path / "e.jsonl")
-    result = RubricScorer.from_file(RUBRIC, backend="interp").evaluate(tmp_path / "e.jsonl")
+    result = RubricScorer.from_file(RUBRIC, backend="interp").score(tmp_path / "e.jsonl")
     assert result.fired[:, list(result.operator_names).index("no_consent")].sum() == len(mutations)

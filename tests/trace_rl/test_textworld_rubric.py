@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rubric_checks import assert_invalidity_profile
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.records import write_records
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.envs.agent import Message, run_episode, turns_taken
 from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
@@ -29,7 +29,7 @@ def scored(textworld_game: Path, tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("tw-scored") / "episodes.jsonl"
     write_records(episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
-    return scorer, scorer.evaluate(path)
+    return scorer, scorer.score(path)
 
 
 def _episode(result, name: str) -> slice:
@@ -62,7 +62,7 @@ def test_random_play_hits_invalidity_operators(scored):
 def test_every_backend_scores_the_same(scored):
     scorer, result = scored
     for backend in ("interp", "c"):
-        other = RubricScorer(scorer.compiled, _kernel(scorer, backend)).evaluate(result.batch)
+        other = RubricScorer(scorer.compiled, _kernel(scorer, backend)).score(result.batch)
         np.testing.assert_array_equal(other.fired, result.fired)
         np.testing.assert_array_equal(other.context_key, result.context_key)
 
@@ -131,7 +131,7 @@ def played(tmp_path_factory: pytest.TempPathFactory):
     path = tmp_path_factory.mktemp("tw-played") / "episodes.jsonl"
     write_records(gold + episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
-    return scorer, scorer.evaluate(path), [e["episode"] for e in gold], [e["episode"] for e in episodes], \
+    return scorer, scorer.score(path), [e["episode"] for e in gold], [e["episode"] for e in episodes], \
         {e["episode"]: e["states"] for e in gold + episodes}
 
 

@@ -11,9 +11,9 @@ from scripted_llm import ScriptedLLM
 from tracec.cli import main
 from tracec.trace_rl.envs.capability import compile_environment, load_environment
 from tracec.trace_rl.llm.calls import CallLog
-from tracec.trace_rl.trace.synth.env import EnvSettings, Target, synthesize
-from tracec.trace_rl.trace.synth.library import load_library
-from tracec.trace_rl.trace.synth.tool_schemas import (
+from tracec.trace_rl.targeting.synth.env import EnvSettings, Target, synthesize
+from tracec.trace_rl.targeting.synth.library import load_library
+from tracec.trace_rl.targeting.synth.tool_schemas import (
     TargetTools,
     ToolsFileError,
     differences,
@@ -162,7 +162,7 @@ def test_an_environment_without_its_transfer_comment_is_rejected_and_a_faithful_
 
 def test_the_pipeline_reads_environments_tools_at_load_time(tmp_path: Path) -> None:
     from pipeline_fixtures import write_config
-    from tracec.trace_rl.trace.pipeline.config import ConfigError, load_pipeline_config
+    from tracec.trace_rl.targeting.pipeline.config import ConfigError, load_pipeline_config
 
     config = write_config(tmp_path)
     bad = tmp_path / "tools.json"
@@ -177,9 +177,9 @@ def test_the_pipeline_reads_environments_tools_at_load_time(tmp_path: Path) -> N
 
 
 def test_the_pipeline_keeps_a_tau2_target_s_own_tools_unless_told_otherwise() -> None:
-    from tracec.trace_rl.trace.pipeline.config import pipeline_config_from_dict
-    from tracec.trace_rl.trace.pipeline.context import Context
-    from tracec.trace_rl.trace.pipeline.env_steps import _target_tools
+    from tracec.trace_rl.targeting.pipeline.config import pipeline_config_from_dict
+    from tracec.trace_rl.targeting.pipeline.context import Context
+    from tracec.trace_rl.targeting.pipeline.env_steps import _target_tools
 
     def tools(**sections: dict) -> TargetTools | None:
         config = pipeline_config_from_dict({"analysis": {"rubric": "labels.rubric"}, **sections})

@@ -14,9 +14,9 @@ from pipeline_fixtures import write_config
 from random_adapters import random_adapter
 from test_routing import TASK
 from tracec.cli import main
-from tracec.trace_rl.trace.eval_table import BASE
-from tracec.trace_rl.trace.peft_adapters import PeftAdapters
-from tracec.trace_rl.trace.routing import Router, route_options
+from tracec.trace_rl.targeting.eval_table import BASE
+from tracec.trace_rl.targeting.peft_adapters import PeftAdapters
+from tracec.trace_rl.targeting.routing import Router, route_options
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = REPO / "examples" / "envs" / "precondition_verification.rubric"
@@ -51,7 +51,7 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     assert main(["route", *_model_flags(folders, options), "--task", TASK, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     model = PeftAdapters.load("tiny", folders)
-    from tracec.trace_rl.trace.routing import read_options
+    from tracec.trace_rl.targeting.routing import read_options
 
     router = Router(model, read_options(options))
     expected = router.route(TASK)
@@ -65,9 +65,9 @@ def test_route_prints_the_choice_and_the_label_logits(adapters, capsys: pytest.C
     # the task of a target's seed: the environment's first message
     assert main(["route", *_model_flags(folders, options), "--target", "capability", "--env", str(ENV),
                  "--seed", "3", "--json"]) == 0
-    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 
-    first = Environment(load_environment(str(ENV))).reset(3).text
+    first = CapabilityEnvironment(load_environment(str(ENV))).reset(3).text
     assert json.loads(capsys.readouterr().out)["logits"] == pytest.approx(router.route(first).logits,
                                                                          abs=_score_tolerance(model, router, first))
 
@@ -149,7 +149,7 @@ def test_user_errors_exit_1_with_a_located_line(adapters, tmp_path: Path,  # typ
 
 @pytest.mark.parametrize("name", ["cpu_smollm2", "tau2_http", "gpu_paper"])
 def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) -> None:
-    from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
+    from tracec.trace_rl.targeting.pipeline.config import load_pipeline_config
 
     config = load_pipeline_config(REPO / "examples" / "pipeline" / f"{name}.toml")
     for path in (*config.target.environments, config.analysis.rubric, config.train.advantage.rubric):

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 from pipeline_fixtures import ENVS, analyst, write_config
-from tracec.trace_rl.trace.pipeline.config import load_pipeline_config
-from tracec.trace_rl.trace.pipeline.layout import STEP_NAMES
-from tracec.trace_rl.trace.pipeline.run import run_pipeline
-from tracec.trace_rl.trace.pipeline.steps import StepOutcome, folder_digest
+from tracec.trace_rl.targeting.pipeline.config import load_pipeline_config
+from tracec.trace_rl.targeting.pipeline.layout import STEP_NAMES
+from tracec.trace_rl.targeting.pipeline.run import run_pipeline
+from tracec.trace_rl.targeting.pipeline.steps import StepOutcome, folder_digest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,7 +64,7 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
     before = {name: (root / name).stat().st_mtime_ns for name in first}
 
     trainings: list[Any] = []
-    monkeypatch.setattr("tracec.trace_rl.trace.pipeline.adapter_steps.train", lambda *a, **k: trainings.append(a))
+    monkeypatch.setattr("tracec.trace_rl.targeting.pipeline.adapter_steps.train", lambda *a, **k: trainings.append(a))
     llm = analyst()
     lines.clear()
     result = run_pipeline(config, llm=llm, report=lines.append)
@@ -105,7 +105,7 @@ def test_the_pipeline_runs_end_to_end_and_resumes_after_a_kill(tmp_path: Path, m
 
 
 def test_a_step_is_skipped_only_when_its_inputs_and_outputs_are_there(tmp_path: Path) -> None:
-    from tracec.trace_rl.trace.pipeline.steps import StepStore
+    from tracec.trace_rl.targeting.pipeline.steps import StepStore
 
     runs: list[str] = []
 
@@ -158,17 +158,17 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
     separates the failures is kept."""
     from tracec.runtime.facts.trajectories.records import write_records
     from tracec.trace_rl.envs.agent import run_episode
-    from tracec.trace_rl.envs.capability import Environment, load_environment
+    from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
     from tracec.trace_rl.envs.capability.validate import GoldAgent, NullAgent
-    from tracec.trace_rl.trace.pipeline import analysis_steps
-    from tracec.trace_rl.trace.pipeline.context import Context
+    from tracec.trace_rl.targeting.pipeline import analysis_steps
+    from tracec.trace_rl.targeting.pipeline.context import Context
 
     rubric = REPO / "examples" / "pipeline" / "toolenv_capabilities.rubric"
     config = load_pipeline_config(write_config(tmp_path), ["analysis.labeler=\"rubric\"",
                                                            f"analysis.rubric=\"{rubric}\""])
     records = []
     for name in ENVS.values():
-        env = Environment(load_environment(str(REPO / "examples" / "envs" / f"{name}.rubric")))
+        env = CapabilityEnvironment(load_environment(str(REPO / "examples" / "envs" / f"{name}.rubric")))
         for seed in range(3):
             for agent, kind in ((GoldAgent(env), "gold"), (NullAgent(), "null")):
                 records.append(run_episode(env, agent, seed, env.max_steps, episode=f"{name}:{kind}{seed}"))
@@ -194,8 +194,8 @@ def test_deterministic_labels_come_from_the_capability_blocks_and_select_on_them
 
 
 def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> None:
-    from tracec.trace_rl.trace.pipeline.config import TargetSection, Tau2TargetSection
-    from tracec.trace_rl.trace.pipeline.targets import target_domains
+    from tracec.trace_rl.targeting.pipeline.config import TargetSection, Tau2TargetSection
+    from tracec.trace_rl.targeting.pipeline.targets import target_domains
 
     from tracec.config_io import ConfigError
 
@@ -227,8 +227,8 @@ def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
 
 def test_the_analyst_is_the_llm_section_opened_once(tmp_path: Path) -> None:
     from tracec.trace_rl.llm.local import TransformersBackend
-    from tracec.trace_rl.trace.pipeline.context import Context
-    from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+    from tracec.trace_rl.targeting.pipeline.context import Context
+    from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
 
     context = Context(config=load_pipeline_config(write_config(tmp_path)), report=print, detail=print)
     opened = context.analyst()
@@ -370,9 +370,9 @@ def test_the_labels_rubric_and_the_conditions_it_allows_are_checked_when_the_con
 def test_a_condition_naming_no_selected_capability_stops_the_run_before_training(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With LLM labels the adapters are known once select has run: an unknown condition stops the run there."""
-    from tracec.trace_rl.trace.pipeline import analysis_steps, env_steps
-    from tracec.trace_rl.trace.pipeline.layout import SELECTED
-    from tracec.trace_rl.trace.pipeline.steps import PipelineFailed
+    from tracec.trace_rl.targeting.pipeline import analysis_steps, env_steps
+    from tracec.trace_rl.targeting.pipeline.layout import SELECTED
+    from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
 
     config = load_pipeline_config(write_config(tmp_path), ["evaluate.conditions=[\"base\", \"careful_changes\"]"])
     for step in ("collect", "discover", "label"):

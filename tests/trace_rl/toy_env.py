@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.protocol import Environment as EnvironmentProtocol
 from tracec.trace_rl.envs.protocol import Observation, StepResult
 
@@ -91,4 +91,4 @@ _PROGRAM = load_environment(str(REPO / "examples" / "envs" / "tool_calling_preci
 def capability_env(call_format: str = "text") -> Any:
     # text by default: the tiny tokenizer spells the native format's JSON schemas in ~1500 ids, more than these
     # rollout tests' contexts; the native format has its own tests (test_native_tools.py)
-    return Environment(_PROGRAM, call_format=call_format)
+    return CapabilityEnvironment(_PROGRAM, call_format=call_format)

@@ -79,7 +79,7 @@ def _capability_user(section: CapabilityEnvSection) -> Any:
 
 
 def _capability_factory(program: Any, call_format: str, user: Any) -> EnvironmentFactory:
-    return lambda: capability.Environment(program, call_format=call_format,
+    return lambda: capability.CapabilityEnvironment(program, call_format=call_format,
                                           user=LLMUser(user) if user is not None else None)
 
 

@@ -7,7 +7,7 @@ and one line there. The kinds:
 - `grpo`: the episode's reward (the environment's `env_reward`) minus its group's mean, divided by the group's
   population standard deviation (`scale = "std"`; + 1e-6) or not (`scale = "none"`, Dr. GRPO); every action token
   of the episode gets it.
-- `trca`: the compiled rubric scores each episode's trajectory record (`RubricScorer.evaluate`); each step t has its
+- `trca`: the compiled rubric scores each episode's trajectory record (`RubricScorer.score`); each step t has its
   own advantage A_t = A_E + A_S (`docs/language.md`, rewards), and it reaches only the action tokens of turn t.
   The rubric's task groups are the rollout groups (each episode's `task` is set to its group), so A_E compares the
   K episodes of one task instance exactly as GRPO would. `lam` / `gamma` / `step_scale` override the rubric's when
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-from tracec.runtime.evaluate import RubricScorer
 from tracec.runtime.facts.trajectories.jsonl import Episode
+from tracec.runtime.scoring import RubricScorer
 from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, AdvantageSection
 from tracec.trace_rl.grpo.gigpo import GIGPO_GAMMA, environment_steps, gigpo_step_advantages
 from tracec.trace_rl.grpo.shaped import shaped_step_advantages
@@ -125,7 +125,7 @@ class ShapedCredit:
     divide_by_std: bool
 
     def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
-        per_step = shaped_step_advantages(self.scorer.evaluate([_as_episode(e) for e in episodes]),
+        per_step = shaped_step_advantages(self.scorer.score([_as_episode(e) for e in episodes]),
                                           divide_by_std=self.divide_by_std)
         return [token_advantages(e, np.full(max(e.turns, 1), a[0] if len(a) else 0.0))
                 for e, a in zip(episodes, per_step)]
@@ -161,7 +161,7 @@ def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric:
 def trca_step_advantages(scorer: RubricScorer, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
     """Per episode, its steps' A = A_E + A_S: (turns,) each."""
     records = [_as_episode(e) for e in episodes]
-    result = scorer.evaluate(records)
+    result = scorer.score(records)
     offsets = result.batch.episode_offsets
     return [np.array(result.rewards.A[offsets[i]:offsets[i + 1]], dtype=np.float64) for i in range(len(episodes))]
 

@@ -4,7 +4,7 @@ same schema; read into a FactBatch (`read_facts`) or converted into one another 
 A file whose states and actions hold no value for any field the rubric reads is an error naming both sides' fields:
 it is almost always the wrong file or the wrong rubric, and it would otherwise score zeros everywhere without a
 word. (Episodes in memory are not held to this: a batch of rollouts whose every fact is missing is a real batch.)
-Conversions write atomically and check what they read as `tracec eval` would (shapes, ids, numbers); a Parquet
+Conversions write atomically and check what they read as `tracec score` would (shapes, ids, numbers); a Parquet
 column has one type, so a field whose values have different JSON types in different episodes cannot be converted.
 """
 
@@ -77,7 +77,7 @@ def read_facts(path: str | os.PathLike[str], plan: FactPlan) -> FactBatch:
 
 def require_known_facts(path: str, batch: FactBatch, plan: FactPlan, episodes: Sequence[Episode]) -> None:
     """A DataError naming both sides' fields when no state or action of `episodes` (read from `path`, built into
-    `batch`) has a value for any fact `plan` reads: the wrong file for this rubric (`tracec eval`'s rule, and the
+    `batch`) has a value for any fact `plan` reads: the wrong file for this rubric (`tracec score`'s rule, and the
     rubric labeler's)."""
     if not _any_known(batch, plan):
         _no_shared_field(path, plan, _episode_fields(episodes))

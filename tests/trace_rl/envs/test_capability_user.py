@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.config import CapabilityEnvSection, EnvSection
 from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import STOP, LLMUser, ScriptedUser
 from tracec.trace_rl.grpo.config import ConfigError, config_from_dict
-from tracec.trace_rl.trace.pipeline.config import TargetSection
-from tracec.trace_rl.trace.pipeline.targets import target_domains
+from tracec.trace_rl.targeting.pipeline.config import TargetSection
+from tracec.trace_rl.targeting.pipeline.targets import target_domains
 
 REPO = Path(__file__).resolve().parents[3]
 CANCEL = REPO / "examples" / "envs" / "precondition_verification.rubric"
@@ -35,7 +35,7 @@ class Customer:
 
 def test_the_agent_s_messages_reach_the_llm_user_and_its_replies_come_back_until_it_stops() -> None:
     customer = Customer("It is the one I ordered by mistake.", f"Great, thanks! {STOP}")
-    env = Environment(load_environment(str(CANCEL)), user=LLMUser(customer), call_format="text")
+    env = CapabilityEnvironment(load_environment(str(CANCEL)), user=LLMUser(customer), call_format="text")
     opening = env.reset(2)
     assert env.scenario is not None and opening.role == "user" and opening.text == env.scenario.task
     first = env.step("Which of the two orders do you mean?")
@@ -58,7 +58,7 @@ def test_the_agent_s_messages_reach_the_llm_user_and_its_replies_come_back_until
 
 def test_a_user_that_never_stops_leaves_the_end_to_the_step_limit() -> None:
     customer = Customer(*["Please go on."] * 3)
-    env = Environment(load_environment(str(CANCEL)), user=LLMUser(customer), max_steps=3, call_format="text")
+    env = CapabilityEnvironment(load_environment(str(CANCEL)), user=LLMUser(customer), max_steps=3, call_format="text")
     env.reset(0)
     results = [env.step(f"message {i}") for i in range(3)]
     assert [r.done for r in results] == [False, False, True] and len(customer.seen) == 3
@@ -70,7 +70,7 @@ def test_the_trainer_and_the_pipeline_make_the_capability_user_from_their_config
     llm = environment_factory(EnvSection(capability=CapabilityEnvSection(path=str(CANCEL), user="llm",
                                                                          user_model="tiny")))
     first, second = llm(), llm()
-    assert isinstance(first, Environment) and isinstance(second, Environment)
+    assert isinstance(first, CapabilityEnvironment) and isinstance(second, CapabilityEnvironment)
     assert isinstance(first.user, LLMUser) and first.user is not second.user  # one conversation each
     with pytest.raises(ConfigError, match=r'env\.capability\.user = "robot": choose one of "scripted", "llm"'):
         config_from_dict({"env": {"capability": {"path": str(CANCEL), "user": "robot"}}})
@@ -78,7 +78,7 @@ def test_the_trainer_and_the_pipeline_make_the_capability_user_from_their_config
     target = TargetSection(environments=(str(CANCEL),), user="base")
     (domain,) = target_domains(target, first_seed=0, tasks=1, user=customer)
     env = domain.make_env()
-    assert isinstance(env, Environment)
+    assert isinstance(env, CapabilityEnvironment)
     env.reset(0)
     assert env.step("All done.").done and customer.seen
     with pytest.raises(ConfigError, match="target.user = \"base\" needs the base model"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from tracec.trace_rl.envs.capability import load_environment
-from tracec.trace_rl.envs.capability.episode import Environment
+from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment
 from tracec.trace_rl.envs.consent import says_yes
 from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.envs.users import ScriptedUser
@@ -123,7 +123,7 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.mark.parametrize(("reply", "confirmed"), [("No, I do not confirm.", False), ("Yes, I confirm.", True)])
 def test_the_environments_confirmed_fact_follows_the_reply(reply: str, confirmed: bool) -> None:
     program = load_environment(str(REPO / "examples" / "envs" / "structured_data_reasoning.rubric"))
-    env = Environment(program, user=ScriptedUser(then=reply))
+    env = CapabilityEnvironment(program, user=ScriptedUser(then=reply))
     env.reset(0)
     env.step("Shall I cancel the trip?")
     call = env.scenario.gold_calls[-1]

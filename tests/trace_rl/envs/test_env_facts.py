@@ -9,7 +9,7 @@ import pytest
 from tracec.dsl import ast
 from tracec.dsl.parse import parse_file
 from tracec.trace_rl.envs.agent import run_episode
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.capability.validate import GoldAgent, RandomAgent
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,8 +32,8 @@ def fits(value: object, type_: ast.TypeRef) -> bool:
     return type(value) is python
 
 
-def episode(path: Path, seed: int, agent: str) -> Environment:
-    env = Environment(load_environment(str(path)))
+def episode(path: Path, seed: int, agent: str) -> CapabilityEnvironment:
+    env = CapabilityEnvironment(load_environment(str(path)))
     run_episode(env, GoldAgent(env) if agent == "gold" else RandomAgent(env), seed, env.max_steps)
     assert env.done
     return env
@@ -64,22 +64,22 @@ def test_gold_of_precondition_env_checks_before_every_change() -> None:
 
 def test_default_toolenv_rubric_scores_environment_trajectories(tmp_path: Path) -> None:
     from tracec.compiler.cache import KernelCache
-    from tracec.runtime.evaluate import RubricScorer
     from tracec.runtime.facts.trajectories.records import write_records
+    from tracec.runtime.scoring import RubricScorer
 
     scorer = RubricScorer.from_file(REPO / "examples" / "toolenv.rubric", backend="interp",
                                     cache=KernelCache(tmp_path / "cache"))
     categories = [op.category for op in scorer.compiled.operators]
     assert [categories.count(c) for c in ("evidence", "execution", "invalidity")] == [5, 5, 5]
     gold = episode(REPO / "examples" / "envs" / "precondition_verification.rubric", 0, "gold")
-    env = Environment(load_environment(str(REPO / "examples" / "envs" / "precondition_verification.rubric")))
+    env = CapabilityEnvironment(load_environment(str(REPO / "examples" / "envs" / "precondition_verification.rubric")))
     env.reset(0)
     env.step('<action>cancel_pending_order(order_id=O1, reason="ordered by mistake")</action>')
     env.step("<action>cancel_pending_order(</action>")
     env.step("done")
     write_records([gold.trajectory("gold"), env.trajectory("blind")], tmp_path / "t.jsonl")
     fired = {(r["episode"], r["t"]): {k for k, v in r["ops"].items() if v}
-             for r in scorer.evaluate(tmp_path / "t.jsonl").records()}
+             for r in scorer.score(tmp_path / "t.jsonl").records()}
     assert {"checked_first", "changes_known", "changes_db"} <= fired[("gold", 2)]
     assert fired[("gold", 3)] == {"wraps_up"}
     assert fired[("blind", 0)] == {"refused", "blind_change"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracec.trace_rl.envs.capability import Environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 
 REPO = Path(__file__).resolve().parents[3]
 PROGRAMS = [load_environment(str(p)) for p in sorted((REPO / "examples" / "envs").glob("*.rubric"))]
@@ -40,7 +40,7 @@ def agent_turns(draw: st.DrawFn) -> str:
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(range(len(PROGRAMS))), st.integers(0, 10**6), st.lists(agent_turns(), min_size=1, max_size=8))
 def test_garbage_turns_never_raise(index: int, seed: int, turns: list[str]) -> None:
-    env = Environment(PROGRAMS[index], max_steps=6)
+    env = CapabilityEnvironment(PROGRAMS[index], max_steps=6)
     env.reset(seed)
     for turn in turns:
         result = env.step(turn)

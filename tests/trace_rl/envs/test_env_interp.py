@@ -11,7 +11,7 @@ import pytest
 from numerics import tolerance
 from tracec.dsl.errors import EnvError
 from tracec.runtime.facts.trajectories.records import write_records
-from tracec.trace_rl.envs.capability import Environment, Limits, compile_environment, load_environment
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, Limits, compile_environment, load_environment
 from tracec.trace_rl.envs.capability.episode import appears
 from tracec.trace_rl.envs.protocol import Observation
 from tracec.trace_rl.envs.toolcall import format_tool_call
@@ -26,7 +26,7 @@ def program():  # type: ignore[no-untyped-def]
     return load_environment(str(TRIPS))
 
 
-def step(env: Environment, text: str) -> tuple[str, bool]:
+def step(env: CapabilityEnvironment, text: str) -> tuple[str, bool]:
     """A step as (observation text, done), after checking the rest of what the protocol's step gives."""
     result = env.step(text)
     assert result.state is env.states[-1] and result.action is env.actions[-1]
@@ -35,19 +35,19 @@ def step(env: Environment, text: str) -> tuple[str, bool]:
     return result.observation.text, result.done
 
 
-def gold_turns(env: Environment) -> list[str]:
+def gold_turns(env: CapabilityEnvironment) -> list[str]:
     assert env.scenario is not None
     return [format_tool_call(c.name, c.arguments) for c in env.scenario.gold_calls]
 
 
 def test_reset_is_a_pure_function_of_the_seed(program) -> None:  # type: ignore[no-untyped-def]
-    first, second = Environment(program), Environment(program)
+    first, second = CapabilityEnvironment(program), CapabilityEnvironment(program)
     assert first.reset(7) == second.reset(7) == Observation(text=first.scenario.task, role="user")  # type: ignore[union-attr]
     a, b = first.scenario, second.scenario
     assert a is not None and b is not None
     assert ((a.db.digest(), a.gold_digest, a.gold_calls, a.report)
             == (b.db.digest(), b.gold_digest, b.gold_calls, b.report))
-    assert len({Environment(program).reset(seed) for seed in range(30)}) == 30
+    assert len({CapabilityEnvironment(program).reset(seed) for seed in range(30)}) == 30
 
 
 def test_reset_is_the_same_in_another_process(program) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +62,7 @@ def test_reset_is_the_same_in_another_process(program) -> None:  # type: ignore[
 
 
 def test_gold_turns_score_one_and_the_trip_is_cancelled(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(3)
     observations = [step(env, turn) for turn in gold_turns(env)]
     assert all(not done for _, done in observations)
@@ -72,7 +72,7 @@ def test_gold_turns_score_one_and_the_trip_is_cancelled(program) -> None:  # typ
 
 
 def test_partial_work_scores_by_the_reward_formula(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(3)
     for turn in gold_turns(env):
         step(env, turn)
@@ -85,7 +85,7 @@ def test_partial_work_scores_by_the_reward_formula(program) -> None:  # type: ig
 
 
 def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(3)
     target = env.scenario.lets["target"]["id"]  # type: ignore[union-attr]
     step(env, f"<action>cancel(trip={target})</action>")
@@ -117,7 +117,7 @@ def test_failed_require_is_a_tool_error_and_changes_nothing(program) -> None:  #
     ],
 )
 def test_bad_calls_are_observations_not_exceptions(program, turn: str, error: str) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(0)
     observation, done = step(env, turn)
     assert json.loads(observation) == {"error": error}
@@ -125,7 +125,7 @@ def test_bad_calls_are_observations_not_exceptions(program, turn: str, error: st
 
 
 def test_json_function_call_form_and_numbers_for_keys(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(5)
     me = env.scenario.lets["me"]  # type: ignore[union-attr]
     observation, _ = step(env, json.dumps({"name": "list_trips", "arguments": {"user": me["id"]}}))
@@ -138,7 +138,7 @@ def test_json_function_call_form_and_numbers_for_keys(program) -> None:  # type:
 
 
 def test_messages_go_to_the_user_until_the_agent_is_done(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(1)
     target = env.scenario.lets["target"]["id"]  # type: ignore[union-attr]
     step(env, f"<action>list_trips(user={target})</action>")
@@ -156,16 +156,16 @@ def test_messages_go_to_the_user_until_the_agent_is_done(program) -> None:  # ty
 
 
 def test_step_limit_ends_the_episode(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program, max_steps=2)
+    env = CapabilityEnvironment(program, max_steps=2)
     env.reset(1)
     assert step(env, "<action>list_trips(user=U1)</action>")[1] is False
     assert step(env, "<action>list_trips(user=U1)</action>")[1] is True
     with pytest.raises(ValueError, match="max_steps must be between 1 and 1000"):
-        Environment(program, max_steps=0)
+        CapabilityEnvironment(program, max_steps=0)
 
 
 def test_too_long_turn_is_an_invalid_action(program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(1)
     observation, done = step(env, "a" * 20000)
     assert json.loads(observation) == {"error": "a turn holds at most 16384 characters, this one has 20000"}
@@ -182,7 +182,7 @@ def test_llm_user_sees_only_messages_and_stops_the_episode(program) -> None:  # 
             return "Yes, that one." if len(self.calls) == 1 else "###STOP###"
 
     backend = FakeBackend()
-    env = Environment(program, user=LLMUser(backend))
+    env = CapabilityEnvironment(program, user=LLMUser(backend))
     task = env.reset(2).text
     assert step(env, "<action>list_trips(user=U1)</action>")[1] is False
     assert step(env, "Is it the trip on Monday?") == ("Yes, that one.", False)
@@ -213,7 +213,7 @@ environment small "swap and picks" {
 def test_assignments_read_the_state_before_the_call_and_picks_redraw() -> None:
     # `tag == h` on 2..3 rows of 8 tags fails most draws: the scenario is re-drawn until a pick succeeds.
     program = compile_environment(SMALL)
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(4)
     one, two = env.scenario.lets["one"], env.scenario.lets["two"]  # type: ignore[union-attr]
     observation, _ = step(env, f"<action>swap(x={one['id']}, y={two['id']})</action>")
@@ -252,7 +252,7 @@ def test_appears_matches_numbers_as_numbers_and_words_without_case() -> None:
 
 
 def test_trajectories_are_written_as_jsonl(tmp_path: Path, program) -> None:  # type: ignore[no-untyped-def]
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     env.reset(3)
     for turn in gold_turns(env):
         step(env, turn)

@@ -1,35 +1,34 @@
 """Capability environments: seeded synthetic tasks written in `.rubric`, run by an interpreter.
 
-`load_environment(path)` parses, checks and compiles one environment; `Environment(program)` runs episodes of it.
+`load_environment(path)` parses, checks and compiles one environment; `CapabilityEnvironment(program)` runs episodes
+of it.
 """
 
 from __future__ import annotations
 
+from tracec.compiler.load import chosen_declaration
 from tracec.dsl import ast
 from tracec.dsl.check_env import check_environment
 from tracec.dsl.env_model import DEFAULT_LIMITS, Limits
-from tracec.dsl.errors import NOWHERE, CheckError, Source
+from tracec.dsl.errors import CheckError, Source
 from tracec.dsl.parse import parse
 from tracec.dsl.source_file import read_source
-from tracec.trace_rl.envs.capability.episode import Environment, Scores
+from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment, Scores
 from tracec.trace_rl.envs.capability.program import Program, Scenario
 
-__all__ = ["Environment", "Limits", "Program", "Scenario", "Scores", "compile_environment", "load_environment"]
+HOW_TO_NAME_AN_ENVIRONMENT = " (--name NAME on the command line, env.capability.name in a config)"
+
+__all__ = ["CapabilityEnvironment", "Limits", "Program", "Scenario", "Scores", "compile_environment",
+           "load_environment"]
 
 
 def compile_environment(text: str, path: str = "<string>", *, name: str | None = None,
                         limits: Limits = DEFAULT_LIMITS) -> Program:
     """The environment `name` (or the only one) of a `.rubric` source, checked and compiled; raises `CheckError`."""
     module = parse(text, path)
-    source = Source(path, text)
-    envs = [d for d in module.decls if isinstance(d, ast.Environment)]
-    chosen = [e for e in envs if name is None or e.name == name]
-    if len(chosen) != 1:
-        names = ", ".join(f"`{e.name}`" for e in envs) or "none"
-        what = f"no environment `{name}`" if name is not None else "expected exactly one environment"
-        raise CheckError([source.diagnostic(module.decls[0].loc if module.decls else NOWHERE,
-                                            f"{what} (found {names})")])
-    checked, errors = check_environment(chosen[0], source, limits=limits)
+    environments = {d.name: d for d in module.decls if isinstance(d, ast.Environment)}
+    chosen = chosen_declaration(environments, name, "environment", path, HOW_TO_NAME_AN_ENVIRONMENT)
+    checked, errors = check_environment(chosen, Source(path, text), limits=limits)
     if checked is None:
         raise CheckError(errors)
     return Program(checked, limits=limits)

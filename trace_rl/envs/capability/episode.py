@@ -53,7 +53,7 @@ class Scores:
     reward: float
 
 
-class Environment(RecordsToolFacts, protocol.Environment):
+class CapabilityEnvironment(RecordsToolFacts, protocol.Environment):
     """Episodes of one compiled environment; `user` answers the agent's messages (default: `ScriptedUser()`)."""
 
     def __init__(self, program: Program, *, user: User | None = None, max_steps: int | None = None,

@@ -4,7 +4,7 @@
 row), renders the task and replays the `solution` on a copy to get the gold state and the values to report.
 `call(db, lets, name, arguments)` runs one tool call on a database and says what happened; it never raises on what an
 agent wrote: unknown tools, bad arguments and failed `require`s come back as errors the agent reads.
-Left out: the conversation (see `episode.py`) and scoring an agent's run (`Environment.scores`).
+Left out: the conversation (see `episode.py`) and scoring an agent's run (`CapabilityEnvironment.scores`).
 """
 
 from __future__ import annotations

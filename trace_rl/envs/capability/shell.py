@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from tracec.trace_rl.envs.capability.episode import Environment, Scores
+from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.program import Program
 from tracec.trace_rl.envs.toolcall import DEFAULT_CALL_FORMAT, format_call
@@ -36,7 +36,7 @@ def play(program: Program, seed: int, lines: TextIO, out: TextIO, *, max_steps: 
          call_format: str = DEFAULT_CALL_FORMAT) -> Scores:
     """An interactive episode; returns its scores (also when the input ends before the episode does). The prompt
     shown is the system message as a model without a tools-aware template reads it (native: the Hermes block)."""
-    env = Environment(program, max_steps=max_steps, call_format=call_format)
+    env = CapabilityEnvironment(program, max_steps=max_steps, call_format=call_format)
     opening = env.reset(seed)
     (system,) = conversation.fold_tools([{"role": "system", "content": env.system_prompt}], env.tools)
     out.write(f"{system['content']}\n\n{opening.role}: {opening.text}\n")

@@ -15,7 +15,7 @@ from typing import Any
 
 from tracec.dsl.errors import EnvError
 from tracec.trace_rl.envs.agent import Agent, Message, run_episode, turns_taken
-from tracec.trace_rl.envs.capability.episode import Environment, Scores
+from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.generate import rng_for
 from tracec.trace_rl.envs.capability.program import Program, Scenario
@@ -25,7 +25,7 @@ _EPS = 1e-9
 _DONE = "I am done."
 
 
-def _scenario(env: Environment) -> Scenario:
+def _scenario(env: CapabilityEnvironment) -> Scenario:
     if env.scenario is None:
         raise RuntimeError("the agent acts before the environment was reset")
     return env.scenario
@@ -35,7 +35,7 @@ class GoldAgent:
     """Plays the seed's `solution` as tool calls in the environment's call format, then tells the user every
     reported value."""
 
-    def __init__(self, env: Environment):
+    def __init__(self, env: CapabilityEnvironment):
         self.env = env
 
     def act(self, messages: Sequence[Message]) -> str:
@@ -58,7 +58,7 @@ class RandomAgent:
     """Calls random tools with values drawn from the tables (so keys are real keys), then says it is done; the
     draws follow the episode's seed."""
 
-    def __init__(self, env: Environment):
+    def __init__(self, env: CapabilityEnvironment):
         self.env = env
         self._drawn_for: Scenario | None = None
 
@@ -87,7 +87,7 @@ class RandomAgent:
         return self.rng.choice(self.pool.get(kind if kind in ("int", "float") else "str", self.pool["str"]))
 
 
-def play(env: Environment, agent: Agent, seed: int) -> tuple[Scores, Scenario]:
+def play(env: CapabilityEnvironment, agent: Agent, seed: int) -> tuple[Scores, Scenario]:
     """One episode to its end (the environment's step limit bounds it); its scores and scenario."""
     run_episode(env, agent, seed, env.max_steps)
     return env.scores(), _scenario(env)
@@ -129,7 +129,7 @@ def validate(program: Program, *, seeds: int = 100, first_seed: int = 0, min_dis
     failures: list[str] = []
     gold, null, rand = [], [], []
     tasks: set[str] = set()
-    env = Environment(program)
+    env = CapabilityEnvironment(program)
     gold_agent, null_agent, random_agent = GoldAgent(env), NullAgent(), RandomAgent(env)
     for seed in range(first_seed, first_seed + seeds):
         try:

@@ -10,7 +10,7 @@ agent and its user), `scoring`, `replay` (gold replay and the database dump, beh
 Left out: the benchmark's other domains (telecom, mock) and its LLM-judged NL assertions.
 """
 
-from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools, ToolOutcome, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.env import Domain, Tau2Outcome, Tau2Tools, find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.environment import (
     Tau2Environment,
     load_guidelines,
@@ -29,8 +29,8 @@ __all__ = [
     "Score",
     "Task",
     "Tau2Environment",
+    "Tau2Outcome",
     "Tau2Tools",
-    "ToolOutcome",
     "find_data_dir",
     "gold_user",
     "load_domain",

@@ -2,7 +2,7 @@
 
 `load_domain` reads a domain folder once (`db.json`, `policy.md`, `tasks.json`); `Tau2Tools` is the domain's
 tools over one working copy of its database. `Tau2Tools.execute` turns a parsed tool call (the shared
-`<action>` / JSON format of `tracec.trace_rl.envs.toolcall`) into a `ToolOutcome`: what the agent reads back
+`<action>` / JSON format of `tracec.trace_rl.envs.toolcall`) into a `Tau2Outcome`: what the agent reads back
 (`render_result` JSON, or `Error: <message>` like the benchmark), whether the call was accepted, and whether
 the database changed.
 
@@ -84,7 +84,7 @@ def find_data_dir(explicit: Path | str | None = None) -> Path:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ToolOutcome:
+class Tau2Outcome:
     """One agent tool call, executed or refused."""
 
     tool: str | None  # None when the call did not parse
@@ -104,7 +104,7 @@ class Tau2Tools:
         self.domain = domain
         self.db = domain.snapshot.fresh()
 
-    def execute(self, call: ToolCall | ToolCallError) -> ToolOutcome:
+    def execute(self, call: ToolCall | ToolCallError) -> Tau2Outcome:
         if isinstance(call, ToolCallError):
             return _refused(None, "invalid", {}, f"could not read the tool call: {call.message}")
         tool = self.domain.toolkit.tools.get(call.name)
@@ -117,7 +117,7 @@ class Tau2Tools:
             result, changed = self.domain.toolkit.call(self.db, call.name, call.arguments)
         except ToolError as err:
             return _refused(call.name, tool.kind, call.arguments, str(err))
-        return ToolOutcome(
+        return Tau2Outcome(
             tool=call.name,
             kind=tool.kind,
             accepted=True,
@@ -128,7 +128,7 @@ class Tau2Tools:
         )
 
 
-def _refused(tool: str | None, kind: Any, arguments: dict[str, Any], error: str) -> ToolOutcome:
-    return ToolOutcome(
+def _refused(tool: str | None, kind: Any, arguments: dict[str, Any], error: str) -> Tau2Outcome:
+    return Tau2Outcome(
         tool=tool, kind=kind, accepted=False, arguments=arguments, error=error, content=f"Error: {error}"
     )

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tracec.trace_rl.envs.agent import Message, turns_taken
-from tracec.trace_rl.envs.tau2.env import Domain, Tau2Tools, ToolOutcome
+from tracec.trace_rl.envs.tau2.env import Domain, Tau2Outcome, Tau2Tools
 from tracec.trace_rl.envs.tau2.tasks import Task
 from tracec.trace_rl.envs.toolcall import ToolCall, format_tool_call
 from tracec.trace_rl.envs.users import STOP, ScriptedUser
@@ -32,7 +32,7 @@ ASK = "I am about to run {name} with {args}. Do you want me to proceed?"
 FINAL = "All done."
 
 
-def replay_gold(domain: Domain, task: Task) -> tuple[Tau2Tools, tuple[ToolOutcome, ...]]:
+def replay_gold(domain: Domain, task: Task) -> tuple[Tau2Tools, tuple[Tau2Outcome, ...]]:
     """A fresh copy of the domain's tools and database after the task's gold actions, and each action's outcome."""
     tools = Tau2Tools(domain)
     outcomes = tuple(tools.execute(ToolCall(name=a.name, arguments=a.arguments)) for a in task.actions)

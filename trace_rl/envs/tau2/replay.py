@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracec.trace_rl.envs.tau2.db import Db
-from tracec.trace_rl.envs.tau2.env import ToolOutcome, find_data_dir, load_domain
+from tracec.trace_rl.envs.tau2.env import Tau2Outcome, find_data_dir, load_domain
 from tracec.trace_rl.envs.tau2.gold import replay_gold
 from tracec.trace_rl.envs.tau2.tasks import GoldAction
 
@@ -27,7 +27,7 @@ class ReplayResult:
     domain: str
     task_id: str
     actions: tuple[GoldAction, ...]
-    outcomes: tuple[ToolOutcome, ...]  # one per action
+    outcomes: tuple[Tau2Outcome, ...]  # one per action
     db: Db
 
     @property

@@ -7,9 +7,10 @@
 The `AdapterModel` of `tracec.trace_rl.targeting.adapters` on vLLM: one engine holds the base weights once, every
 adapter is registered under its own name and integer id (`lora_requests`, ids from 1 as vLLM requires), and the
 active adapter is the `lora_request` of each `generate`, so episodes routed to different adapters share the engine
-and its batches without reloading anything. The base model is a request without a LoRARequest. Requests are token ids encoded by
-`tracec.trace_rl.llm.conversation`, not messages for `LLM.chat`: vLLM then reads what the transformers engine and
-the trainer read, and a tokenizer without a chat template (the small policy) gets the same fallback template.
+and its batches without reloading anything. The base model is a request without a LoRARequest. Requests are token
+ids encoded by `tracec.trace_rl.llm.conversation`, not messages for `LLM.chat`: vLLM then reads what the transformers
+engine and the trainer read, and a tokenizer without a chat template (the small policy) gets the same fallback
+template.
 
 Routing reads the base model's distribution of the reply's first token over the label tokens. vLLM returns
 log-probs, not logits, and only of the top tokens, so each label is scored as the prompt's log-prob of the prompt

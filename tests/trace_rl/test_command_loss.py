@@ -21,7 +21,13 @@ from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.learner import Learner, LearnSequence, SequenceInfo
 from tracec.trace_rl.grpo.loss_units import CommandUnits
 from tracec.trace_rl.grpo.train import learn_sequence
-from tracec.trace_rl.policy.choice_policy import ChoiceTurn, choice_logprobs, choice_tree, tree_length
+from tracec.trace_rl.policy.choice_policy import (
+    ChoiceTurn,
+    choice_logprobs,
+    choice_score_rule,
+    choice_tree,
+    tree_length,
+)
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask
@@ -93,7 +99,7 @@ def test_the_tree_scores_every_candidate_as_a_plain_forward_would(score: str) ->
                        row_tokens=150, pad_id=policy.tokenizer.pad_token_id)
     assert tree.input_ids.shape[0] > 1  # several rows, several trees a row: the mask keeps them apart
     with torch.no_grad():
-        scored = choice_logprobs(policy.model, tree, temperature=1.0, score=score)
+        scored = choice_logprobs(policy.model, tree, temperature=1.0, score=choice_score_rule(score))
         tokens = [_direct_token_logprobs(policy, e, t) for e in episodes for t in e.choice_turns]
     direct = [torch.log_softmax(torch.stack([c.mean() if score == "mean" else c.sum() for c in candidates]), dim=0)
               for candidates in tokens]

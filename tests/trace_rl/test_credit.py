@@ -18,9 +18,9 @@ from tracec.trace_rl.grpo.credit import (
     GRPOCredit,
     TRCACredit,
     constant_groups,
-    grpo_advantages,
     trca_step_advantages,
 )
+from tracec.trace_rl.grpo.standardize import standardize_in_groups
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 @settings(max_examples=50, deadline=None)
 @given(rewards=st.lists(st.floats(-5, 5), min_size=2, max_size=12), groups=st.integers(1, 3),
        scale=st.sampled_from(["std", "none"]))
-def test_grpo_advantages_are_the_group_normalised_reward(rewards: list[float], groups: int, scale: str) -> None:
+def test_grpo_credit_is_the_group_normalised_reward(rewards: list[float], groups: int, scale: str) -> None:
     ids = np.arange(len(rewards)) % groups
-    got = grpo_advantages(np.array(rewards), ids, scale=scale)
+    got = standardize_in_groups(np.array(rewards), ids, divide_by_std=scale == "std")  # GRPOCredit's per episode
     for i, reward in enumerate(rewards):
         members = [r for r, g in zip(rewards, ids) if g == ids[i]]
         mean = sum(members) / len(members)
@@ -94,7 +94,7 @@ def test_the_step_scale_override_reaches_the_step_advantages(episodes: list[Epis
 
 def test_grpo_gives_every_action_token_the_episode_advantage(episodes: list[EpisodeRollout]) -> None:
     rewarded = [_with_reward(e, float(e.member)) for e in episodes]  # rewards 0, 1, 2 in each group
-    tokens = GRPOCredit(scale="none")(rewarded)
+    tokens = GRPOCredit(divide_by_std=False)(rewarded)
     for episode, per_token in zip(rewarded, tokens):
         assert np.all(per_token[episode.loss_mask] == np.float32(episode.member - 1.0))
         assert np.all(per_token[~episode.loss_mask] == 0)

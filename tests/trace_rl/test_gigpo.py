@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import standardized_tolerance, tolerance
 from toy_env import capability_env
-from tracec.trace_rl.grpo.credit import grpo_advantages
 from tracec.trace_rl.grpo.gigpo import anchor_key, environment_steps, gigpo_step_advantages
+from tracec.trace_rl.grpo.standardize import standardize_in_groups
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
 
 EPS = 1e-6
@@ -121,7 +121,7 @@ def test_without_shared_anchors_every_step_has_the_episode_advantage() -> None:
     for divide in (True, False):
         got = run(NOTHING_SHARED, 0.95, 1.0, divide)
         totals = np.array([sum(r for r, _ in s) for _, s in NOTHING_SHARED])
-        episode = grpo_advantages(totals, np.array([g for g, _ in NOTHING_SHARED]), scale="std" if divide else "none")
+        episode = standardize_in_groups(totals, np.array([g for g, _ in NOTHING_SHARED]), divide_by_std=divide)
         for row, a_e in zip(got, episode):
             assert np.array_equal(row, np.full(len(row), a_e))  # A_S = 0 exactly: no step has company
 
@@ -219,7 +219,7 @@ def test_with_no_step_weight_gigpo_is_grpo_bit_for_bit() -> None:
     groups = np.array([0, 0, 1, 1])
     for divide in (True, False):
         got = gigpo_step_advantages(groups, rewards, anchors, gamma=0.95, step_weight=0.0, divide_by_std=divide)
-        grpo = grpo_advantages(np.array([e.reward for e in group]), groups, scale="std" if divide else "none")
+        grpo = standardize_in_groups(np.array([e.reward for e in group]), groups, divide_by_std=divide)
         for row, expected in zip(got, grpo):
             assert np.array_equal(row, np.full(len(row), expected))
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment
-from tracec.trace_rl.policy.choice_policy import choice_logprobs, choice_tree
+from tracec.trace_rl.policy.choice_policy import choice_logprobs, choice_score_rule, choice_tree
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.script_sampler import ScriptSampler
@@ -62,7 +62,7 @@ def clone_walkthroughs(policy: Policy, episodes: Sequence[EpisodeRollout], *, ep
             chunk = [episodes[i] for i in order[start:start + batch]]
             tree = choice_tree([e.token_ids.tolist() for e in chunk], [e.choice_turns for e in chunk],
                                row_tokens=2048, pad_id=int(pad if pad is not None else 0))
-            loss = -choice_logprobs(policy.model, tree, temperature=1.0, score=score).chosen.mean()
+            loss = -choice_logprobs(policy.model, tree, temperature=1.0, score=choice_score_rule(score)).chosen.mean()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
             optimizer.step()

@@ -75,19 +75,19 @@ def credit_for(advantage: AdvantageSection, opening_state: dict[str, object]) ->
         return GiGPOCredit(gamma, advantage.step_weight, divide_by_std)
     if advantage.kind == "oracle":
         return OracleCredit(PLAN_CREDITS[advantage.oracle])
-    return GRPOCredit(advantage.scale)
+    return GRPOCredit(divide_by_std)
 
 
 @dataclass(frozen=True)
 class GRPOCredit:
     """The episode's group-normalised reward on every action token of the episode."""
 
-    scale: str = "std"  # std | none (Dr. GRPO)
+    divide_by_std: bool = True  # advantage.scale: std (True) | none (False: Dr. GRPO)
 
     def __call__(self, episodes: Sequence[EpisodeRollout]) -> list[np.ndarray]:
         rewards = np.array([e.reward for e in episodes], dtype=np.float64)
         groups = np.array([e.group for e in episodes])
-        per_episode = grpo_advantages(rewards, groups, scale=self.scale)
+        per_episode = standardize_in_groups(rewards, groups, divide_by_std=self.divide_by_std)
         return [token_advantages(e, np.full(max(e.turns, 1), a)) for e, a in zip(episodes, per_episode)]
 
 
@@ -141,11 +141,6 @@ class OracleCredit:
         return [token_advantages(e, a) for e, a in zip(episodes, oracle_advantages(episodes, self.plan_credit))]
 
 
-def grpo_advantages(rewards: np.ndarray, groups: np.ndarray, *, scale: str) -> np.ndarray:
-    """(n,) episode advantages from (n,) rewards and (n,) group ids."""
-    return standardize_in_groups(rewards, groups, divide_by_std=scale == "std")
-
-
 def check_rubric_fits(scorer: RubricScorer, state: dict[str, object], *, rubric: str) -> None:
     """Refuse a rubric whose schema names none of the fields the environment's states have: every fact would be
     unknown, every operator silent and every advantage 0, a run that trains on nothing without a word: a config
@@ -192,7 +187,7 @@ def oracle_advantages(episodes: Sequence[EpisodeRollout],
     a group whose steps all agree)."""
     raw = [plan_credit(episode) for episode in episodes]
     groups = np.concatenate([np.full(len(r), e.group) for r, e in zip(raw, episodes, strict=True)])
-    standardized = grpo_advantages(np.concatenate(raw), groups, scale="std")
+    standardized = standardize_in_groups(np.concatenate(raw), groups, divide_by_std=True)
     return np.split(standardized, np.cumsum([len(r) for r in raw])[:-1])
 
 

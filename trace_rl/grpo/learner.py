@@ -50,7 +50,7 @@ from tracec.trace_rl.grpo.config import TrainConfig
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.divergence import DivergedError, not_finite_update, require_finite_weights
 from tracec.trace_rl.grpo.loss import AGGREGATIONS, aggregation_weights, clipped_surrogate, sequence_importance_weights
-from tracec.trace_rl.policy.choice_policy import ChoiceTree, ChoiceTurn, choice_logprobs
+from tracec.trace_rl.policy.choice_policy import ChoiceTree, ChoiceTurn, choice_logprobs, choice_score_rule
 from tracec.trace_rl.policy.logprobs import sequence_logprobs
 from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.policy.packing import PackedBatch, first_fit_decreasing, pack_sequences
@@ -180,7 +180,7 @@ class PackedLogprobs(torch.nn.Module):
 
     def __init__(self, model: torch.nn.Module, temperature: float, choice_score: str = "mean") -> None:
         super().__init__()
-        self.model, self.temperature, self.choice_score = model, temperature, choice_score
+        self.model, self.temperature, self.choice_score = model, temperature, choice_score_rule(choice_score)
 
     def forward(self, batch: PackedBatch | ChoiceTree, with_entropy: bool) -> Any:
         if isinstance(batch, ChoiceTree):

@@ -1,9 +1,9 @@
 """Group standardization, GRPO's rule: a value minus its group's mean, divided by the group's std (or not).
 
 (x - mean) / (std + 1e-6), std the population std (divide by n); or x - mean alone (F_norm = 1: Dr. GRPO, and
-verl-agent's "mean_norm"). A group of one is its own mean: 0. The episode credits standardize with it (GiGPO's
-episode and anchor-state groups, the shaped-return baseline), the same arithmetic as `credit.grpo_advantages`, bit
-for bit: a group's members are taken in their batch order either way. Left out: the flat-group guard of TRCA's
+verl-agent's "mean_norm"). A group of one is its own mean: 0. Every credit standardizes with it (GRPO's episode
+groups, GiGPO's episode and anchor-state groups, the shaped-return baseline, the oracle's step groups), a group's
+members taken in their batch order. Left out: the flat-group guard of TRCA's
 kernels (`tracec.runtime.rewards.advantages`), which zeroes a group whose std is <= 1e-9; here equal values whose mean
 rounds off by an ulp leave an advantage of about ulp / 1e-6 (1e-10 at values near 1).
 """

@@ -17,15 +17,13 @@ Left out: candidates shared between turns (each turn scores its own), and KV reu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from tracec.trace_rl.policy.logprobs import decoder_and_head, token_logprobs
 from tracec.trace_rl.policy.packing import first_fit_decreasing
-
-SCORES = ("mean", "sum")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,14 +36,29 @@ class ChoiceTurn:
     old_logprob: float  # log pi_old(chosen | context) under the sampler
 
 
-def choice_score(total: float | Tensor, count: int | Tensor, how: str) -> float | Tensor:
-    """A command's score from the sum of its tokens' log-probs and their count: the sum itself, or (`mean`) per
-    token, which keeps an untrained policy near uniform instead of preferring the shortest commands."""
-    if how == "sum":
-        return total
-    if how == "mean":
-        return total / count
-    raise ValueError(f"choice score {how!r}: use one of {SCORES}")
+# (the sum of a command's token log-probs, their count) -> its score; floats in the sampler, tensors in the learner
+ChoiceScore = Callable[[float | Tensor, int | Tensor], float | Tensor]
+
+
+def _per_token(total: float | Tensor, count: int | Tensor) -> float | Tensor:
+    return total / count
+
+
+def _summed(total: float | Tensor, count: int | Tensor) -> float | Tensor:
+    return total
+
+
+# A command's score from the sum of its tokens' log-probs and their count: per token (`mean`), which keeps an
+# untrained policy near uniform instead of preferring the shortest commands, or the sum itself.
+CHOICE_SCORES: dict[str, ChoiceScore] = {"mean": _per_token, "sum": _summed}
+SCORES = tuple(CHOICE_SCORES)
+
+
+def choice_score_rule(how: str) -> ChoiceScore:
+    """The rule `rollout.choice_score` names, resolved once by whoever scores commands (sampler, learner)."""
+    if how not in CHOICE_SCORES:
+        raise ValueError(f"choice score {how!r}: use one of {SCORES}")
+    return CHOICE_SCORES[how]
 
 
 def tree_length(tokens: int, turns: Sequence[ChoiceTurn]) -> int:
@@ -157,7 +170,8 @@ class ChoiceLogprobs:
     entropy: Tensor  # (turns,) entropy of pi(. | s), with gradient
 
 
-def choice_logprobs(model: torch.nn.Module, tree: ChoiceTree, *, temperature: float, score: str) -> ChoiceLogprobs:
+def choice_logprobs(model: torch.nn.Module, tree: ChoiceTree, *, temperature: float,
+                    score: ChoiceScore) -> ChoiceLogprobs:
     """log pi(c|s) of each turn's chosen command and the entropy of pi(.|s), under `model` (a causal LM or peft)."""
     body, head = decoder_and_head(model)
     device = head.weight.device
@@ -171,7 +185,7 @@ def choice_logprobs(model: torch.nn.Module, tree: ChoiceTree, *, temperature: fl
     assert isinstance(logp, Tensor)
     totals = torch.zeros(len(tree.token_counts), dtype=logp.dtype, device=device)
     totals = totals.index_add(0, tree.candidate_of_token.to(device), logp)
-    scores = choice_score(totals, tree.token_counts.to(device, logp.dtype), score)
+    scores = score(totals, tree.token_counts.to(device, logp.dtype))
     assert isinstance(scores, Tensor)
     turn = tree.turn_of_candidate.to(device)
     turns = len(tree.chosen_candidate)

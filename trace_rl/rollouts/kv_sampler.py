@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tracec.trace_rl.policy.choice_policy import SCORES, choice_score
+from tracec.trace_rl.policy.choice_policy import SCORES, choice_score_rule
 from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 
 _MIN_CAPACITY = 256
@@ -113,7 +113,7 @@ class KVCacheSampler(TurnSampler):
             raise ValueError(f"KVCacheSampler: temperature={temperature!r} must be > 0")
         if choice_score not in SCORES:
             raise ValueError(f"KVCacheSampler: choice_score={choice_score!r} must be one of {SCORES}")
-        self.model, self.temperature, self.choice_score = model, temperature, choice_score
+        self.model, self.temperature, self.choice_score = model, temperature, choice_score_rule(choice_score)
         self.greedy = greedy  # the most likely choice or token (evaluation); log-probs stay the sampling ones
         self.end_of_turn_ids, self.pad_id = end_of_turn_ids, pad_id
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -300,8 +300,8 @@ class KVCacheSampler(TurnSampler):
         return out
 
     def _score(self, logprobs: list[float]) -> float:
-        """A choice's score (`choice_policy.choice_score`: one rule for the sampler and the learner)."""
-        return float(choice_score(sum(logprobs), len(logprobs), self.choice_score))
+        """A choice's score (`choice_policy.CHOICE_SCORES`: one rule for the sampler and the learner)."""
+        return float(self.choice_score(sum(logprobs), len(logprobs)))
 
     @staticmethod
     def _pick(scores: torch.Tensor, generator: torch.Generator) -> int:

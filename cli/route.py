@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     options = choice.options
     assert options is not None  # --options or --run, checked above
     router = Router(model, options, routing, index)
-    task = _first_message(domain, args.seed) if domain is not None else text
+    task = domain.first_message(args.seed) if domain is not None else text
     assert task is not None  # --task or --target, checked above
     decision = router.route(task, top_p=args.top_p)
     if args.json:
@@ -99,8 +98,3 @@ def _domain(target: Any, seed: int, user: Any) -> Any:
 
     (domain,) = target_domains(target, first_seed=seed, tasks=1, user=user)
     return domain
-
-
-def _first_message(domain: Any, seed: int) -> str:
-    with closing(domain.make_env()) as env:
-        return str(env.reset(seed).text)

@@ -119,7 +119,7 @@ DYNAMIC = {"tracec.cli": "the module of the verb that runs",
            "tracec.trace_rl.envs.user_factory": "a config's env.python.factory"}
 # The environment protocol's parts with defaults (`envs.protocol.Environment`): every environment has them, so no code
 # looks for them on an object; only the wrapper of a user's factory object that does not subclass the protocol may.
-DEFAULTED = ("hint", "admissible_commands", "close")
+DEFAULTED = ("hint", "admissible_commands", "tools", "close")
 PROBES = {"tracec.trace_rl.envs.user_factory": "FactoryEnvironment: the defaults for what a user's object lacks"}
 
 

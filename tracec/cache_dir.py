@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from tracec.user_path import expand_user
+
 
 def home_cache() -> Path:
     """`~/.cache/tracec`: the root of every folder tracec keeps when no variable names another."""
@@ -15,4 +17,4 @@ def home_cache() -> Path:
 
 def cache_root(environ: Mapping[str, str]) -> Path:
     configured = environ.get("TRACEC_CACHE_DIR")
-    return Path(configured).expanduser() if configured else home_cache()
+    return expand_user(configured, given_as=f"$TRACEC_CACHE_DIR={configured}") if configured else home_cache()

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tracec.user_path import NoSuchUserError, expand_user
+
 
 class ConfigError(ValueError):
     """A config value or key a user got wrong; the message names the key, the value and the fix."""
@@ -118,11 +120,9 @@ def expanded_path(key: str, value: str) -> Path:
     """The path `value` with `~` and `~user` expanded; a `~user` that names no user is a FieldError of `key`, never
     a relative folder of that name (a mistyped user would send the run to a folder that is not there)."""
     try:
-        return Path(value).expanduser()
-    except RuntimeError:
-        user = Path(value).parts[0]
-        raise FieldError(key, value, f"`{user}` names no user of this machine; write the path from `/`, or as a "
-                         "relative path") from None
+        return expand_user(value)
+    except NoSuchUserError as error:
+        raise FieldError(key, value, error.strerror) from None
 
 
 def with_absolute_paths(config: Any, keys: Iterable[str], base: Path, *, where: str = "<dict>", text: str = "",

@@ -50,8 +50,8 @@ def _trajectories(folder: Path, lines: list[str] | None = None, name: str = "t.j
     return name
 
 
-def _eval(folder: Path, *more: str, trajectories: list[str] | None = None, rubric: str = DOOR_RUBRIC) -> list[str]:
-    return ["eval", _rubric(folder, rubric), "--trajectories", _trajectories(folder, trajectories), *more]
+def _score(folder: Path, *more: str, trajectories: list[str] | None = None, rubric: str = DOOR_RUBRIC) -> list[str]:
+    return ["score", _rubric(folder, rubric), "--trajectories", _trajectories(folder, trajectories), *more]
 
 
 def _a_file(folder: Path) -> str:
@@ -74,13 +74,13 @@ SHELL_CASES = [
          r"door\.rubric/x\.rubric: error: `door\.rubric` is a file, not a folder"),
     Case("check a folder", lambda d: ["check", "."], 1, r"\.: error: is a folder"),
     Case("explain a missing file", lambda d: ["explain", "no/such.rubric"], 1, r"no/such\.rubric: error: no such file"),
-    Case("score -o under a regular file", lambda d: _eval(d, "-o", _rubric(d) + "/x.jsonl"), 1,
+    Case("score -o under a regular file", lambda d: _score(d, "-o", _rubric(d) + "/x.jsonl"), 1,
          r"door\.rubric/x\.jsonl: error: `door\.rubric` is a file, not a folder"),
-    Case("score -o a folder", lambda d: (d / "out.jsonl").mkdir() or _eval(d, "-o", "out.jsonl"), 1,
+    Case("score -o a folder", lambda d: (d / "out.jsonl").mkdir() or _score(d, "-o", "out.jsonl"), 1,
          r"out\.jsonl: error: is a folder"),
-    Case("score -o in a folder that cannot be written", lambda d: _eval(d, "-o", _unwritable(d) + "/e.jsonl"), 1,
+    Case("score -o in a folder that cannot be written", lambda d: _score(d, "-o", _unwritable(d) + "/e.jsonl"), 1,
          r"/e\.jsonl: error: permission denied"),
-    Case("score -o with an ending that is no format", lambda d: _eval(d, "-o", "e.csv"), 2,
+    Case("score -o with an ending that is no format", lambda d: _score(d, "-o", "e.csv"), 2,
          r"e\.csv: the output's name must end in \.jsonl or \.parquet"),
     Case("score --trajectories missing", lambda d: ["score", _rubric(d), "--trajectories", "none.jsonl"], 1,
          r"none\.jsonl: error: no such file"),
@@ -92,9 +92,15 @@ SHELL_CASES = [
     Case("an unwritable kernel cache says which setting moves it", lambda d: _a_file(d) and ["compile", _rubric(d)], 1,
          r"plain/cache: error: the kernel cache cannot be written .*set \$TRACEC_CACHE_DIR",
          env=(("TRACEC_CACHE_DIR", "{dir}/plain/cache"),)),
-    Case("the kernel cache under a file, for eval too", lambda d: _a_file(d) and _eval(d), 1,
+    Case("the kernel cache under a file, for eval too", lambda d: _a_file(d) and _score(d), 1,
          r"plain/cache: error: the kernel cache .*\$TRACEC_CACHE_DIR",
          env=(("TRACEC_CACHE_DIR", "{dir}/plain/cache"),)),
+    Case("a ~user of no user in $TRACEC_CACHE_DIR", lambda d: ["check", _rubric(d)], 1,
+         r"\$TRACEC_CACHE_DIR=~nosuchuser_x/c: error: `~nosuchuser_x` names no user of this machine",
+         env=(("TRACEC_CACHE_DIR", "~nosuchuser_x/c"),)),
+    Case("a ~user of no user in $TRACEC_MODELS_DIR", lambda d: ["models"], 1,
+         r"\$TRACEC_MODELS_DIR=~nosuchuser_x: error: `~nosuchuser_x` names no user of this machine",
+         env=(("TRACEC_MODELS_DIR", "~nosuchuser_x"),)),
     Case("demo --workdir a file", lambda d: ["demo", "--workdir", _a_file(d)], 1,
          r"plain: error: is a file, not a folder"),
     Case("demo --workdir under a file", lambda d: ["demo", "--workdir", _a_file(d) + "/out"], 1,
@@ -175,50 +181,50 @@ INPUT_CASES = [
     Case("check 20,000 terms joined by and", lambda d: ["check", _rubric(d, _flat(20_000, "and"))], (0, 1),
          OK_OR_LOCATED),
     Case("check 20,000 terms joined by +", lambda d: ["check", _rubric(d, _flat(20_000, "+"))], (0, 1), OK_OR_LOCATED),
-    Case("score 20,000 terms joined by and", lambda d: _eval(d, "-o", "e.jsonl", rubric=_flat(20_000, "and")), (0, 1),
+    Case("score 20,000 terms joined by and", lambda d: _score(d, "-o", "e.jsonl", rubric=_flat(20_000, "and")), (0, 1),
          SCORED_OR_LOCATED),
     Case("check nesting 100,000 deep", lambda d: ["check", _rubric(d, _nested(100_000))], (0, 1), OK_OR_LOCATED),
-    Case("score nesting 100,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=_nested(100_000)), (0, 1),
+    Case("score nesting 100,000 deep", lambda d: _score(d, "-o", "e.jsonl", rubric=_nested(100_000)), (0, 1),
          SCORED_OR_LOCATED),
-    Case("score `not` nested 20,000 deep", lambda d: _eval(d, "-o", "e.jsonl", rubric=DOOR_RUBRIC.replace(
+    Case("score `not` nested 20,000 deep", lambda d: _score(d, "-o", "e.jsonl", rubric=DOOR_RUBRIC.replace(
         "act.verb == wait", "not " * 20_000 + "act.verb == wait")), (0, 1), SCORED_OR_LOCATED),
-    Case("score an env_reward of 400 digits", lambda d: _eval(d, trajectories=_jsonl_with(("env_reward",), "9" * 400)),
+    Case("score an env_reward of 400 digits", lambda d: _score(d, trajectories=_jsonl_with(("env_reward",), "9" * 400)),
          1, LOCATED_DATA),
-    Case("score a number of 5,000 digits", lambda d: _eval(d, trajectories=LONG_TASK), 1,
+    Case("score a number of 5,000 digits", lambda d: _score(d, trajectories=LONG_TASK), 1,
          rf"^t\.jsonl:1:{LONG_TASK[0].index('1' * 5000) + 1}: error: episode a: `task` is a number of 5,000 digits; "
          r"a number may have at most 4,300\n"),
-    Case("score a number of 5,000 digits in a fact", lambda d: _eval(d, trajectories=LONG_FACT), 1,
+    Case("score a number of 5,000 digits in a fact", lambda d: _score(d, trajectories=LONG_FACT), 1,
          rf"^t\.jsonl:1:{LONG_FACT[0].index('-1111') + 1}: error: episode a: `states\[1\]\.open\[0\]` is a number "
          r"of 5,000 digits; a number may have at most 4,300\n"),
-    *[Case(f"eval a first line {first!r} (pyarrow's reader crashed on null)", (lambda d, f=first: _eval(
+    *[Case(f"eval a first line {first!r} (pyarrow's reader crashed on null)", (lambda d, f=first: _score(
         d, trajectories=[f, json.dumps(DOOR_EPISODES[0])])), 1,
            rf"^t\.jsonl:1:1: error: expected a JSON object \(one episode a line\), got {re.escape(shown)}\n")
       for first, shown in (("null", "null"), ("[null]", "[null]"), ("true", "true"), ("5", "5"),
                            ("\ufeffnull", "null"), (" \tnull", "null"))],
-    Case("score null after a good line", lambda d: _eval(d, trajectories=[json.dumps(DOOR_EPISODES[0]), "null"]), 1,
+    Case("score null after a good line", lambda d: _score(d, trajectories=[json.dumps(DOOR_EPISODES[0]), "null"]), 1,
          r"^t\.jsonl:2:1: error: expected a JSON object \(one episode a line\), got null\n"),
-    Case("score two episodes on one line", lambda d: _eval(d, trajectories=[
+    Case("score two episodes on one line", lambda d: _score(d, trajectories=[
         json.dumps(DOOR_EPISODES[0]) + " " + json.dumps(DOOR_EPISODES[1])]), 1,
          r"^t\.jsonl:1:\d+: error: malformed JSON: Extra data\n"),
-    Case("score one episode over two lines", lambda d: _eval(d, trajectories=json.dumps(DOOR_EPISODES[0]).split(
+    Case("score one episode over two lines", lambda d: _score(d, trajectories=json.dumps(DOOR_EPISODES[0]).split(
         ", ", 1)), 1, r"^t\.jsonl:1:\d+: error: malformed JSON: "),
-    Case("score arrays nested 100,000 deep", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score arrays nested 100,000 deep", lambda d: _score(d, trajectories=_jsonl_with(
         ("states", 0, "open"), "[" * 100_000 + "]" * 100_000)), 1, LOCATED_DATA),
-    Case("score a lone surrogate in an entity", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score a lone surrogate in an entity", lambda d: _score(d, trajectories=_jsonl_with(
         ("states", 0, "room"), '"\\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("score a lone surrogate in a set", lambda d: _eval(d, trajectories=_jsonl_with(
+    Case("score a lone surrogate in a set", lambda d: _score(d, trajectories=_jsonl_with(
         ("states", 1, "open"), '["\\ud800"]')), (0, 1), ACCEPTED_OR_LOCATED),
-    Case("score a lone surrogate in text a regex reads", lambda d: _eval(d, rubric=MATCHES, trajectories=_jsonl_with(
+    Case("score a lone surrogate in text a regex reads", lambda d: _score(d, rubric=MATCHES, trajectories=_jsonl_with(
         ("states", 1, "note"), '"can\'t \\ud800"')), (0, 1), ACCEPTED_OR_LOCATED),
     Case("score a lone surrogate in an episode id, to Parquet",
-         lambda d: _eval(d, "-o", "e.parquet", trajectories=_jsonl_with(("episode",), '"\\ud800"')), (0, 1),
+         lambda d: _score(d, "-o", "e.parquet", trajectories=_jsonl_with(("episode",), '"\\ud800"')), (0, 1),
          ACCEPTED_OR_LOCATED),
     Case("score records that share no field with the schema",
-         lambda d: _eval(d, trajectories=[json.dumps({"episode": "x", "states": [{"hp": 1}, {"hp": 2}],
+         lambda d: _score(d, trajectories=[json.dumps({"episode": "x", "states": [{"hp": 1}, {"hp": 2}],
                                                       "actions": [{"cmd": "hit"}], "env_reward": 1.0})]),
          (0, 1), r"t\.jsonl"),  # reported: an error, or a warning on stderr beside the scores
     Case("score an episode id used twice",
-         lambda d: _eval(d, trajectories=[json.dumps(door_episode("a", "t", ["go"], 0))] * 2), (0, 1), r"t\.jsonl:2"),
+         lambda d: _score(d, trajectories=[json.dumps(door_episode("a", "t", ["go"], 0))] * 2), (0, 1), r"t\.jsonl:2"),
     Case("a lone \\r is an error at its place, quoting its line up to it", lambda d: ["check", _rubric(d, LONE_CR)],
          1, rf"^door\.rubric:{LONE_CR_LINE}:7: error: a carriage return \(\\r\) not followed by a newline; lines end "
          r"with \\n or \\r\\n\n    # note\ufffd\n          \^\n"),
@@ -275,7 +281,7 @@ def test_check_a_missing_b_checks_both(tmp_path: Path, kernel_cache: Path) -> No
 
 def test_a_refused_output_leaves_the_old_file_and_names_no_temporary(tmp_path: Path, kernel_cache: Path) -> None:
     (tmp_path / "out.jsonl").mkdir()
-    result = run_tracec(_eval(tmp_path, "-o", "out.jsonl"), cwd=tmp_path, env={"TRACEC_CACHE_DIR": str(kernel_cache)})
+    result = run_tracec(_score(tmp_path, "-o", "out.jsonl"), cwd=tmp_path, env={"TRACEC_CACHE_DIR": str(kernel_cache)})
     assert result.code == 1 and ".tmp" not in result.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["door.rubric", "out.jsonl", "t.jsonl"]
 
@@ -283,7 +289,7 @@ def test_a_refused_output_leaves_the_old_file_and_names_no_temporary(tmp_path: P
 def test_an_empty_trajectory_file_gives_empty_outputs_with_the_columns(tmp_path: Path, kernel_cache: Path) -> None:
     env = {"TRACEC_CACHE_DIR": str(kernel_cache)}
     for out in ("e.jsonl", "e.parquet"):
-        result = run_tracec(_eval(tmp_path, "-o", out, trajectories=[]), cwd=tmp_path, env=env)
+        result = run_tracec(_score(tmp_path, "-o", out, trajectories=[]), cwd=tmp_path, env=env)
         assert result.code == 0, result.err
     assert (tmp_path / "e.jsonl").read_text() == ""
     table = pq.read_table(tmp_path / "e.parquet")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from toy_env import bare_letter_env, letter_env
 from tracec.cli import main as cli_main
 from tracec.trace_rl.envs.agent import ChatAgent, run_episode
 from tracec.trace_rl.envs.capability import CapabilityEnvironment, compile_environment
@@ -28,6 +29,7 @@ from tracec.trace_rl.envs.tau2.environment import scripted_user
 from tracec.trace_rl.envs.tau2.gold import gold_user
 from tracec.trace_rl.envs.textworld.env import TextWorldEnvironment
 from tracec.trace_rl.envs.toolcall import ToolCall, format_native_call, format_tool_call, parse_tool_call
+from tracec.trace_rl.envs.user_factory import made_environment
 from tracec.trace_rl.grpo.config import ConfigError, load_config
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.llm import conversation
@@ -146,8 +148,10 @@ def test_tau2_domains_give_their_toolkits_as_exact_schemas(domains: dict[str, An
     assert "## Tools" not in airline.system_prompt and "<action>" not in airline.system_prompt
     text = Tau2Environment(domains["airline"], user=gold_user(), call_format="text")
     assert text.tools == [] and "## Tools" in text.system_prompt and "<action>tool_name(" in text.system_prompt
-    assert agent_tools(object()) == []  # an environment without tools (TextWorld) has none
-    assert not hasattr(TextWorldEnvironment, "tools")
+    assert agent_tools(letter_env()) == []  # the protocol's default: an environment without tools has none
+    assert "tools" not in vars(TextWorldEnvironment)  # TextWorld is one
+    wrapped = made_environment("toy_env:bare_letter_env", bare_letter_env)  # a factory's object without `tools`
+    assert agent_tools(wrapped) == []
 
 
 def _hermes(system: str, tools: list[dict[str, Any]]) -> str:

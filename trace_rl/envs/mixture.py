@@ -6,8 +6,8 @@
 `reset(seed)` picks the component by a draw that is a pure function of the seed and the weights, so the K
 environments of a GRPO group (which share a seed) play the same component's same task, and a resumed run draws
 what the killed one did. Every other call goes to the component of the last `reset`: the protocol's
-`system_prompt`, `step`, `trajectory`, `hint()` and `admissible_commands` (before the first `reset`, a
-RuntimeError), and, through attribute lookup, whatever other part it has (`tools`, `scores()`, ...; an attribute
+`system_prompt`, `step`, `trajectory`, `hint()`, `admissible_commands` and `tools` (before the first `reset`, a
+RuntimeError), and, through attribute lookup, whatever other part it has (`call_format`, `scores()`, ...; an attribute
 the component lacks is missing here too). `close()` closes every component made.
 
 The draw: u = the first 8 bytes of sha256(`"mixture/{seed}"`), big-endian, / 2^64, uniform in [0, 1); the component
@@ -85,6 +85,10 @@ class MixtureEnvironment(Environment):
     @property
     def admissible_commands(self) -> Sequence[str] | None:
         return self._current().admissible_commands
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self._current().tools
 
     def close(self) -> None:
         for env in self._made.values():

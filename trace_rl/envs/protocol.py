@@ -6,22 +6,22 @@ observation; each agent turn is one `step(action_text)`, which gives the next ob
 text, or the simulated user's reply: the user lives inside the environment), whether the episode is over, the step's
 environment reward (the terminal reward on the last step, 0 before), and the transition's canonical facts (the state
 after the action and the action's facts, in the environment's schema). `trajectory()` is the finished episode as one
-record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Three parts have defaults, which
+record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Four parts have defaults, which
 an environment inherits by subclassing `Environment` (every environment here does): `hint()`, after `reset(seed)`,
 is expert guidance for the task (how to solve it) or None (the default: no hint), which the trainer shows to some
 rollouts (`rollout.hint_ratio`); `admissible_commands`, the commands the current state admits (TextWorld's), which
-the admissible action mode chooses from, or None (the default: this environment lists none); `close()` lets a game
-engine or a subprocess go (the default: nothing to let go). Whoever makes an environment closes it when done with
+the admissible action mode chooses from, or None (the default: this environment lists none); `tools`, the tools the
+agent is given as OpenAI-style JSON schemas (`[{"type": "function", "function": {"name", "description",
+"parameters": {"type": "object", "properties", "required"}}}]`), which the chat template renders
+(`tracec.trace_rl.llm.conversation`; the default: [], as TextWorld has); `close()` lets a game engine or a
+subprocess go (the default: nothing to let go). Whoever makes an environment closes it when done with
 it (`with contextlib.closing(make_env()) as env:`, or `env.close()` in a `finally`). A `kind = "python"` factory's
 object that does not subclass `Environment` gets the defaults from `envs.user_factory`, the one place that looks
-for them. Optional, without a default: `tools`, the tools the agent is given as OpenAI-style JSON schemas
-(`[{"type": "function", "function": {"name", "description", "parameters": {"type": "object", "properties",
-"required"}}}]`), which the chat template renders (`tracec.trace_rl.llm.conversation`), and `call_format`:
-`native` (the default of the tool environments, capability and tau2: tools as schemas, calls as
-`<tool_call>{...}</tool_call>`, the system prompt without the prose tool list) or `text` (the tools listed in the
-system prompt, calls as `<action>f(a=...)</action>`; `tools` is then empty). An environment reads both spellings
-of a call whatever its format. `agent_tools(env)` is how every path that renders an agent's prompt reads them: an
-environment without `tools` (TextWorld) has none.
+for them. Optional, without a default: `call_format`, `native` (the default of the tool environments, capability
+and tau2: tools as schemas, calls as `<tool_call>{...}</tool_call>`, the system prompt without the prose tool list)
+or `text` (the tools listed in the system prompt, calls as `<action>f(a=...)</action>`; `tools` is then empty). An
+environment reads both spellings of a call whatever its format. `agent_tools(env)` is how every path that renders
+an agent's prompt reads the tools.
 
 The same seed gives the same task instance: a GRPO group is K environments reset with one seed.
 Agents and the one episode loop (`run_episode`) are in `trace_rl.envs.agent`; users, in `trace_rl.envs.users`.
@@ -82,18 +82,21 @@ class Environment(Protocol):
         environment lists none (an empty list: it lists them, and admits none now)."""
         return None
 
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools the agent is given, as OpenAI-style JSON schemas; [] in the text format and without tools."""
+        return []
+
     def close(self) -> None:
         """Let what the environment holds (a game engine, a subprocess) go now, not at garbage collection."""
         return  # the default holds nothing (a body, not a stub: mypy would take a stub for an abstract method)
 
-    # Optional, without a default (`agent_tools` reads `tools`):
-    #     tools: list[dict[str, Any]]  # the tools as JSON schemas; [] in the text format and without tools
-    #     call_format: str  # native | text (`tracec.trace_rl.envs.toolcall.CALL_FORMATS`)
+    # Optional, without a default: call_format: str, native | text (`tracec.trace_rl.envs.toolcall.CALL_FORMATS`)
 
 
-def agent_tools(env: Any) -> list[dict[str, Any]]:
-    """The JSON schemas of the tools `env` gives its agent: [] for an environment without any (or in text format)."""
-    return list(getattr(env, "tools", None) or [])
+def agent_tools(env: Environment) -> list[dict[str, Any]]:
+    """The JSON schemas of the tools `env` gives its agent (a copy): [] for one without any, or in text format."""
+    return list(env.tools)
 
 
 EnvironmentFactory = Callable[[], Environment]  # a fresh instance; a group of K rollouts makes K of them

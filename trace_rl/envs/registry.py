@@ -38,6 +38,7 @@ from tracec.trace_rl.policy.tiny import build_tiny_model
 
 from tracec.cache_dir import cache_root
 from tracec.config_io import ConfigError, FieldError
+from tracec.user_path import expand_user
 
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
@@ -85,7 +86,8 @@ def _capability_factory(program: Any, call_format: str, user: Any) -> Environmen
 
 def _textworld(section: EnvSection) -> EnvironmentFactory:
     tw = section.textworld
-    cache = Path(tw.cache).expanduser() if tw.cache else cache_root(os.environ) / "textworld"
+    cache = expand_user(tw.cache, given_as=f"env.textworld.cache = {tw.cache}") if tw.cache \
+        else cache_root(os.environ) / "textworld"
     if tw.game:
         problem = game_file_problem(Path(tw.game))
         if problem is not None:  # else TextWorld's own answer: its game engine's exit, or a traceback

@@ -9,7 +9,7 @@ The factory is called with no arguments, and each call returns a fresh environme
 otherwise fail on its first `reset`, far from the config's mistake. An object whose class subclasses `Environment`
 is used as made. Any other (a class written before the protocol had defaults, or one that only matches it) is wrapped
 in a `FactoryEnvironment`, which gives it the protocol's defaults for the parts it lacks (`hint`,
-`admissible_commands`, `close`) and passes every other attribute through (`tools`, `call_format`, `scores()`, ...).
+`admissible_commands`, `tools`, `close`) and passes every other attribute through (`call_format`, `scores()`, ...).
 This module is the one place that looks for those parts on an object: everywhere else an environment is an
 `Environment` and calls them.
 Left out: checking the parts' signatures (a wrong one fails where it is called, with the user's traceback).
@@ -103,13 +103,17 @@ class FactoryEnvironment(Environment):
     def admissible_commands(self) -> Sequence[str] | None:
         return getattr(self.made, "admissible_commands", None)
 
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return list(getattr(self.made, "tools", None) or [])
+
     def close(self) -> None:
         close = getattr(self.made, "close", None)
         if callable(close):
             close()
 
     def __getattr__(self, name: str) -> Any:
-        # Only names not found on the wrapper come here: the made environment's own (tools, call_format, ...).
+        # Only names not found on the wrapper come here: the made environment's own (call_format, scores, ...).
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.__dict__["made"], name)

@@ -23,6 +23,7 @@ from tracec.trace_rl.policy.tiny_vocab import parameter_count, tiny_modules
 
 from tracec.arguments import DEVICE
 from tracec.cache_dir import home_cache
+from tracec.user_path import expand_user
 
 MODELS_DIR_VARIABLE = "TRACEC_MODELS_DIR"
 SMOLLM2 = "smollm2-135m-instruct"
@@ -43,12 +44,13 @@ class ModelInfo:
 
 def models_dir(environ: Mapping[str, str] = os.environ) -> Path:
     configured = environ.get(MODELS_DIR_VARIABLE)
-    return Path(configured).expanduser() if configured else home_cache() / "models"
+    return expand_user(configured, given_as=f"${MODELS_DIR_VARIABLE}={configured}") if configured \
+        else home_cache() / "models"
 
 
 def resolve_model(name_or_path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> Path:
     """The checkpoint folder for an installed model's name, or for a path to a checkpoint folder."""
-    given = Path(name_or_path).expanduser()
+    given = expand_user(name_or_path)
     if is_checkpoint(given):
         return given
     installed = models_dir(environ) / str(name_or_path)

@@ -42,6 +42,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -79,6 +80,11 @@ class EvalDomain:
     name: str  # a row group of the table: `airline`, a capability environment's name, a TextWorld family
     make_env: EnvironmentFactory
     seeds: tuple[int, ...]  # the tasks: each is played once per condition
+
+    def first_message(self, seed: int) -> str:
+        """The task `seed` as its agent first reads it: what routing decides on."""
+        with closing(self.make_env()) as env:
+            return str(env.reset(seed).text)
 
 
 @dataclass(frozen=True, kw_only=True)

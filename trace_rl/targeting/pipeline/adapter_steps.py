@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +90,7 @@ def route(context: Context, folder: Path, built: Path, trained: Path,
     lines = []
     for domain in _eval_domains(context, model):
         for seed in domain.seeds:
-            with closing(domain.make_env()) as env:
-                decision = router.route(env.reset(seed).text, top_p=config.routing.top_p)
+            decision = router.route(domain.first_message(seed), top_p=config.routing.top_p)
             counts[decision.choice] = counts.get(decision.choice, 0) + 1
             lines.append(json.dumps({"domain": domain.name, "seed": seed, **decision.record()}) + "\n")
             context.detail(f"route {domain.name} seed {seed}: {decision.choice} ("

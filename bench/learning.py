@@ -7,7 +7,8 @@ can tell them apart, after a learnability gate.
    (`learnability.VerbPrior`), behaviour cloning on the training walkthroughs (`--bc-epochs`), and a training run
    with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget
    (`--oracle-iterations`), and its variants tried to pass the gate (`GATE_VARIANTS`).
-2. The comparison: `--seeds` seeds each of sparse GRPO and GRPO + TRCA (examples/textworld.rubric), and the TRCA
+2. The comparison: `--seeds` seeds each of sparse GRPO, GRPO + TRCA (examples/textworld.rubric), GiGPO and shaped
+   GRPO (the same rubric's return as the episode's reward: TRCA's shaping without its step credit), and the TRCA
    ablations lambda = 0, lambda = 1, no context grouping and A_S mean-only (`step_scale none`; `--ablation-seeds`
    each), every run on the same budget
    and settings, the command-level loss of the admissible mode.
@@ -124,7 +125,9 @@ def _arguments() -> argparse.Namespace:
 
 
 METHODS = (("grpo", "sparse GRPO", {"method": "grpo"}),
-           ("trca", "GRPO + TRCA", {"method": "trca"}))
+           ("trca", "GRPO + TRCA", {"method": "trca"}),
+           ("gigpo", "GiGPO", {"method": "gigpo"}),  # the paper's closest relative: anchor-state step groups
+           ("shaped", "shaped GRPO", {"method": "shaped"}))  # TRCA's rubric return, at the episode level only
 ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
              ("trca-lam1", "TRCA, lambda = 1", {"method": "trca", "lam": 1.0}),
              ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}),
@@ -355,7 +358,8 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
     if "GRPO + TRCA" in grouped:
         trca = _wins(grouped["GRPO + TRCA"])
         rollouts = methods["GRPO + TRCA"]["rollouts"]
-        for label in [k for k in grouped if k.startswith("TRCA,") and methods[k]["rollouts"] == rollouts]:
+        against = [k for k in grouped if k.startswith("TRCA,") or k in ("shaped GRPO", "GiGPO")]  # the mechanism
+        for label in [k for k in against if methods[k]["rollouts"] == rollouts]:
             other = _wins(grouped[label])
             ablated[label] = {"final": str(paired_difference(trca[:, -1], other[:, -1])),
                               "area": str(paired_auc(rollouts, trca, other))}
@@ -454,7 +458,7 @@ def _plots(curves: dict[str, dict[str, Any]], workdir: Path) -> list[Path]:
         return Curve(spec=spec, points=[CurvePoint(**{**p, "wins": (), "greedy_wins": ()}) for p in run["points"]])
 
     grouped = {label: [as_curve(r) for r in runs] for label, runs in _by_label(curves).items()}
-    main_labels = ["sparse GRPO", "GRPO + TRCA", ORACLE[1], *(v[1] for v in GATE_VARIANTS)]
+    main_labels = [label for _, label, _ in METHODS] + [ORACLE[1], *(v[1] for v in GATE_VARIANTS)]
     figures = [plot_curves({k: grouped[k] for k in main_labels if k in grouped}, workdir / "learning.png",
                            title="small policy: held-out success (mean, min-max over seeds)")]
     ablations = [k for k in grouped if k.startswith("TRCA,")]
@@ -510,9 +514,10 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC", "reach ratio 50%",
                                      "reach ratio 100%"], rows))
     if summary.get("ablations"):
-        lines += ["", ("**Ablations against full TRCA** (ablation minus GRPO + TRCA, paired over games, 95% CI; a "
-                       "negative difference is what the removed component was worth):"), ""]
-        lines.append(markdown_table(["ablation", "diff at the budget", "diff in AUC"],
+        lines += ["", ("**Against full TRCA** (an ablation, shaped GRPO or GiGPO minus GRPO + TRCA, paired over "
+                       "games, 95% CI; a negative difference is what TRCA's removed or replaced part was worth; shaped "
+                       "GRPO is TRCA without its step credit):"), ""]
+        lines.append(markdown_table(["run", "diff at the budget", "diff in AUC"],
                                     [[label, a["final"], a["area"]] for label, a in summary["ablations"].items()]))
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
     if summary.get("not_run"):

@@ -3,6 +3,9 @@ bootstrap intervals that cover what they should and separate what differs."""
 
 from __future__ import annotations
 
+import itertools
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -14,6 +17,8 @@ from tracec.trace_rl.experiments.learning_stats import (
     paired_difference,
     reach,
     reach_ratio,
+    seed_paired_area,
+    sign_flip_test,
     success_interval,
 )
 
@@ -85,3 +90,38 @@ def test_the_reach_ratio_finds_a_method_twice_as_fast() -> None:
     assert len(grpo_seeds) == len(trca_seeds) == 5
     auc = paired_auc(rollouts, runs(slow), runs(fast))
     assert auc.excludes_zero() and auc.estimate > 0
+
+
+def _transcribed_p(differences: list[int]) -> Fraction:
+    """The sign-flip test's p-value as its definition reads, in exact arithmetic: the share of the 2^n sign
+    assignments whose |sum| is at least the observed |sum|."""
+    observed = abs(sum(differences))
+    flips = list(itertools.product((1, -1), repeat=len(differences)))
+    return Fraction(sum(abs(sum(s * d for s, d in zip(signs, differences))) >= observed for signs in flips), len(flips))
+
+
+@given(st.lists(st.integers(-6, 6), min_size=1, max_size=9), st.integers(1, 2 ** 20))
+def test_the_sign_flip_p_value_is_its_definition(differences: list[int], scale: int) -> None:
+    # integers over a power of two: floats that hold every sign assignment's sum exactly, ties included
+    test = sign_flip_test([d / scale for d in differences])
+    assert test.p_value == float(_transcribed_p(differences))
+    exact = sum(differences) / scale / len(differences)
+    assert test.mean == pytest.approx(exact, abs=tolerance(len(differences), 6 / scale, float))
+
+
+def test_ten_seeds_all_ahead_give_the_smallest_p_and_no_gap_gives_one() -> None:
+    assert sign_flip_test([0.1 + i / 100 for i in range(10)]).p_value == 2 / 2 ** 10
+    assert sign_flip_test([0.0] * 5).p_value == 1.0
+    with pytest.raises(ValueError, match="finite differences"):
+        sign_flip_test([])
+
+
+def test_the_seed_paired_area_pairs_seed_i_with_seed_i() -> None:
+    rollouts = [0, 100, 200]
+    a = np.zeros((3, 3, 2, 1))
+    b = np.zeros((4, 3, 2, 1))
+    b[:, 1:] = 1.0  # b wins from the second point on: area 0.75 per seed; a never does
+    b[0] = 0.0  # b's seed 0 learns nothing: paired with a's seed 0, its difference is 0
+    test = seed_paired_area(rollouts, a, b)
+    assert test.differences == (0.0, 0.75, 0.75)  # b's fourth seed has no partner
+    assert test.p_value == 0.5  # of the 8 sign assignments, those giving both .75 one sign reach the observed mean

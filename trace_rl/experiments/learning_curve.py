@@ -39,7 +39,7 @@ from safetensors.torch import load_file
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
-from tracec.trace_rl.grpo.config import TrainConfig, config_from_dict
+from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, TrainConfig, config_from_dict
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -54,13 +54,15 @@ EVAL_STREAM = 20_250_601  # the evaluation episodes' random stream, fixed with t
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SMALL_LORA = LoraSection(rank=16, alpha=32.0, targets=ALL_LINEAR)  # the small policy: every linear layer adapted
 FAMILY_FACTORY = "tracec.trace_rl.envs.textworld.family:FamilyEnvironment"
+METHODS = ("grpo", "trca", "gigpo", "shaped", "oracle")  # the trainer's credits (`advantage.kind`)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunSpec:
     """One training run and how it is evaluated."""
 
-    method: str  # grpo: sparse GRPO | trca: GRPO + TRCA step advantages from `rubric` | oracle: the plan's credit
+    method: str  # grpo: sparse GRPO | trca: GRPO + TRCA step advantages from `rubric` | gigpo: GiGPO's anchor-state
+    #   step advantages | shaped: GRPO on `rubric`'s episode return | oracle: the plan's credit (`advantage.kind`)
     model: str  # a checkpoint folder or an installed model's name
     rubric: Path | None = None
     lora: LoraSection = SMALL_LORA
@@ -92,10 +94,10 @@ class RunSpec:
     backend: str = "transformers"  # the training rollouts' sampler (vllm: GPUs); evaluation uses the KV-cache one
 
     def __post_init__(self) -> None:
-        if self.method not in ("grpo", "trca", "oracle"):
-            raise ValueError(f"RunSpec: method={self.method!r} must be 'grpo', 'trca' or 'oracle'")
-        if self.method == "trca" and self.rubric is None:
-            raise ValueError("RunSpec: TRCA needs a rubric")
+        if self.method not in METHODS:
+            raise ValueError(f"RunSpec: method={self.method!r} must be one of {', '.join(METHODS)}")
+        if self.method in RUBRIC_CREDITS and self.rubric is None:
+            raise ValueError(f"RunSpec: {self.method} needs a rubric")
         if self.iterations < 1 or self.eval_every < 1 or self.eval_episodes < 1:
             raise ValueError("RunSpec: iterations, eval_every and eval_episodes must be >= 1")
 
@@ -156,8 +158,9 @@ def run_config(spec: RunSpec, setup: Setup, out: Path) -> TrainConfig:
     if list(seeds) != list(range(seeds[0], seeds[0] + len(seeds))):
         raise ValueError("the family's training seeds must be one contiguous range for the trainer's task stream")
     advantage: dict[str, Any] = {"kind": spec.method, "filter_constant_groups": True, "max_resample_batches": 0}
-    if spec.method == "trca":
-        advantage["rubric"] = str(rubric_variant(setup.rubric, out, context_grouping=spec.context_grouping))
+    if spec.method in RUBRIC_CREDITS:
+        advantage["rubric"] = str(rubric_variant(spec.rubric or setup.rubric, out,
+                                                 context_grouping=spec.context_grouping))
         if spec.lam is not None:
             advantage["lam"] = spec.lam
         if spec.step_scale is not None:

@@ -9,7 +9,11 @@ the pairing) and each method's seeds (independently: the runs are independent). 
   (a first crossing of the curve, not of one noisy endpoint: the curve is a mean over seeds and games), or None;
 - `reach_ratio`: TRCA's rollouts to reach a share of GRPO's final success over GRPO's own, with its interval (a
   resample where a method never reaches the target counts at the budget, so the ratio is then a bound);
-- `area_under_curve`: mean success over the rollout axis (trapezoids), normalised by the budget.
+- `area_under_curve`: mean success over the rollout axis (trapezoids), normalised by the budget;
+- `seed_paired_area`: the pre-registered primary metric (docs/learning.md): per training seed, B's area minus A's
+  (seed i of one method paired with seed i of the other: the same task stream and evaluation stream), their mean,
+  and the two-sided p-value of the exact sign-flip permutation test (all 2^n sign assignments of the n
+  differences; no distribution assumed).
 Left out: multiple-comparison corrections (the primary metric is fixed in advance, the rest are secondary).
 """
 
@@ -143,3 +147,39 @@ def _check_pair(a: np.ndarray, b: np.ndarray) -> None:
     if a.ndim != 3 or b.ndim != 3 or a.shape[1] != b.shape[1]:
         raise ValueError(f"paired_difference: wins of shape (seeds, games, episodes) over the same games; got "
                          f"{a.shape} and {b.shape}")
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    mean: float  # the mean of the per-seed differences
+    p_value: float  # two-sided, exact sign-flip permutation
+    differences: tuple[float, ...]
+
+    def __str__(self) -> str:
+        return f"{self.mean:+.3f} (p = {self.p_value:.4f}, n = {len(self.differences)})"
+
+
+MAX_EXACT_SEEDS = 20  # 2^20 sign assignments: about a second
+
+
+def sign_flip_test(differences: Sequence[float]) -> PairedTest:
+    """The mean of paired `differences` and the exact two-sided sign-flip permutation p-value: the share of the 2^n
+    assignments of signs whose |mean| is at least the observed one (the observed assignment included, so p > 0)."""
+    d = np.asarray(differences, dtype=float)
+    if not 1 <= len(d) <= MAX_EXACT_SEEDS or not np.all(np.isfinite(d)):
+        raise ValueError(f"sign_flip_test: 1 to {MAX_EXACT_SEEDS} finite differences, got {len(d)}")
+    signs = 1 - 2 * ((np.arange(2 ** len(d))[:, None] >> np.arange(len(d))) & 1)  # (2^n, n) of +-1
+    means = np.abs(signs @ d) / len(d)
+    observed = abs(d.mean())
+    # An assignment whose mean equals the observed one in exact arithmetic counts: a sum of n terms is off by at most
+    # n eps |d|_1 (worst case), its mean by eps |d|_1, and two of them by twice that.
+    tied = means >= observed - 2 * np.finfo(float).eps * float(np.abs(d).sum())
+    return PairedTest(float(d.mean()), float(tied.mean()), tuple(float(x) for x in d))
+
+
+def seed_paired_area(rollouts: Sequence[int], a: np.ndarray, b: np.ndarray) -> PairedTest:
+    """Per seed, the area under B's curve minus A's (each (seeds, points, games, episodes), seed i paired with seed i
+    of the other), tested by `sign_flip_test`; the seeds beyond the shorter method's are left out."""
+    seeds = min(a.shape[0], b.shape[0])
+    return sign_flip_test([area_under_curve(rollouts, b[i].mean(axis=(1, 2)))
+                           - area_under_curve(rollouts, a[i].mean(axis=(1, 2))) for i in range(seeds)])

@@ -57,14 +57,17 @@ class CheckedModule:
     environments: dict[str, Any]  # name -> tracec.dsl.check_env.CheckedEnvironment
 
 
+BUILTIN_SCHEMA_FILES = ("toolenv.rubric", "textworld.rubric")  # in the package `tracec.grammars`
+
+
 @functools.cache
 def builtin_schemas() -> tuple[ast.Schema, ...]:
-    """Schemas every file may use: `toolenv`, the facts that environments emit."""
-    path = resources.files("tracec.grammars").joinpath("toolenv.rubric")
-    if not path.is_file():
-        return ()
-    module = parse(path.read_text(), "<builtin toolenv.rubric>")
-    return tuple(d for d in module.decls if isinstance(d, ast.Schema))
+    """Schemas every file may use: `toolenv`, the facts tool environments emit, and `textworld`, TextWorld's."""
+    schemas: list[ast.Schema] = []
+    for name in BUILTIN_SCHEMA_FILES:
+        module = parse(resources.files("tracec.grammars").joinpath(name).read_text(), f"<builtin {name}>")
+        schemas += [d for d in module.decls if isinstance(d, ast.Schema)]
+    return tuple(schemas)
 
 
 def check(module: ast.Module) -> CheckedModule:

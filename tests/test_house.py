@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from tracec.trace_rl.envs.protocol import DEFAULTED_PARTS
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"tracec": "tracec", "dsl": "tracec.dsl", "compiler": "tracec.compiler", "runtime": "tracec.runtime",
@@ -119,7 +120,6 @@ DYNAMIC = {"tracec.cli": "the module of the verb that runs",
            "tracec.trace_rl.envs.user_factory": "a config's env.python.factory"}
 # The environment protocol's parts with defaults (`envs.protocol.Environment`): every environment has them, so no code
 # looks for them on an object; only the wrapper of a user's factory object that does not subclass the protocol may.
-DEFAULTED = ("hint", "admissible_commands", "tools", "close")
 PROBES = {"tracec.trace_rl.envs.user_factory": "FactoryEnvironment: the defaults for what a user's object lacks"}
 
 
@@ -210,8 +210,8 @@ def test_no_code_looks_for_the_environment_protocols_defaulted_parts() -> None:
                     for node in ast.walk(ast.parse(path.read_text(), str(path)))
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in DEFAULTED)
-    assert not probes, f"getattr or hasattr of {DEFAULTED} (call them: every Environment has them) in {probes}"
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in DEFAULTED_PARTS)
+    assert not probes, f"getattr or hasattr of {DEFAULTED_PARTS} (call them: every Environment has them) in {probes}"
 
 
 def test_no_import_circle_inside_runtime() -> None:

@@ -122,7 +122,7 @@ def expanded_path(key: str, value: str) -> Path:
     try:
         return expand_user(value)
     except NoSuchUserError as error:
-        raise FieldError(key, value, error.strerror) from None
+        raise FieldError(key, value, error.strerror or str(error)) from None
 
 
 def with_absolute_paths(config: Any, keys: Iterable[str], base: Path, *, where: str = "<dict>", text: str = "",

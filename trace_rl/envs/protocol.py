@@ -99,4 +99,6 @@ def agent_tools(env: Environment) -> list[dict[str, Any]]:
     return list(env.tools)
 
 
+DEFAULTED_PARTS = ("hint", "admissible_commands", "tools", "close")  # what a subclass inherits; the rest it writes
+
 EnvironmentFactory = Callable[[], Environment]  # a fresh instance; a group of K rollouts makes K of them

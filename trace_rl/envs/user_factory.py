@@ -23,13 +23,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tracec.trace_rl.envs.protocol import Environment, Observation, StepResult
+from tracec.trace_rl.envs.protocol import DEFAULTED_PARTS, Environment, Observation, StepResult
 
 from tracec.config_io import FieldError
 
 FACTORY = "env.python.factory"
-DEFAULTED = ("hint", "admissible_commands", "close")  # the protocol's parts with defaults
-REQUIRED = tuple(name for name in vars(Environment) if not name.startswith("_") and name not in DEFAULTED)
+REQUIRED = tuple(name for name in vars(Environment) if not name.startswith("_") and name not in DEFAULTED_PARTS)
 _ABSENT = object()
 
 

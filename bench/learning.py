@@ -46,9 +46,12 @@ from bench.results import markdown_table, record
 from tracec.atomic import atomic_open
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
-EVAL_SEED_BASE = 100_000
+# The held-out games' first seed by split: `heldout` is what every recorded section so far evaluated on (and was
+# tuned on); under issue 35's protocol (docs/learning.md) choices are made on `validation` and the pre-registered
+# runs are evaluated once on `test`, games no run had played before.
+EVAL_SPLITS = {"heldout": 100_000, "validation": 200_000, "test": 300_000}
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
-FAMILY_SHAPE = ("rooms", "objects", "quest_lengths", "max_turns")  # what a run or the gate is keyed by
+FAMILY_SHAPE = ("rooms", "objects", "quest_lengths", "max_turns", "objective")  # what a run or the gate is keyed by
 
 
 def main() -> None:
@@ -60,10 +63,11 @@ def main() -> None:
 
     quiet_libraries()
     began = time.perf_counter()
-    shape = {name: getattr(args, name) for name in ("quest_lengths", "max_turns") if getattr(args, name)}
+    shape = {name: getattr(args, name) for name in ("quest_lengths", "max_turns", "objective") if getattr(args, name)}
     family = TaskFamily(**shape, train_seeds=tuple(range(args.train_games)),  # fixed before any tuning
-                        eval_seeds=tuple(range(EVAL_SEED_BASE, EVAL_SEED_BASE + args.eval_games)))
-    setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers)
+                        eval_seeds=tuple(range(EVAL_SPLITS[args.eval_split],
+                                               EVAL_SPLITS[args.eval_split] + args.eval_games)))
+    setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers, rubric=args.rubric)
     runs = {name: run for name, run in _runs(args, setup).items()
             if not args.only or name.rsplit("-s", 1)[0] in args.only}
     with ThreadPoolExecutor(max_workers=1) as side:  # the gate in this process while the pool trains
@@ -89,11 +93,22 @@ def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("out/learning"))
     parser.add_argument("--train-games", type=int, default=256, help="training games: seeds 0 .. N-1")
-    parser.add_argument("--eval-games", type=int, default=32, help="held-out games: seeds 100000 ..")
+    parser.add_argument("--eval-games", type=int, default=32, help="held-out games: seeds from the split's first")
+    parser.add_argument("--eval-split", choices=tuple(EVAL_SPLITS), default="heldout",
+                        help="which held-out games: heldout (100000.., every recorded section), validation "
+                             "(200000..: tuning), test (300000..: the pre-registered runs only)")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the runs' training seeds are first-seed .. first-seed + seeds - 1 (fresh seeds: "
+                             "ones no run has used)")
     parser.add_argument("--quest-lengths", type=lambda text: tuple(int(n) for n in text.split(",")),
                         help="the family's quest lengths, e.g. 2,3,4 (seed s has the (s mod n)-th; default: "
                              "TaskFamily's)")
     parser.add_argument("--max-turns", type=int, help="turns an episode may take (default: TaskFamily's)")
+    parser.add_argument("--objective", choices=("steps", "goal"),
+                        help="steps: TextWorld's objective, which spells out the quest (default) | goal: its last act "
+                             "only, a family whose objective does not read as the plan")
+    parser.add_argument("--rubric", type=Path, help="TRCA's and shaped GRPO's rubric (default: "
+                        "examples/textworld.rubric; examples/textworld_blind.rubric reads nothing of the objective)")
     parser.add_argument("--hidden", type=int, default=128, help="the small policy's width")
     parser.add_argument("--layers", type=int, default=2, help="the small policy's depth")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of sparse GRPO and of TRCA")
@@ -158,7 +173,8 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
         [(1, a, args.ablation_seeds) for a in ABLATIONS]
     # the comparison (and the gate's oracle) before the ablations, seeds interleaved across methods: an
     # interrupted experiment holds as many seeds of each
-    order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan) for seed in range(seeds)),
+    order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan)
+                    for seed in range(args.first_seed, args.first_seed + seeds)),
                    key=lambda item: item[:3])
     return {f"{key}-s{seed}": (label, RunSpec(**common | extra, seed=seed))
             for _, seed, _, (key, label, extra) in order}

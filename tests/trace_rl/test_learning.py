@@ -6,6 +6,7 @@ demo's end-to-end run through the command line is in tests/cli/test_cli.py.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,28 @@ def test_a_family_game_is_won_by_its_walkthrough_and_rewarded_sparsely(family_ga
             assert 0.0 <= record["game_score"] <= 1.0
     finally:
         env.close()
+
+
+def test_the_goal_objective_names_the_last_act_and_none_of_the_steps(family_games: Path) -> None:
+    goal_family = dataclasses.replace(FAMILY, objective="goal")  # the same games
+    steps, goal = FamilyEnvironment(FAMILY, family_games), FamilyEnvironment(goal_family, family_games)
+    try:
+        for seed in FAMILY.train_seeds:
+            steps.reset(seed)
+            plan = steps.policy_commands
+            first = goal.reset(seed).text
+            assert first.startswith(f"Objective: Your goal: {plan[-1]}")
+            assert goal.policy_commands == plan  # the objective's text changed, not the game or its state
+            walk = run_episode(goal, WalkthroughAgent(goal), seed, FAMILY.max_turns, episode="walk")
+            assert walk["success"] and walk["instruction"] == goal.objective.lower()
+            if len(plan) > 1:  # what the steps' objective spells out (a way, a container opened) the goal does not
+                assert any(command.split()[0] in {"go", "open", "take"} for command in plan[:-1])
+                assert not any(f"{command} " in walk["instruction"] for command in plan[:-1])
+    finally:
+        steps.close()
+        goal.close()
+    with pytest.raises(ValueError, match="objective='hint'"):
+        dataclasses.replace(FAMILY, objective="hint")
 
 
 def test_the_small_policy_tokenizer_is_exact_on_the_games_and_covers_held_out_ones(family_games: Path) -> None:

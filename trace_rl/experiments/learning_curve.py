@@ -144,7 +144,9 @@ def prepare_setup(workdir: Path, family: TaskFamily | None = None, *, rubric: Pa
     family = family or TaskFamily()
     games = workdir / "games"
     files = family.prepare(list(family.train_seeds) + list(family.eval_seeds), games)
-    folder = workdir / f"small-policy-{hidden}-{layers}"
+    # its vocabulary is the training games' text, which the objective's form changes
+    folder = workdir / f"small-policy-{hidden}-{layers}" if family.objective == "steps" else \
+        workdir / f"small-policy-{hidden}-{layers}-{family.objective}"
     if not (folder / "config.json").is_file():
         texts = vocabulary_texts(family, [files[seed] for seed in family.train_seeds])  # never held-out games
         build_small_policy(texts, folder, hidden=hidden, layers=layers)

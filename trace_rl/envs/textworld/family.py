@@ -20,8 +20,11 @@ much of the plan a policy follows), and the observations are compact: the object
 answer in its first line, the room, the inventory and (`list_commands`) the admissible commands, without the banner
 and the room's flavour text (which would be most of every turn's tokens). The trajectory's instruction (what a
 rubric reads) is the objective in lower case, as the entity facts are, so that `contains(instruction, act.obj)`
-finds a name the objective capitalizes. Left out: the other TextWorld challenges, parallel
-quests, and games whose quest cannot be generated (the family's options always admit one).
+finds a name the objective capitalizes. `objective = "goal"` replaces TextWorld's objective, which spells out the
+quest's steps ("open the chest, take the key from it, go east, ..."), by its goal alone (`goal_objective`: the
+plan's last act, e.g. "Your goal: put red apple on table."): a family whose objective does not read as the plan.
+Left out: the other TextWorld challenges, parallel quests, and games whose quest cannot be generated (the family's
+options always admit one).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from tracec.trace_rl.envs.textworld.env import (
 from tracec.trace_rl.envs.textworld.facts import clean_feedback, extract_command
 
 _TITLE = re.compile(r"^-= (.+?) =-$")
+OBJECTIVES = ("steps", "goal")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,8 +62,11 @@ class TaskFamily:
     train_seeds: tuple[int, ...] = tuple(range(48))
     eval_seeds: tuple[int, ...] = tuple(range(100_000, 100_032))
     max_turns: int = 12  # turns an episode may take; the quest needs 3-6
+    objective: str = "steps"  # steps: TextWorld's objective, which walks through the quest | goal: its last act only
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"TaskFamily: objective={self.objective!r} must be one of {', '.join(OBJECTIVES)}")
         if self.rooms < 1 or self.objects < 1 or not self.quest_lengths or min(self.quest_lengths) < 1:
             raise ValueError(f"TaskFamily: rooms={self.rooms}, objects={self.objects} and quest_lengths="
                              f"{self.quest_lengths} must be positive")
@@ -115,6 +122,7 @@ class FamilyEnvironment(Environment):
         self._inner: TextWorldEnvironment | None = None
         self._game: Path | None = None
         self._on_plan: list[bool] = []
+        self._goal = ""
 
     @property
     def system_prompt(self) -> str:
@@ -131,7 +139,7 @@ class FamilyEnvironment(Environment):
 
     @property
     def objective(self) -> str:
-        return self._playing().objective
+        return self._goal if self.family.objective == "goal" else self._playing().objective
 
     def reset(self, seed: int) -> Observation:
         game = self.family.prepare([seed], self.cache_dir)[seed]
@@ -139,6 +147,7 @@ class FamilyEnvironment(Environment):
             self.close()
             self._inner = TextWorldEnvironment(game, max_steps=self.family.max_turns, room_descriptions=False)
             self._game = game
+            self._goal = goal_objective(self._inner) if self.family.objective == "goal" else ""
         assert self._inner is not None
         self._inner.reset(0)
         self._on_plan = []
@@ -157,7 +166,7 @@ class FamilyEnvironment(Environment):
         record = self._playing().trajectory(episode)
         record["game_score"] = record["env_reward"]  # TextWorld's share of the points (1 for a win), for reports
         record["env_reward"] = 1.0 if record["success"] else 0.0  # sparse: a win or nothing
-        record["instruction"] = record["instruction"].lower()  # as the entity facts are: `contains` then matches
+        record["instruction"] = self.objective.lower()  # as the entity facts are: `contains` then matches
         record["on_plan"] = list(self._on_plan)
         return record
 
@@ -184,6 +193,19 @@ class FamilyEnvironment(Environment):
         return "\n".join(lines)
 
 
+def goal_objective(env: TextWorldEnvironment) -> str:
+    """The quest's goal without its steps: the last command of TextWorld's winning plan, and the room it is played in
+    when it names none (a `drop`), e.g. "Your goal: put red apple on table." or "Your goal: drop glove in the
+    cellar.". Where the things are and the way there are left to find. `env` is reset here (to play the plan)."""
+    env.reset(0)
+    plan = env.policy_commands
+    for command in plan[:-1]:
+        env.step(command)
+    last = plan[-1]
+    where = f" in the {_room(env.game_state)}" if last.startswith("drop ") else ""
+    return f"Your goal: {last}{where}."
+
+
 def _first_line(feedback: str) -> str:
     """The game's answer in one line: its first line that is no room title (the room has its own line)."""
     for line in feedback.splitlines():
@@ -207,6 +229,8 @@ def family_texts(family: TaskFamily, games: Sequence[Path]) -> list[str]:
     for game in games:
         env = TextWorldEnvironment(game, max_steps=family.max_turns)
         try:
+            if family.objective == "goal":
+                texts.append(goal_objective(env))
             env.reset(0)
             texts += [env.objective, *env.admissible_commands]
             for command in env.policy_commands:

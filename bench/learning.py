@@ -317,7 +317,8 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     grouped: dict[str, list[dict[str, Any]]] = {}
     for curve in curves.values():
         grouped.setdefault(curve["label"], []).append(curve)
-    return grouped
+    # in seed order: the seed-paired metric pairs the i-th run of one method with the i-th of another
+    return {label: sorted(runs, key=lambda run: int(run["spec"].get("seed", 0))) for label, runs in grouped.items()}
 
 
 def _wins(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
@@ -333,6 +334,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         paired_auc,
         paired_difference,
         reach_ratio,
+        seed_paired_area,
         success_interval,
     )
 
@@ -365,6 +367,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
             entry: dict[str, object] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
                      for k in sorted({max(1, points // 4), max(1, points // 2), points})}
             entry["area"] = str(paired_auc(rollouts, grpo, other))
+            entry["seed-paired area"] = str(seed_paired_area(rollouts, grpo, other))  # the pre-registered primary
             for share in (0.5, 1.0):
                 ratio, grpo_seeds, other_seeds = reach_ratio(rollouts, grpo, other, share=share)
                 entry[f"reach {share:.0%}"] = {"ratio": f"{ratio.estimate:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]",
@@ -378,7 +381,8 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         for label in [k for k in against if methods[k]["rollouts"] == rollouts]:
             other = _wins(grouped[label])
             ablated[label] = {"final": str(paired_difference(trca[:, -1], other[:, -1])),
-                              "area": str(paired_auc(rollouts, trca, other))}
+                              "area": str(paired_auc(rollouts, trca, other)),
+                              "seed-paired area": str(seed_paired_area(rollouts, trca, other))}
     cloned = np.array(gate["cloned"]["wins"], dtype=float)[None]
     prior = np.array(gate["verb_prior"]["wins"], dtype=float)[None]
     untrained = np.array(gate["untrained"]["wins"], dtype=float)[None]
@@ -525,16 +529,19 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         rows = []
         for label, c in summary["comparison"].items():
             points = [v for k, v in c.items() if k.startswith("at ")]
-            rows.append([label, *points, c["area"], c["reach 50%"]["ratio"], c["reach 100%"]["ratio"]])
+            rows.append([label, *points, c["area"], c.get("seed-paired area", "-"), c["reach 50%"]["ratio"],
+                         c["reach 100%"]["ratio"]])
         at = [k for k in next(iter(summary["comparison"].values())) if k.startswith("at ")]
-        lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC", "reach ratio 50%",
-                                     "reach ratio 100%"], rows))
+        lines.append(markdown_table(["method", *[f"diff {k}" for k in at], "diff in AUC",
+                                     "seed-paired AUC diff (sign-flip p)", "reach ratio 50%", "reach ratio 100%"],
+                                    rows))
     if summary.get("ablations"):
         lines += ["", ("**Against full TRCA** (an ablation, shaped GRPO or GiGPO minus GRPO + TRCA, paired over "
                        "games, 95% CI; a negative difference is what TRCA's removed or replaced part was worth; shaped "
                        "GRPO is TRCA without its step credit):"), ""]
-        lines.append(markdown_table(["run", "diff at the budget", "diff in AUC"],
-                                    [[label, a["final"], a["area"]] for label, a in summary["ablations"].items()]))
+        lines.append(markdown_table(["run", "diff at the budget", "diff in AUC", "seed-paired AUC diff (sign-flip p)"],
+                                    [[label, a["final"], a["area"], a.get("seed-paired area", "-")]
+                                     for label, a in summary["ablations"].items()]))
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
     if summary.get("not_run"):
         lines += ["", "Not run (the experiment was stopped at the session's CPU budget): "

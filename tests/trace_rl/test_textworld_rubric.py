@@ -1,4 +1,5 @@
-"""examples/textworld.rubric over played TextWorld episodes, through the compiled kernel."""
+"""examples/textworld.rubric and the objective-blind examples/textworld_blind.rubric over played TextWorld episodes,
+through the compiled kernel."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
 
 RUBRIC = Path(__file__).resolve().parents[2] / "examples" / "textworld.rubric"
+BLIND = RUBRIC.with_name("textworld_blind.rubric")
 
 pytestmark = pytest.mark.slow
 
@@ -132,11 +134,11 @@ def played(tmp_path_factory: pytest.TempPathFactory):
     write_records(gold + episodes, path)
     scorer = RubricScorer.from_file(RUBRIC, backend="numba", cache=None)
     return scorer, scorer.score(path), [e["episode"] for e in gold], [e["episode"] for e in episodes], \
-        {e["episode"]: e["states"] for e in gold + episodes}
+        {e["episode"]: e["states"] for e in gold + episodes}, path
 
 
 def test_walkthroughs_are_never_punished_and_random_play_is(played):
-    scorer, result, gold, others, _ = played
+    scorer, result, gold, others, _, _ = played
     assert all(result.batch.env_reward[result.batch.episodes.index(name)] == 1.0 for name in gold)
     fired = assert_invalidity_profile(scorer, result, gold, others)
     assert any(name.endswith("-careless") for name in fired["drops_target"])
@@ -145,7 +147,7 @@ def test_walkthroughs_are_never_punished_and_random_play_is(played):
 def test_a_discovery_pays_once_so_shuttling_earns_nothing(played):
     """Random play shuttles between rooms and takes, drops and reopens things: each discovery operator fires at most
     once for each room or thing it is about, whatever the episode repeats."""
-    scorer, result, gold, others, states_of = played
+    scorer, result, gold, others, states_of, _ = played
     column = {op.name: j for j, op in enumerate(scorer.compiled.operators)}
     assert "examines" not in column  # examining changes nothing: it could be farmed forever
     revisits = 0
@@ -163,3 +165,24 @@ def test_a_discovery_pays_once_so_shuttling_earns_nothing(played):
             assert fired[:, column[operator]].sum() <= 1
     assert revisits > 0  # the episodes do go back to rooms they have been in
 
+
+
+def test_the_objective_blind_rubric_reads_no_objective_and_still_tells_play_apart(played):
+    """textworld_blind.rubric pays the game's mechanics only: nothing it computes reads the episode's instruction, yet
+    walkthroughs are never punished, random play is, and each discovery pays once."""
+    _, _, gold, others, states_of, path = played
+    scorer = RubricScorer.from_file(BLIND, backend="numba", cache=None)
+    assert not scorer.compiled.plan.binds  # no `bind` of the objective, nor any text it would be read from
+    assert "instruction" not in BLIND.read_text(encoding="utf-8").split("rubric textworld_blind", 1)[1]
+    result = scorer.score(path)
+    assert_invalidity_profile(scorer, result, gold, others)
+    column = {op.name: j for j, op in enumerate(scorer.compiled.operators)}
+    for name in gold + others:
+        fired, states = result.fired[_episode(result, name)], states_of[name]
+        assert fired[:, column["new_room"]].sum() <= len({s["location"] for s in states if "location" in s}) - 1
+        assert fired[:, column["takes_new"]].sum() <= len(set().union(*(s["held"] for s in states)))
+        assert fired[:, column["opens_new"]].sum() <= len(set().union(*(s["ever_opened"] for s in states)))
+    walkthrough_return = [result.episode_returns()[result.batch.episodes.index(name)] for name in gold]
+    random_return = [result.episode_returns()[result.batch.episodes.index(name)] for name in others
+                     if "random" in name]
+    assert np.mean(walkthrough_return) > np.mean(random_return)  # the mechanics alone still rank the plays

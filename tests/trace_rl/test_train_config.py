@@ -67,7 +67,7 @@ def test_a_partial_section_keeps_the_rest_of_its_defaults() -> None:
     ("loss.dual_clip=1.1", "loss.dual_clip = 1.1: 0 (off) or a number above 1 + clip_eps; try 3.0"),
     ("seed=-2", "run.seed = -2: an integer >= 0"),
     ("advantage.kind=trca", "advantage.rubric = \"\": TRCA scores episodes with a rubric"),
-    ("rollout.backend=vllm", "vLLM runs on GPUs"),
+    ("rollout.vllm_gpu_memory=0", "rollout.vllm_gpu_memory = 0.0: a fraction in (0, 1]"),
     ("advantage.step_scale=mean", 'advantage.step_scale = "mean": std or none'),
     ("advantage.oracle=imitate", 'advantage.oracle = "imitate": did you mean "imitation"?'),
     ("nonsense", "write --set KEY=VALUE"),

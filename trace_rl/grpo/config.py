@@ -191,10 +191,6 @@ class TrainConfig:
     run: RunSection = RunSection()
 
     def __post_init__(self) -> None:
-        if self.rollout.backend == "vllm" and self.model.device == "cpu":
-            raise FieldError("rollout.backend", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
-                       "rollout.backend = \"transformers\"")
-
         if self.loss.level == "command" and self.rollout.action_mode != "admissible":
             raise FieldError("loss.level", "command", "the command-level loss needs the admissible-command mode; set "
                              "rollout.action_mode = \"admissible\" or loss.level = \"token\"")

@@ -22,7 +22,8 @@ from tracec.trace_rl.llm import conversation
 from tracec.trace_rl.llm.calls import LLMError
 from tracec.trace_rl.llm.chat import Sampling, cut_at_stop
 
-INSTALL_HINT = "vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec[gpu]' (or pip install vllm)"
+INSTALL_HINT = ("vLLM is not installed; on a machine with a CUDA GPU: pip install 'tracec[gpu]'; on the CPU, vLLM's "
+                "CPU engine lives in a venv of its own: make vllm-venv, then run .venv-vllm/bin/tracec")
 
 
 ENGINE_RANKS = (8, 16, 32, 64, 128, 256, 512)  # the values vLLM accepts as max_lora_rank

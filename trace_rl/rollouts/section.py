@@ -13,7 +13,7 @@ from tracec.config_io import choice, require
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutSection:
-    backend: str = "transformers"  # transformers (CPU or GPU) | vllm (GPU; the `gpu` extra)
+    backend: str = "transformers"  # transformers | vllm (GPU: the `gpu` extra; CPU: `make vllm-venv`)
     group_size: int = 16  # K episodes of one task instance
     groups_per_batch: int = 4
     temperature: float = 1.0
@@ -26,7 +26,7 @@ class RolloutSection:
     hint_ratio: tuple[float, ...] = (0.0, 0.0)  # [low, high]: per group, round(r * group_size) members, r uniform
     #   in [low, high], see the environment's `hint()` (expert guidance) in their first prompt; the update sees the
     #   plain prompt (TRACE: [0.25, 0.5]; [0, 0] is off)
-    vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take
+    vllm_gpu_memory: float = 0.3  # vllm: the fraction of GPU memory it may take (on the CPU: of RAM, for its KV cache)
     vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
     def __post_init__(self) -> None:

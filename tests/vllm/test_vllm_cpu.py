@@ -7,7 +7,6 @@ Run by `make test` as `.venv-vllm/bin/python -m pytest tests/vllm`; the engine r
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +42,6 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Policy, T
                                  lora_rank=LORA.rank, dtype="float32", seed=0, temperature=1.0,
                                  max_context_tokens=2048, gpu_memory=CPU_MEMORY, eager=True)
     yield policy, template, sampler
-    del sampler  # the engine's memory back before the next module's engine (vLLM sizes its cache from what is free)
-    gc.collect()
 
 
 def _episodes(policy: Policy, template: TurnTemplate, sampler: VLLMSampler, seeds: int) -> list:  # type: ignore[type-arg]

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tracec.trace_rl.policy.choice_policy import SCORES, choice_score_rule
+from tracec.trace_rl.policy.choice_policy import choice_score_rule
 from tracec.trace_rl.rollouts.sampler import SampledTurn, TurnRequest, TurnSampler
 
 _MIN_CAPACITY = 256
@@ -111,8 +111,6 @@ class KVCacheSampler(TurnSampler):
                  choice_score: str = "mean", greedy: bool = False) -> None:
         if not temperature > 0:
             raise ValueError(f"KVCacheSampler: temperature={temperature!r} must be > 0")
-        if choice_score not in SCORES:
-            raise ValueError(f"KVCacheSampler: choice_score={choice_score!r} must be one of {SCORES}")
         self.model, self.temperature, self.choice_score = model, temperature, choice_score_rule(choice_score)
         self.greedy = greedy  # the most likely choice or token (evaluation); log-probs stay the sampling ones
         self.end_of_turn_ids, self.pad_id = end_of_turn_ids, pad_id

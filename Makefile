@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # vLLM's CPU engine pins transformers, lark and numba below this project's venv, so it gets a venv of its own, the
-# project installed into it over vLLM's pins: it runs the tests that need the engine (tests/vllm).
+# project installed into it over vLLM's pins: it runs the tests that need the engine (tests/vllm_engine).
 VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
@@ -47,11 +47,11 @@ demo: venv
 	$(VENV)/bin/tracec demo
 
 test: lint typecheck vllm-venv
-	$(PY) -m pytest -n 2 --hypothesis-profile=gate tests --ignore=tests/vllm
-	$(VLLM_PY) -m pytest -p no:randomly tests/vllm
+	$(PY) -m pytest -n 2 --hypothesis-profile=gate tests --ignore=tests/vllm_engine
+	$(VLLM_PY) -m pytest -p no:randomly tests/vllm_engine
 
 test-fast: venv
-	$(PY) -m pytest -n 2 -m "not slow" tests --ignore=tests/vllm
+	$(PY) -m pytest -n 2 -m "not slow" tests --ignore=tests/vllm_engine
 
 lint: venv
 	$(VENV)/bin/ruff check $(LINTED)

@@ -57,8 +57,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--device", type=torch_device, default=None,
                        help="torch device: cpu, cuda or cuda:N (default: the run's, else cpu)")
     group.add_argument("--engine", choices=("transformers", "vllm"), default=None,
-                       help="what decodes: transformers (peft adapters) or vllm (GPU, a LoRARequest per request; "
-                            "default: the run's, else transformers)")
+                       help="what decodes: transformers (peft adapters) or vllm (a LoRARequest per request; on the "
+                            "CPU from the venv `make vllm-venv` builds; default: the run's, else transformers)")
+    group.add_argument("--vllm-gpu-memory", type=number(0, 1, above=True), default=None, metavar="F",
+                       help="vllm: the share of the device's memory it may take, on the CPU of RAM (default: the "
+                            f"run's evaluate.vllm_gpu_memory, else {EvaluateSection().vllm_gpu_memory})")
     group.add_argument("--max-new-tokens", type=integer(1), default=128, help="per turn (default 128)")
     routing = parser.add_argument_group("TRACE's full routing")
     routing.add_argument("--top-p", type=number(0, 1, above=True), default=None, metavar="P",
@@ -130,9 +133,11 @@ def run(args: argparse.Namespace) -> int:
     user.bind(model)
     router = Router(model, choice.options, routing, index) if choice.options is not None else None
     conditions = policy_conditions(model, chosen, router)
-    fingerprint = {"model": model.policy.source, "adapters": {n: str(p) for n, p in choice.adapters.items()},
+    fingerprint = {"model": choice.name, "adapters": {n: str(p) for n, p in choice.adapters.items()},
                    "options": [o.__dict__ for o in choice.options or []], "target": to_dict(target),
                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
+    if choice.engine != "transformers":  # only then: older folders keep their fingerprint
+        fingerprint["engine"] = choice.engine
     if routing.retrieval_k or "mixture" in named:  # only then: older folders keep their fingerprint
         fingerprint["routing"] = {"top_p": routing.top_p, "retrieval_k": routing.retrieval_k,
                                   "index": str(index_path) if index_path is not None else None}
@@ -187,6 +192,7 @@ class ModelChoice:
     adapters: dict[str, Path]
     options: list[RouteOption] | None  # the routing options; None when there are none
     engine: str
+    vllm_gpu_memory: float
     device: str
     dtype: str
     max_new_tokens: int
@@ -194,10 +200,12 @@ class ModelChoice:
 
 def model_choice(args: argparse.Namespace) -> ModelChoice:
     """The base model, its adapters (each folder checked to hold a whole adapter, never looked up online) and the
-    routing options the arguments name, the run's settings filling what they leave out; nothing loads torch."""
+    routing options the arguments name, the run's settings filling what they leave out; nothing loads torch. For
+    the vllm engine, what it would fail on (its install, the model, the adapters' ranks) is checked too."""
     from tracec.trace_rl.policy.catalog import TINY, require_device, resolve_model
     from tracec.trace_rl.targeting.adapters import adapter_config
     from tracec.trace_rl.targeting.routing import read_options
+    from tracec.trace_rl.targeting.vllm_adapters import check_engine_inputs
 
     run = read_toml(str(input_file(args.run / layout.CONFIG)))[0] if args.run is not None else {}
     settings, evaluate = _table(run, "model"), _table(run, "evaluate")
@@ -211,9 +219,12 @@ def model_choice(args: argparse.Namespace) -> ModelChoice:
         resolve_model(name)
     device = args.device or settings.get("device") or "cpu"
     require_device(device, "--device" if args.device else "model.device")
-    return ModelChoice(name=name, adapters=adapters, options=options,
-                       engine=args.engine or evaluate.get("engine") or "transformers", device=device,
-                       dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
+    engine = args.engine or evaluate.get("engine") or "transformers"
+    if engine == "vllm":
+        check_engine_inputs(name, adapters)
+    memory = args.vllm_gpu_memory or evaluate.get("vllm_gpu_memory") or EvaluateSection().vllm_gpu_memory
+    return ModelChoice(name=name, adapters=adapters, options=options, engine=engine, vllm_gpu_memory=float(memory),
+                       device=device, dtype=settings.get("dtype", "float32"), max_new_tokens=args.max_new_tokens)
 
 
 def load_model(choice: ModelChoice) -> Any:
@@ -221,7 +232,8 @@ def load_model(choice: ModelChoice) -> Any:
     from tracec.trace_rl.targeting.peft_adapters import load_adapter_model
 
     return load_adapter_model(choice.name, choice.adapters, engine=choice.engine, device=choice.device,
-                              dtype=choice.dtype, max_new_tokens=choice.max_new_tokens)
+                              dtype=choice.dtype, max_new_tokens=choice.max_new_tokens,
+                              vllm_gpu_memory=choice.vllm_gpu_memory)
 
 
 def routing_from_args(args: argparse.Namespace) -> tuple[Any, list[Any], Path | None]:

@@ -180,10 +180,16 @@ def test_vllm_lora_requests_name_each_adapter_with_its_own_id_and_rank(tmp_path:
         engine_rank(1024)
 
 
-def test_the_vllm_engine_is_refused_on_a_cpu_with_a_clear_error() -> None:
+def test_the_vllm_engine_says_what_it_cannot_serve_before_it_starts(tmp_path: Path) -> None:
+    """The engine's inputs are checked before vLLM is imported or started: the tiny model (no folder), an adapter above
+    the largest rank vLLM serves (its config file named), an unknown engine."""
     from tracec.trace_rl.targeting.peft_adapters import load_adapter_model
 
-    with pytest.raises(AdapterError, match="runs on GPUs"):
-        load_adapter_model("tiny", {}, engine="vllm", device="cpu")
+    with pytest.raises(AdapterError, match="tiny model exists only in code"):
+        load_adapter_model("tiny", {}, engine="vllm")
+    wide = Policy.load("tiny", LoraSection(rank=520, alpha=16), seed=3).save_adapter(tmp_path / "wide")
+    with pytest.raises(AdapterError, match=rf"{wide}/adapter_config.json: r = 520 is above the largest LoRA rank vLLM "
+                                           r"serves \(512\); decode it with the transformers engine"):
+        load_adapter_model("smollm2-135m-instruct", {"wide": wide}, engine="vllm")
     with pytest.raises(AdapterError, match="unknown engine 'tpu'"):
         load_adapter_model("tiny", {}, engine="tpu")

@@ -214,13 +214,20 @@ def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> N
         (name, (3, 4)) for name in ENVS]
 
 
-def test_the_vllm_engine_needs_a_gpu_and_says_which_key(tmp_path: Path) -> None:
+def test_the_vllm_engine_is_checked_when_the_config_loads(tmp_path: Path) -> None:
+    """evaluate.engine = "vllm" on any device, said at once when the venv has no vLLM (this suite's has none: the CPU
+    build lives in .venv-vllm, where tests/vllm_engine loads it) or the trained rank is one vLLM does not serve."""
+    from importlib.util import find_spec
+
     from tracec.config_io import ConfigError
 
-    assert load_pipeline_config(write_config(tmp_path), ["model.device=\"cuda\"", "evaluate.engine=\"vllm\""]
-                                ).evaluate.engine == "vllm"
-    with pytest.raises(ConfigError, match=r"evaluate\.engine.*vLLM runs on GPUs"):
+    assert find_spec("vllm") is None  # the main venv; with vLLM the same config loads (tests/vllm_engine)
+    with pytest.raises(ConfigError, match=r"evaluate\.engine.*make vllm-venv.*evaluate\.engine = \"transformers\""):
         load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\""])
+    memory = load_pipeline_config(write_config(tmp_path), ["evaluate.vllm_gpu_memory=0.5"]).evaluate.vllm_gpu_memory
+    assert memory == 0.5
+    with pytest.raises(ConfigError, match="vllm_gpu_memory"):
+        load_pipeline_config(write_config(tmp_path), ["evaluate.vllm_gpu_memory=1.5"])
     with pytest.raises(ConfigError, match="engine"):
         load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"tgi\""])
 

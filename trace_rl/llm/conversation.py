@@ -19,6 +19,7 @@ Left out: tool calls as structured `tool_calls` fields of assistant messages (a 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from tracec.trace_rl.policy.tiny_vocab import ROLE_TOKENS
@@ -140,3 +141,10 @@ def encode(tokenizer: Any, messages: list[dict[str, str]], *, tools: Tools | Non
     # verbose=False: a prompt over the tokenizer's length is no error here; a caller that must fit one cuts it.
     text = render(tokenizer, messages, tools=tools)
     return list(tokenizer(text, add_special_tokens=not uses_chat_template(tokenizer), verbose=False)["input_ids"])
+
+
+def decode_reply(tokenizer: Any, token_ids: Sequence[int]) -> str:
+    """A reply's text from its sampled ids, special tokens dropped: the one rule every engine decodes by, so a reply
+    cut mid-character reads the same everywhere (the tokenizer's replacement character, where vLLM's incremental
+    detokenizer would hold the partial bytes back)."""
+    return str(tokenizer.decode(list(token_ids), skip_special_tokens=True))

@@ -130,8 +130,8 @@ class TransformersBackend:
             output = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                                          generation_config=generation,
                                          tokenizer=self.tokenizer if sampling.stop else None)
-        replies = [cut_at_stop(str(self.tokenizer.decode(row[len(ids) :].tolist(), skip_special_tokens=True)),
-                               sampling.stop) for row in output]
+        replies = [cut_at_stop(conversation.decode_reply(self.tokenizer, row[len(ids) :].tolist()), sampling.stop)
+                   for row in output]
         return replies * sampling.n if greedy else replies  # greedy decoding gives one reply, n times
 
 

@@ -1,18 +1,20 @@
-"""vLLM in-process on a GPU as a `SamplingBackend`: the fast way to run analysis and calibration on one machine.
+"""vLLM in-process as a `SamplingBackend`: the fast way to run analysis and calibration on one GPU machine.
 
 vLLM is optional (`pip install 'tracec[gpu]'`) and imported by `import_vllm` only, when an engine is made. The
 engine loads a local checkpoint folder (the caller resolves a model name from `tracec models` to its folder, so
 nothing is downloaded), renders messages with the model's chat template (`LLM.chat`; tools carried on the system
 message go as `tools=` or as the Hermes block, by `conversation.prepare`), and samples each call with
 its own `SamplingParams`, so n samples, stop strings and a per-call seed behave as on the other backends.
-`clean_model_folder` and `engine_rank` are what every vLLM engine here (this backend, the trainer's sampler, the
-adapter server) needs of a local checkpoint and its adapters. Left out: tensor parallelism flags beyond what
-`vllm.LLM` takes as keywords (pass them in `engine`).
+`clean_model_folder`, `check_engine_model` and `engine_rank` are what every vLLM engine here (this backend, the
+trainer's sampler, the adapter server) needs of a local checkpoint and its adapters: a folder vLLM reads, an
+architecture it implements (checked before an engine starts, which takes a minute), a LoRA rank it serves. Left
+out: tensor parallelism flags beyond what `vllm.LLM` takes as keywords (pass them in `engine`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -37,6 +39,24 @@ def engine_rank(rank: int) -> int:
     raise ValueError(f"a LoRA rank of {rank} is above the largest vLLM serves ({ENGINE_RANKS[-1]})")
 
 
+def check_engine_model(folder: Path) -> None:
+    """An `LLMError` naming `folder`'s config.json when vLLM has no implementation of the checkpoint's architecture
+    (or the folder is no checkpoint), so a model vLLM cannot load is answered before its engine starts."""
+    path = folder / "config.json"
+    try:
+        architectures = json.loads(path.read_text(encoding="utf-8")).get("architectures") or []
+    except (OSError, json.JSONDecodeError, AttributeError) as error:
+        raise LLMError(f"{path}: not a checkpoint vLLM can load ({error}); name an installed model "
+                       "(tracec models) or a transformers checkpoint folder") from None
+    vllm = import_vllm()
+    unknown = [name for name in architectures if name not in vllm.ModelRegistry.get_supported_archs()]
+    if not architectures or unknown:
+        said = ", ".join(unknown) if unknown else "no `architectures` entry"
+        raise LLMError(f"{path}: vLLM {vllm.__version__} cannot load this model ({said}); decode it with the "
+                       "transformers engine instead (rollout.backend = \"transformers\", evaluate.engine = "
+                       "\"transformers\" or --engine transformers)")
+
+
 def clean_model_folder(source: Path, target: Path) -> Path:
     """The checkpoint as vLLM should read it: links to its files, and a config.json without the GGUF
     `quantization_config` a converted checkpoint carries (the weights are plain floats)."""
@@ -54,10 +74,16 @@ def clean_model_folder(source: Path, target: Path) -> Path:
     return target
 
 
+def vllm_installed() -> bool:
+    """Whether `import_vllm` would find vLLM, asked without importing it (seconds): for checks of a config."""
+    return importlib.util.find_spec("vllm") is not None
+
+
 def import_vllm(module: str = "vllm") -> Any:
     """The `vllm` module (or one of its modules, `vllm.inputs` say), or an `LLMError` with the install hint.
-    The one place tracec imports vLLM, for every engine here: it is an optional extra that runs on a CUDA GPU
-    only, and it takes seconds to import; so it is imported when an engine is made or used, never with a module."""
+    The one place tracec imports vLLM, for every engine here: it is an optional extra (a CUDA build, or the CPU
+    build in a venv of its own), and it takes seconds to import; so it is imported when an engine is made or used,
+    never with a module."""
     try:
         import vllm
     except ImportError as error:

@@ -13,7 +13,7 @@ Log-probs are vLLM's processed ones (after temperature, `logprobs_mode="processe
 the tokens were drawn from; the trainer recomputes its own and corrects by a masked sequence-level importance
 weight (`grpo.loss.sequence_importance_weights`), since the two engines' numerics differ.
 
-Tested on vLLM's CPU engine (`tests/vllm`, SmolLM2: a multi-turn episode's tokens and log-probs against the
+Tested on vLLM's CPU engine (`tests/vllm_engine`, SmolLM2: a multi-turn episode's tokens and log-probs against the
 trainer's, the adapter's hot reload, `tracec train` through it); on the CPU `rollout.vllm_gpu_memory` is the share of
 RAM its KV cache takes, and `VLLM_ENABLE_V1_MULTIPROCESSING=0` keeps the engine in the trainer's process. On a GPU
 `bench/gpu_check.sh` exercises it. Left out: vLLM as a separate server, tensor parallelism, sleep mode between

@@ -8,7 +8,7 @@
 
 `AdapterModel` is the protocol, with what every implementation checks of an adapter folder and a name:
 `tracec.trace_rl.targeting.peft_adapters.PeftAdapters` (transformers, CPU or GPU) and
-`tracec.trace_rl.targeting.vllm_adapters.VLLMAdapters` (vLLM on a GPU), of which `peft_adapters.load_adapter_model`
+`tracec.trace_rl.targeting.vllm_adapters.VLLMAdapters` (vLLM), of which `peft_adapters.load_adapter_model`
 picks one. This module imports neither torch nor vLLM: the command line names its `AdapterError` for `--help`.
 
 A mixture of adapters (TRACE's nucleus composition) decodes with W' = W + sum_c alpha_c * scaling_c * B_c A_c over
@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from tracec.trace_rl.targeting.eval_table import BASE  # the name of "no adapter", as a condition or a route
 
-ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM (GPU)
+ENGINES = ("transformers", "vllm")  # what decodes with the adapters: peft on torch, or vLLM
 WEIGHTS = "adapter_model.safetensors"  # peft's weights file, as `Policy.save_adapter` writes it
 _MAX_HEADER = 100_000_000  # bytes: safetensors' own bound on a header; a larger length is not a header
 

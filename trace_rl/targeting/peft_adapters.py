@@ -4,8 +4,8 @@
 `Policy` (peft) with every adapter loaded beside the others under its own name, so switching is `set_adapter` (or
 `disable_adapter` for the base) and never reloads the base weights. Decoding is greedy through `TransformersBackend`
 over the peft model (the chat template renders the conversation, as in training), in eval mode; `--device cuda`
-runs it on a GPU. `load_adapter_model` gives it, or `tracec.trace_rl.targeting.vllm_adapters.VLLMAdapters` (vLLM on a
-GPU, one `LoRARequest` per request) for the `vllm` engine.
+runs it on a GPU. `load_adapter_model` gives it, or `tracec.trace_rl.targeting.vllm_adapters.VLLMAdapters` (vLLM, one
+`LoRARequest` per request) for the `vllm` engine.
 
 A mixture (`mixed`) is peft's `add_weighted_adapter(..., combination_type="cat")` under the temporary adapter name
 `MIXTURE`: it stacks the rows alpha_c * scaling_c * A_c and the columns B_c at scaling 1, so its delta is exactly
@@ -48,12 +48,13 @@ MIXTURE = "tracec-mixture"  # the temporary adapter a mixture is built under; no
 
 
 def load_adapter_model(model: str, adapters: Mapping[str, str | Path], *, engine: str = "transformers",
-                       device: str = "cpu", dtype: str = "float32", max_new_tokens: int = 128) -> AdapterModel:
-    """The base `model` with `adapters` loaded, on `engine` (`ENGINES`); vLLM needs a CUDA device."""
+                       device: str = "cpu", dtype: str = "float32", max_new_tokens: int = 128,
+                       vllm_gpu_memory: float = 0.3) -> AdapterModel:
+    """The base `model` with `adapters` loaded, on `engine` (`ENGINES`). vLLM runs on the device its build is for
+    (CUDA, or the CPU build's), with `vllm_gpu_memory` of that device's memory; `device` places the peft engine."""
     if engine == "vllm":
-        if not device.startswith("cuda"):
-            raise AdapterError("the vllm engine runs on GPUs: give a cuda device, or use the transformers engine")
-        return VLLMAdapters.load(model, adapters, dtype=dtype, max_new_tokens=max_new_tokens)
+        return VLLMAdapters.load(model, adapters, dtype=dtype, max_new_tokens=max_new_tokens,
+                                 gpu_memory=vllm_gpu_memory)
     if engine != "transformers":
         raise AdapterError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
     return PeftAdapters.load(model, adapters, device=device, dtype=dtype, max_new_tokens=max_new_tokens)

@@ -30,6 +30,7 @@ from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.grpo.config import ModelSection, TrainConfig
 from tracec.trace_rl.llm.http import HTTPConfig
 from tracec.trace_rl.llm.repair import TRIES
+from tracec.trace_rl.llm.vllm_backend import ENGINE_RANKS, INSTALL_HINT, vllm_installed
 from tracec.trace_rl.targeting.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
 from tracec.trace_rl.targeting.synth.tool_schemas import ToolsFileError, load_tools
@@ -206,11 +207,14 @@ class EvaluateSection:
     tasks: int = 8  # per domain
     trials: int = 1  # per task: 1 is TRACE's preset; k > 1 adds tau2-bench's pass^1..pass^k to the table
     max_new_tokens: int = 128
-    # what decodes in routing and evaluation: transformers (peft) | vllm (GPU, LoRARequests)
+    # what decodes in routing and evaluation: transformers (peft) | vllm (a LoRARequest a request; the `gpu` extra
+    #   on a GPU, `make vllm-venv` on the CPU)
     engine: str = "transformers"
+    vllm_gpu_memory: float = 0.3  # vllm: the share of the device's memory it may take (on the CPU: of RAM)
 
     def __post_init__(self) -> None:
         choice("engine", self.engine, ("transformers", "vllm"))
+        require(0 < self.vllm_gpu_memory <= 1, "vllm_gpu_memory", self.vllm_gpu_memory, "a fraction in (0, 1]")
         require(len(self.conditions) > 0, "conditions", self.conditions, "e.g. [\"base\", \"adapters\", \"routed\"]")
         # An adapter's name is known only once analysis has run; a near miss of a keyword is a typo now.
         for name in self.conditions:
@@ -276,9 +280,11 @@ class PipelineConfig:
         unbuilt = [c for c in self.evaluate.conditions if c in BASELINE_NAMES and c not in self.baselines.conditions]
         require(not unbuilt, "evaluate.conditions", self.evaluate.conditions, f"{', '.join(unbuilt)} is a baseline "
                 f"this run does not build: add it to baselines.conditions, or leave it out here")
-        if self.evaluate.engine == "vllm" and self.model.device == "cpu":
-            raise FieldError("evaluate.engine", "vllm", "vLLM runs on GPUs; set model.device = \"cuda\" or use "
-                             "evaluate.engine = \"transformers\"")
+        if self.evaluate.engine == "vllm":
+            require(vllm_installed(), "evaluate.engine", "vllm", f"{INSTALL_HINT}; or use evaluate.engine = "
+                    "\"transformers\"")
+            require(self.train.lora.rank <= ENGINE_RANKS[-1], "train.lora.rank", self.train.lora.rank,
+                    f"at most {ENGINE_RANKS[-1]}, the largest rank vLLM serves (evaluate.engine = \"vllm\")")
         if self.analysis.labeler == "llm" and self.llm.backend == "none":
             raise FieldError("analysis.labeler", "llm", "LLM labels need an analyst model: set [llm] backend "
                              "(and model), or use analysis.labeler = \"rubric\"")

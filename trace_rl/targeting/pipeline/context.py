@@ -51,4 +51,4 @@ class Context:
         if model.threads:
             torch.set_num_threads(model.threads)
         return load_adapter_model(model.name, adapters, engine=engine, device=model.device, dtype=model.dtype,
-                                  max_new_tokens=max_new_tokens)
+                                  max_new_tokens=max_new_tokens, vllm_gpu_memory=self.config.evaluate.vllm_gpu_memory)

@@ -40,6 +40,7 @@ from tracec.trace_rl.targeting.pipeline.layout import (
 )
 from tracec.trace_rl.targeting.pipeline.report import write_report
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed, StepOutcome, StepStore, file_digest
+from tracec.trace_rl.targeting.vllm_adapters import check_engine_inputs
 
 from tracec.atomic import write_atomic
 from tracec.config_io import to_toml
@@ -59,6 +60,8 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
                  after_step: Callable[[StepOutcome], None] | None = None) -> PipelineResult:
     root = Path(out or config.run.out)
     baseline_steps.check_settings(config)  # said now, not after the training
+    if config.evaluate.engine == "vllm":
+        check_engine_inputs(config.model.name, {})  # vLLM loads the model: said now too
     context = Context(config=config, report=report, detail=detail, llm=llm)
     store = StepStore(root, report=report)
     write_atomic(root / CONFIG, [to_toml(config)])  # what `tracec route / evaluate --run` read

@@ -2,7 +2,7 @@
 project venv's): the trainer's vLLM sampler over SmolLM2, token in and token out across a multi-turn episode, its
 log-probs against the trainer's own, and the adapter's hot reload (`tracec train` through it: test_vllm_train.py).
 
-Run by `make test` as `.venv-vllm/bin/python -m pytest tests/vllm`; the engine runs in this process
+Run by `make test` as `.venv-vllm/bin/python -m pytest tests/vllm_engine`; the engine runs in this process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0: no engine process to spawn, and one copy of the weights)."""
 
 from __future__ import annotations

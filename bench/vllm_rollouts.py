@@ -1,5 +1,5 @@
-"""Rollout throughput on the CPU: vLLM's CPU engine (`VLLMSampler`) against the trainer's KV-cache sampler, on the
-same multi-turn episodes' work, SmolLM2-135M-Instruct in fp32.
+"""Rollouts and training iterations on the CPU: vLLM's CPU engine (`VLLMSampler`) against the trainer's KV-cache
+sampler, on the same multi-turn episodes' work, SmolLM2-135M-Instruct in fp32.
 
     make vllm-venv
     VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python bench/vllm_rollouts.py [--rounds 5] [--record]
@@ -12,14 +12,22 @@ samplers draw different tokens, so the episodes differ in length: each side's fi
 its round (prompt and observation prefill included, as a rollout pays them), and the headline is the median of the
 per-round ratios. Engine loading is untimed (vLLM's ~11 s, once a run). vLLM may lower torch's thread count when it
 loads ("for serving"), so the count is read after it has, and both sides run at the count the report prints.
+
+Then the time of a training iteration, as a user pays it: `tracec train examples/train/tool_calling_trca.toml` (TRCA)
+with each `rollout.backend`, a fresh process each (command), ITERATIONS iterations at the rollout part's sizes; each
+run's figure is its last iteration's `time_total` from metrics.jsonl (the first pays the warm-up; vLLM's engine start
+is before it), split into its phases (rollout, old log-probs, which vLLM's sampler makes the trainer recompute, and
+the update with the adapter's sync). The backends alternate within each of ITERATION_ROUNDS rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,13 +48,16 @@ from tracec.trace_rl.rollouts.turns import TurnTemplate
 from tracec.trace_rl.rollouts.vllm_sampler import VLLMSampler
 
 from bench.results import markdown_table, record
-from bench.sides import ROUNDS, Rounds, describe
+from bench.sides import ROUNDS, Rounds, Spread, describe
 
 REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENT = REPO / "examples" / "envs" / "tool_calling_precision.rubric"
 GROUPS, K, TURNS, NEW_TOKENS = 2, 4, 3, 32
 KV, VLLM = "KV-cache sampler (transformers)", "vLLM CPU engine"
+ITERATIONS, ITERATION_ROUNDS = 2, 3
+PHASES = ("time_rollout", "time_score", "time_old_logprobs", "time_learn", "time_total")
 COMMAND = "VLLM_ENABLE_V1_MULTIPROCESSING=0 .venv-vllm/bin/python bench/vllm_rollouts.py --record"
+TRAIN_CONFIG = "examples/train/tool_calling_trca.toml"
 
 
 def main() -> None:
@@ -76,6 +87,7 @@ def main() -> None:
                     tokens[side].append(sampled)
     report = _report(Rounds({side: [1 / rate for rate in values] for side, values in rates.items()}), rates, tokens,
                      threads, args.rounds)
+    report += "\n\n" + _iteration_report(_iterations(ITERATION_ROUNDS))
     print(report)
     if args.record:
         record("vllm cpu rollouts", report, COMMAND)
@@ -110,8 +122,42 @@ def _report(rounds: Rounds, rates: dict[str, list[float]], tokens: dict[str, lis
         markdown_table(["sampler", "sampled tokens / s", "sampled tokens a round (median)"], rows),
         "",
         (f"vLLM's CPU engine against the KV-cache sampler, tokens per second: **{speedup.cell(2, 'x')}** (> 1: vLLM "
-         "faster). The trainer's CPU default stays `rollout.backend = \"transformers\"` unless this ratio says "
-         "otherwise."),
+         "faster)."),
+    ])
+
+
+def _iterations(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Each backend's phase seconds ({backend: {phase: [a figure a round]}}) of a training iteration."""
+    settings = [f"iterations={ITERATIONS}", "rollout.vllm_gpu_memory=0.15", "rollout.vllm_eager=true",
+                f"rollout.group_size={K}", f"rollout.groups_per_batch={GROUPS}", f"rollout.max_new_tokens={NEW_TOKENS}",
+                f"env.max_turns={TURNS}", "run.checkpoint_every=1000"]
+    figures: dict[str, dict[str, list[float]]] = {side: {phase: [] for phase in PHASES} for side in (KV, VLLM)}
+    for round_ in range(rounds):
+        for side, backend in ((KV, "transformers"), (VLLM, "vllm")):
+            with tempfile.TemporaryDirectory() as out:
+                overrides = [*settings, f"rollout.backend={backend}", f"run.seed={round_}"]
+                command = [sys.executable, "-m", "tracec.cli", "train", str(REPO / TRAIN_CONFIG), "--out", out,
+                           "--quiet", *(item for o in overrides for item in ("--set", o))]
+                subprocess.run(command, check=True, capture_output=True)
+                last = json.loads((Path(out) / "metrics.jsonl").read_text().splitlines()[-1])
+            for phase in PHASES:
+                figures[side][phase].append(float(last.get(phase, 0.0)))
+    return figures
+
+
+def _iteration_report(figures: dict[str, dict[str, list[float]]]) -> str:
+    rounds = Rounds({side: figures[side]["time_total"] for side in figures})
+    rows = [[side, *(Spread.of(figures[side][phase]).cell(1, " s") for phase in PHASES)] for side in figures]
+    return "\n".join([
+        (f"A training iteration, `tracec train {TRAIN_CONFIG}` (TRCA) at the sizes above, {ITERATIONS} iterations a "
+         f"run, the last one's figures: {describe(len(rounds), 'command', 'torch 2 (the trainer sets none)')}"),
+        "",
+        markdown_table(["rollout backend", "rollout", "scoring", "old log-probs", "update (and sync)", "iteration"],
+                       rows),
+        "",
+        ("vLLM's CPU engine against the KV-cache sampler, seconds an iteration: "
+         f"**{rounds.ratio(VLLM, KV).cell(2, 'x')}** (> 1: vLLM slower). `rollout.backend = \"auto\"` picks the "
+         "KV-cache sampler on a CPU by these two measurements."),
     ])
 
 

@@ -91,7 +91,7 @@ class RunSpec:
     eval_greedy: bool = False  # also one greedy episode a held-out seed
     threads: int = 1  # torch threads (0: torch's default)
     device: str = "cpu"
-    backend: str = "transformers"  # the training rollouts' sampler (vllm: GPUs); evaluation uses the KV-cache one
+    backend: str = "transformers"  # the training rollouts' sampler (rollout.backend); evaluation uses the KV-cache one
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -13,7 +13,8 @@ from tracec.config_io import choice, require
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutSection:
-    backend: str = "transformers"  # transformers | vllm (GPU: the `gpu` extra; CPU: `make vllm-venv`)
+    backend: str = "auto"  # auto | transformers | vllm (GPU: the `gpu` extra; CPU: `make vllm-venv`); auto: vllm on
+    #   a CUDA device where it is installed, else transformers (`grpo.rollout_backend.resolved_backend` says why)
     group_size: int = 16  # K episodes of one task instance
     groups_per_batch: int = 4
     temperature: float = 1.0
@@ -30,7 +31,7 @@ class RolloutSection:
     vllm_eager: bool = False  # vllm: skip CUDA graph capture (starts faster, decodes slower)
 
     def __post_init__(self) -> None:
-        choice("backend", self.backend, ("transformers", "vllm"))
+        choice("backend", self.backend, ("auto", "transformers", "vllm"))
         require(self.group_size >= 2, "group_size", self.group_size,
                 "a group needs at least 2 episodes (a group of one has no baseline); try 16")
         require(self.groups_per_batch >= 1, "groups_per_batch", self.groups_per_batch, "an integer >= 1; try 4")

@@ -44,10 +44,11 @@ def tokenizer(request: pytest.FixtureRequest) -> Any:
 
 
 class _Engine:
-    """What `VLLMAdapters` asks of a vLLM engine: its tokenizer, and `generate`, which records the prompts."""
+    """What `VLLMAdapters` asks of a vLLM engine: its tokenizer, and `generate`, which records the prompts and
+    answers each with `reply` (token ids, as vLLM's outputs carry them)."""
 
-    def __init__(self, tokenizer: Any) -> None:
-        self._tokenizer = tokenizer
+    def __init__(self, tokenizer: Any, reply: list[int]) -> None:
+        self._tokenizer, self.reply = tokenizer, reply
         self.prompts: list[Any] = []
 
     def get_tokenizer(self) -> Any:
@@ -55,7 +56,7 @@ class _Engine:
 
     def generate(self, prompts: list[Any], params: Any, **options: Any) -> list[Any]:
         self.prompts.extend(prompts)
-        return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="ok")]) for _ in prompts]
+        return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=self.reply)]) for _ in prompts]
 
 
 @pytest.fixture
@@ -75,7 +76,9 @@ def test_every_path_gives_the_same_ids_for_the_same_messages(tokenizer: Any) -> 
     backend = TransformersBackend(model, tokenizer)
     turns = TurnTemplate(tokenizer)
     peft = PeftAdapters(types.SimpleNamespace(model=model, tokenizer=tokenizer, source="probe"))
-    engine = _Engine(tokenizer)
+    words = tokenizer.encode(TASK, add_special_tokens=False)[:3]
+    ended = [*words, tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else words
+    engine = _Engine(tokenizer, ended)  # a reply that ends with the end-of-sequence token, as a finished one does
     vllm = VLLMAdapters(engine, [], max_new_tokens=4)
     for system, observation in CONVERSATIONS:
         messages = [{"role": "system", "content": system}] if system else []
@@ -85,7 +88,10 @@ def test_every_path_gives_the_same_ids_for_the_same_messages(tokenizer: Any) -> 
         assert turns.prompt_ids(system, observation) == ids
         assert peft.prompt_ids(messages) == ids
         assert vllm.prompt_ids(messages) == ids
-        assert vllm.generate(messages) == "ok" and engine.prompts[-1] == {"prompt_token_ids": ids}
+        # the reply decoded by the rule the transformers engine decodes by: its words, the special token dropped
+        reply = vllm.generate(messages)
+        assert reply == conversation.decode_reply(tokenizer, words) == tokenizer.decode(words, skip_special_tokens=True)
+        assert engine.prompts[-1] == {"prompt_token_ids": ids}
 
 
 def test_the_start_token_is_written_once_by_whoever_owns_it() -> None:

@@ -144,7 +144,7 @@ def test_user_errors_exit_1_with_a_located_line(adapters, tmp_path: Path,  # typ
                  "--conditions", "base,gamma", "-o", str(tmp_path / "e")]) == 2
     assert "unknown condition 'gamma'" in capsys.readouterr().err
     assert main(["route", *_model_flags(folders, options), "--engine", "vllm", "--task", TASK]) == 1
-    assert "the vllm engine runs on GPUs" in _one_line_error(capsys)
+    assert "the vllm engine needs a model folder; the tiny model exists only in code" in _one_line_error(capsys)
 
 
 @pytest.mark.parametrize("name", ["cpu_smollm2", "tau2_http", "gpu_paper"])

@@ -214,16 +214,29 @@ def test_target_domains_cut_tau2_to_its_tasks_and_make_fresh_environments() -> N
         (name, (3, 4)) for name in ENVS]
 
 
-def test_the_vllm_engine_is_checked_when_the_config_loads(tmp_path: Path) -> None:
-    """evaluate.engine = "vllm" on any device, said at once when the venv has no vLLM (this suite's has none: the CPU
-    build lives in .venv-vllm, where tests/vllm_engine loads it) or the trained rank is one vLLM does not serve."""
+def test_the_vllm_engine_is_checked_before_the_first_step(tmp_path: Path) -> None:
+    """evaluate.engine = "vllm" loads on any machine (a GPU config is read anywhere); a run says at its start, before
+    any step writes, that this venv has no vLLM (the main venv: the CPU build lives in .venv-vllm, where tests/
+    vllm_engine runs the engine) or that the model is the tiny one, which only the transformers engine has."""
     from importlib.util import find_spec
+
+    from tracec.trace_rl.targeting.adapters import AdapterError
+    from tracec.trace_rl.targeting.pipeline.run import run_pipeline
 
     from tracec.config_io import ConfigError
 
-    assert find_spec("vllm") is None  # the main venv; with vLLM the same config loads (tests/vllm_engine)
-    with pytest.raises(ConfigError, match=r"evaluate\.engine.*make vllm-venv.*evaluate\.engine = \"transformers\""):
-        load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\""])
+    assert find_spec("vllm") is None  # the main venv
+    config = load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\""])
+    assert config.evaluate.engine == "vllm"
+    with pytest.raises(AdapterError, match="tiny model exists only in code"):
+        run_pipeline(config, out=tmp_path / "tiny")
+    smollm2 = load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\"",
+                                                            "model.name=\"smollm2-135m-instruct\""])
+    with pytest.raises(AdapterError, match="vLLM is not installed.*make vllm-venv"):
+        run_pipeline(smollm2, out=tmp_path / "smollm2")
+    assert not (tmp_path / "tiny").exists() and not (tmp_path / "smollm2").exists()
+    with pytest.raises(ConfigError, match=r"train\.lora\.rank.*at most 512"):
+        load_pipeline_config(write_config(tmp_path), ["evaluate.engine=\"vllm\"", "train.lora.rank=1024"])
     memory = load_pipeline_config(write_config(tmp_path), ["evaluate.vllm_gpu_memory=0.5"]).evaluate.vllm_gpu_memory
     assert memory == 0.5
     with pytest.raises(ConfigError, match="vllm_gpu_memory"):

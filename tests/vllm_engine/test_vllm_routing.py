@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 import torch
 from numerics import forward_roundings, tolerance
+from random_adapters import random_adapter
 from tracec.trace_rl.policy.catalog import SMOLLM2
 from tracec.trace_rl.policy.lora import LoraSection
-from tracec.trace_rl.policy.model import TRAINED, Policy
+from tracec.trace_rl.policy.model import Policy
 from tracec.trace_rl.targeting.adapters import AdapterError
 from tracec.trace_rl.targeting.evaluate import read_condition_trajectories, read_results
 from tracec.trace_rl.targeting.peft_adapters import load_adapter_model
@@ -34,22 +35,12 @@ OPTIONS = [RouteOption(name="alpha", label="A", description="checks each tool's 
            RouteOption(name="base", label="C", description="none of the above")]
 
 
-def smollm2_adapter(folder: Path, seed: int) -> Path:
-    """A SmolLM2 adapter whose B matrices are drawn, not zero: one that changes what the model writes."""
-    policy = Policy.load(SMOLLM2, LoraSection(rank=8, alpha=16), seed=seed)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in policy.model.named_parameters():
-            if "lora_B" in name and f".{TRAINED}." in name:
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.05)
-    return policy.save_adapter(folder)
-
-
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The output folder of `tracec evaluate` on each engine, over the same two adapters, options and tasks."""
     root = tmp_path_factory.mktemp("routing")
-    adapters = {"alpha": smollm2_adapter(root / "alpha", 1), "beta": smollm2_adapter(root / "beta", 2)}
+    adapters = {name: random_adapter(root / name, seed, rank=8, alpha=16, model=SMOLLM2, scale=0.05)
+                for name, seed in (("alpha", 1), ("beta", 2))}
     options = root / "options.json"
     options.write_text(json.dumps([o.__dict__ for o in OPTIONS]))
     outs = {}
@@ -58,7 +49,7 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         command = [sys.executable, "-m", "tracec.cli", "evaluate", "--engine", engine, "--vllm-gpu-memory",
                    str(CPU_MEMORY), "--model", SMOLLM2, *(f"--adapter={n}={p}" for n, p in adapters.items()),
                    "--options", str(options), "--target", "capability", "--env", str(ENV),
-                   "--conditions", ",".join(CONDITIONS), "--tasks", "2", "--max-turns", "2",
+                   "--conditions", ",".join(CONDITIONS), "--tasks", "1", "--max-turns", "2",
                    "--max-new-tokens", "24", "-o", str(outs[engine]), "--quiet"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False,
                               env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
@@ -75,7 +66,7 @@ def test_evaluate_through_vllm_decodes_each_task_as_the_peft_engine_does(evaluat
     assert actions["vllm"] == actions["transformers"]
     replies = actions["vllm"]
     assert replies["alpha"] != replies["base"]
-    assert len(replies["base"]) == 2 and all(replies["base"])
+    assert len(replies["base"]) == 1 and all(replies["base"])
 
 
 def test_routing_through_vllm_scores_the_labels_as_peft_does(evaluated: dict[str, Path]) -> None:
@@ -83,7 +74,7 @@ def test_routing_through_vllm_scores_the_labels_as_peft_does(evaluated: dict[str
     logits: one constant apart at a position) within the numerics rule of two fp32 forwards of the routing prompt."""
     routes = {engine: {r.seed: r.route for r in read_results(out / "results.jsonl") if r.condition == "routed"}
               for engine, out in evaluated.items()}
-    assert set(routes["vllm"]) == set(routes["transformers"]) and len(routes["vllm"]) == 2
+    assert set(routes["vllm"]) == set(routes["transformers"]) and len(routes["vllm"]) == 1
     base = Policy.load(SMOLLM2, LoraSection(rank=8, alpha=16), seed=0)
     for seed, route in routes["vllm"].items():
         other = routes["transformers"][seed]
@@ -131,7 +122,6 @@ def test_what_vllm_cannot_serve_is_said_before_its_engine_starts(tmp_path: Path)
                                            r"\(NoSuchModelForCausalLM\); decode it with the transformers engine"):
         load_adapter_model(str(folder), {}, engine="vllm")
     pipeline = REPO / "examples" / "pipeline" / "cpu_smollm2.toml"
-    assert load_pipeline_config(pipeline, ["evaluate.engine=\"vllm\""]).evaluate.engine == "vllm"  # on the CPU
     with pytest.raises(ConfigError, match=r"train\.lora\.rank.*at most 512"):
         load_pipeline_config(pipeline, ["evaluate.engine=\"vllm\"", "train.lora.rank=1024"])
     trainer = load_config(REPO / "examples" / "train" / "tool_calling_trca.toml", ["rollout.backend=vllm"])

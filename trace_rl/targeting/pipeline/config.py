@@ -30,7 +30,7 @@ from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.grpo.config import ModelSection, TrainConfig
 from tracec.trace_rl.llm.http import HTTPConfig
 from tracec.trace_rl.llm.repair import TRIES
-from tracec.trace_rl.llm.vllm_backend import ENGINE_RANKS, INSTALL_HINT, vllm_installed
+from tracec.trace_rl.llm.vllm_backend import ENGINE_RANKS
 from tracec.trace_rl.targeting.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
 from tracec.trace_rl.targeting.synth.tool_schemas import ToolsFileError, load_tools
@@ -280,11 +280,11 @@ class PipelineConfig:
         unbuilt = [c for c in self.evaluate.conditions if c in BASELINE_NAMES and c not in self.baselines.conditions]
         require(not unbuilt, "evaluate.conditions", self.evaluate.conditions, f"{', '.join(unbuilt)} is a baseline "
                 f"this run does not build: add it to baselines.conditions, or leave it out here")
-        if self.evaluate.engine == "vllm":
-            require(vllm_installed(), "evaluate.engine", "vllm", f"{INSTALL_HINT}; or use evaluate.engine = "
-                    "\"transformers\"")
-            require(self.train.lora.rank <= ENGINE_RANKS[-1], "train.lora.rank", self.train.lora.rank,
-                    f"at most {ENGINE_RANKS[-1]}, the largest rank vLLM serves (evaluate.engine = \"vllm\")")
+        # vLLM's install and the model it loads are checked when the run starts (`run_pipeline`): a GPU config
+        # loads on any machine.
+        require(self.evaluate.engine != "vllm" or self.train.lora.rank <= ENGINE_RANKS[-1], "train.lora.rank",
+                self.train.lora.rank, f"at most {ENGINE_RANKS[-1]}, the largest rank vLLM serves (evaluate.engine = "
+                "\"vllm\")")
         if self.analysis.labeler == "llm" and self.llm.backend == "none":
             raise FieldError("analysis.labeler", "llm", "LLM labels need an analyst model: set [llm] backend "
                              "(and model), or use analysis.labeler = \"rubric\"")

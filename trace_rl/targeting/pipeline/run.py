@@ -61,7 +61,7 @@ def run_pipeline(config: PipelineConfig, *, out: Path | None = None, llm: Sampli
     root = Path(out or config.run.out)
     baseline_steps.check_settings(config)  # said now, not after the training
     if config.evaluate.engine == "vllm":
-        check_engine_inputs(config.model.name, {})  # vLLM loads the model: said now too
+        check_engine_inputs(config.model.name, {})  # vLLM installed, and able to load the model: said now too
     context = Context(config=config, report=report, detail=detail, llm=llm)
     store = StepStore(root, report=report)
     write_atomic(root / CONFIG, [to_toml(config)])  # what `tracec route / evaluate --run` read

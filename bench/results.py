@@ -21,7 +21,7 @@ def record(section: str, body: str, command: str, *, results: Path = RESULTS) ->
     """Replace (or append) `section` of `results` with `body` and the `command` that reproduces it; written
     atomically."""
     begin, end = f"<!-- begin {section} -->", f"<!-- end {section} -->"
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = f"{cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
     folder = os.open(results.parent, os.O_RDONLY)
     try:  # runs recording side by side (bench/gpu_carried.sh) each keep the other's section: one at a time
@@ -35,6 +35,19 @@ def record(section: str, body: str, command: str, *, results: Path = RESULTS) ->
         os.replace(tmp, results)
     finally:
         os.close(folder)  # releases the lock
+
+
+def cpu_model() -> str:
+    """The processor's model name as the kernel reports it (Linux), else what `platform` knows: a section's figures
+    are this machine's, and the next machine's may differ."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -24,8 +24,9 @@ from tracec.config_io import ConfigError
 
 
 def resolved_backend(config: TrainConfig) -> str:
-    """`rollout.backend` with `auto` resolved. On the CPU: transformers, since vLLM's CPU engine samples at 0.47x
-    (0.43-0.59) the KV-cache sampler's tokens/s on 2 cores (bench/RESULTS.md, "vllm cpu rollouts"). On a CUDA device
+    """`rollout.backend` with `auto` resolved. On the CPU: transformers, since vLLM's CPU engine samples at 0.44x
+    (0.40-0.64) the KV-cache sampler's tokens/s on 2 cores and takes 1.26x (1.22-1.33) its time a TRCA iteration
+    (bench/RESULTS.md, "vllm cpu rollouts"). On a CUDA device
     with vLLM installed: vllm, the design's rollout engine (not yet measured against the KV-cache sampler on a GPU:
     no GPU run so far had vLLM). The admissible-command mode scores commands with the transformers sampler."""
     if config.rollout.backend != "auto":

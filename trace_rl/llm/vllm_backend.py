@@ -75,7 +75,8 @@ def clean_model_folder(source: Path, target: Path) -> Path:
 
 
 def vllm_installed() -> bool:
-    """Whether `import_vllm` would find vLLM, asked without importing it (seconds): for checks of a config."""
+    """Whether `import_vllm` would find vLLM, asked without importing it (which takes seconds): what
+    `rollout.backend = "auto"` asks."""
     return importlib.util.find_spec("vllm") is not None
 
 

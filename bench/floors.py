@@ -45,6 +45,29 @@ def read_write_floor(inputs: Sequence[np.ndarray], n: int, outputs: Sequence[Out
     run_parts(part, even_cuts(n, threads), threads)
 
 
+def matmul_rate(shape: tuple[int, int, int] = (2048, 576, 1536), repeats: int = 5) -> float:
+    """GFLOP/s of one fp32 (m x k) @ (k x n) product on one torch thread, the median of `repeats`: the rate a
+    FLOP floor divides by. The default is SmolLM2-135M's MLP projection over a mini-batch of 2048 tokens, the
+    shape that dominates its forward and backward."""
+    import torch  # here, not at the top: the memory floors run without torch
+
+    m, k, n = shape
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        a, b = torch.randn(m, k, generator=generator), torch.randn(k, n, generator=generator)
+        torch.mm(a, b)
+        seconds = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.mm(a, b)
+            seconds.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(threads)
+    return 2 * m * k * n / sorted(seconds)[repeats // 2] / 1e9
+
+
 def read_rate(megabytes: int = 256, repeats: int = 5) -> float:
     """GB/s of `read_bytes` over a buffer larger than any cache, the median of `repeats`: the machine's read bandwidth
     as the floors see it, for the record beside them."""

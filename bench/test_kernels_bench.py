@@ -30,7 +30,7 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numba
@@ -141,7 +141,9 @@ class Col:
         return self.offsets
 
 
-def make_facts(n: int, seed: int = 0) -> dict[str, Col]:
+def make_facts(n: int, seed: int = 0, sets: Mapping[str, tuple[int, int]] = SETS) -> dict[str, Col]:
+    """Random columns of `n` transitions, ~10% missing; each set column's sizes drawn from its (low, high) in
+    `sets`, before duplicates (of the 40 NAMES) are dropped."""
     rng = np.random.default_rng(seed)
     pool = np.array(sorted(entity_id(name) for name in NAMES), dtype=np.int64)
     known = lambda: (rng.random(n) > 0.1).astype(np.uint8)
@@ -155,7 +157,7 @@ def make_facts(n: int, seed: int = 0) -> dict[str, Col]:
         else:
             values = rng.choice(pool[:12] if name.startswith("bind") else pool, n)
         facts[name] = Col(values, known())
-    for name, (low, high) in SETS.items():
+    for name, (low, high) in sets.items():
         drawn = rng.integers(low, high + 1, n)
         rows = np.repeat(np.arange(n), drawn)
         values = rng.choice(pool, rows.size)

@@ -15,7 +15,7 @@ from tracec.cli import main
 from tracec.trace_rl.envs.capability import load_environment
 from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.targeting.analysis.cases import read_cases
-from tracec.trace_rl.targeting.analysis.dictionary import Capability
+from tracec.trace_rl.targeting.analysis.dictionary import Capability, stamp
 from tracec.trace_rl.targeting.analysis.label import LabelingFailed, LabelSettings, label_with_llm
 from tracec.trace_rl.targeting.analysis.progress import Progress
 from tracec.trace_rl.targeting.analysis.runs import read_run
@@ -138,6 +138,7 @@ def test_llm_labels_make_run_files_that_select_reads(trajectories: Path, tmp_pat
     assert f"label run 1: {len(cases)}/{len(cases)}" in said  # a run's progress is said, at least at its end
     run = read_run(paths[0])
     assert (run.total_failed, run.total_passed) == (6, 3)
+    assert run.dictionary == stamp(CAPABILITIES)  # the file is not known here: only its fingerprint and names
     assert set(run.labels["precondition_verification"]["lacking_failed"]) == {c.id for c in cases if not c.success}
     assert set(run.labels["precondition_verification"]["present_passed"]) == {"gold-0", "gold-1", "gold-2"}
     assert set(run.labels["task_completion"]["na_passed"]) == {"gold-0", "gold-1", "gold-2"}
@@ -170,9 +171,17 @@ def test_a_labeler_that_never_answers_fails_the_run_and_a_rerun_resumes(trajecto
         assert main([*argv, "--base-url", server.base_url]) == 0
     assert len(server.requests) == 1  # only random-2 was asked again; the other eight labels were kept
     assert read_run(out / "run_01.json").total_failed == 6
+    assert read_run(out / "run_01.json").dictionary == stamp(CAPABILITIES, dictionary)
     assert not (out / "labels.progress.jsonl").exists()
     with ChatServer([Status(500)] * 10).running() as server:  # the run file exists: nothing to do, no request
         assert main([*argv, "--base-url", server.base_url]) == 0
+    assert server.requests == []
+    # The same dictionary elsewhere, reordered, with other fields: the run stands (by fingerprint, not by file).
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({"candidates": [{"name": c.name, "description": c.description, "proposed_in": 3}
+                                                for c in reversed(CAPABILITIES)], "runs": 3}, indent=4))
+    with ChatServer([Status(500)] * 10).running() as server:
+        assert main([*argv[:4], str(moved), *argv[5:], "--base-url", server.base_url]) == 0
     assert server.requests == []
 
 
@@ -195,6 +204,8 @@ def test_rubric_capabilities_label_through_the_kernels(trajectories: Path, tmp_p
     assert main(["analyze", "label", str(trajectories), "--rubric", str(rubric), "--kernel", "interp",
                  "-o", str(tmp_path)]) == 0
     run = read_run(tmp_path / "run_01.json")
+    assert run.dictionary is not None and (run.dictionary.file, run.dictionary.capabilities) == \
+        (str(rubric), ("precondition_verification",))
     labels = run.labels["precondition_verification"]
     # Gold agents read both orders before cancelling; do-nothing agents never mutate; random ones may mutate blind.
     assert {"gold-0", "gold-1", "gold-2"} <= set(labels["present_passed"])
@@ -274,12 +285,23 @@ def test_runs_of_another_dictionary_are_refused_and_an_empty_run_is_never_writte
     argv = ["analyze", "label", str(trajectories), "--capabilities", str(other), "-o", str(tmp_path), "--llm", "http",
             "--model", "scripted", "--base-url", "http://127.0.0.1:9"]
     assert main(argv) == 2  # refused before any call (nothing listens on the discard port)
-    assert "labelled against the capabilities precondition_verification" in capsys.readouterr().err
+    assert (f"run_01.json: labelled against the dictionary of fingerprint {stamp(CAPABILITIES).fingerprint} (its file "
+            f"not recorded), not dictionary {other} (fingerprint ") in capsys.readouterr().err
+    written = (tmp_path / "run_01.json").read_text()
+    old = json.loads(written)
+    del old["dictionary"]  # a run from before runs recorded their dictionary: told by the capabilities it labels
+    (tmp_path / "run_01.json").write_text(json.dumps(old))
+    assert main(argv) == 2
+    assert (f"run_01.json: labelled against the capabilities precondition_verification, task_completion, not those "
+            f"of dictionary {other} (fingerprint ") in capsys.readouterr().err
+    (tmp_path / "run_01.json").write_text(written)
+    # A run's labels are its dictionary's: one renamed by hand no longer matches the dictionary it records.
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     (mixed / "run_01.json").write_text((tmp_path / "run_01.json").read_text())
     run = json.loads((tmp_path / "run_01.json").read_text())
     run["labels"] = {"something_else": next(iter(run["labels"].values()))}
     (mixed / "run_02.json").write_text(json.dumps(run))
-    assert main(["analyze", "select", str(mixed), "-o", str(tmp_path / "sel.json")]) == 2
-    assert "labelled against other capabilities" in capsys.readouterr().err
+    assert main(["analyze", "select", str(mixed), "-o", str(tmp_path / "sel.json")]) == 1
+    assert (f"{mixed / 'run_02.json'}: error: labels.something_else is not a capability of the dictionary this run "
+            "records") in capsys.readouterr().err

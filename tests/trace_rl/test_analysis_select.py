@@ -1,6 +1,10 @@
 """Contrastive selection: exact numbers on hand-made runs (k of n, ties, capabilities missing from runs, empty
 denominators), a property test against a direct transcription of the formulas, and equality with TRACE's own
-`selected_capabilities.json` on its ten released run files (read from ../shared, never copied)."""
+`selected_capabilities.json` on its ten released run files (read from ../shared, never copied).
+
+`tracec analyze select` against a transcription of TRACE's `aggregate_capabilities.py` on TRACE-format run files
+where runs omit capabilities (random runs, and the released runs with capabilities taken out), and its refusal of
+runs labelled against different dictionaries, told apart by the dictionary each records."""
 
 from __future__ import annotations
 
@@ -8,15 +12,28 @@ import json
 import random
 import re
 import statistics
+import tempfile
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import tolerance
 from tracec.cli import main
-from tracec.trace_rl.targeting.analysis.runs import BUCKETS, Run, RunFileError, read_run, run_files, write_run
+from tracec.trace_rl.targeting.analysis import commands
+from tracec.trace_rl.targeting.analysis.dictionary import Capability, stamp
+from tracec.trace_rl.targeting.analysis.runs import (
+    BUCKETS,
+    DictionaryStamp,
+    Run,
+    RunFileError,
+    read_run,
+    run_files,
+    write_run,
+)
 from tracec.trace_rl.targeting.analysis.select import Thresholds, selected, summarize
 
 
@@ -230,3 +247,186 @@ def test_select_says_when_k_is_above_the_runs_given(tmp_path: Path, capsys: pyte
             in capsys.readouterr().err)
     assert main(["analyze", "select", str(tmp_path / "run_01.json"), "-o", str(out), "--k", "1"]) == 0
     assert "note:" not in capsys.readouterr().err and [s["skill"] for s in json.loads(out.read_text())] == ["careful"]
+
+
+def test_bad_dictionary_records_say_where(tmp_path: Path) -> None:
+    run = tmp_path / "run_01.json"
+    labels = '"labels": {"a": {"lacking_failed": ["t1"]}}, "totals": {"total_failed": 1}'
+    records = {'"x"': r"`dictionary` must be a JSON object",
+               '{"capabilities": ["a"]}': r"dictionary.fingerprint must be a non-empty string",
+               '{"fingerprint": "f", "capabilities": []}': r"dictionary.capabilities must be a non-empty",
+               '{"fingerprint": "f", "capabilities": ["a"], "file": 3}': r"dictionary.file must be a string",
+               '{"fingerprint": "f", "capabilities": ["b"]}': r"labels.a is not a capability of the dictionary"}
+    for record, message in records.items():
+        run.write_text(f'{{"dictionary": {record}, {labels}}}')
+        with pytest.raises(RunFileError, match=f"^{re.escape(str(run))}: error: {message}"):
+            read_run(run)
+
+
+# ---------------------------------------------------------------- select as TRACE aggregates, on runs that omit
+
+
+def trace_aggregation(runs: list[dict[str, Any]], rho: float, delta: float, k: int,
+                      descriptions: dict[str, str]) -> list[dict[str, Any]]:
+    """TRACE's `pipeline/aggregate_capabilities.py` (commit e3418fc), written down again from its text over the run
+    files' JSON as they are: per run and capability Cov, ER-, ER+ and Delta; a capability's means and population
+    stds (numpy's, as TRACE's) over the runs that label it; a run passes when it labels the capability and
+    Cov >= rho and Delta >= delta; kept when it passes in k runs; examples the first 8 of the sorted union of
+    lacking_failed ids; kept ones sorted by mean Delta, largest first (a stable sort over names)."""
+    def metrics(buckets: dict[str, list[str]], totals: dict[str, int]) -> tuple[float, float]:
+        lf, pf = len(buckets.get("lacking_failed", [])), len(buckets.get("present_failed", []))
+        lp, pp = len(buckets.get("lacking_passed", [])), len(buckets.get("present_passed", []))
+        failed = totals.get("total_failed", 0)
+        cov = lf / failed if failed > 0 else 0.0
+        er_minus = lf / (lf + pf) if lf + pf > 0 else 0.0
+        er_plus = lp / (lp + pp) if lp + pp > 0 else 0.0
+        return cov, er_minus - er_plus
+
+    per_run = [{cap: metrics(b, run.get("totals", {})) for cap, b in run.get("labels", {}).items()} for run in runs]
+    summary = []
+    for cap in sorted({cap for m in per_run for cap in m}):
+        covs = [m[cap][0] for m in per_run if cap in m]
+        deltas = [m[cap][1] for m in per_run if cap in m]
+        passes = sum(cap in m and m[cap][0] >= rho and m[cap][1] >= delta for m in per_run)
+        failed = {i for run in runs if cap in run["labels"] for i in run["labels"][cap].get("lacking_failed", [])}
+        summary.append({"skill": cap, "description": descriptions.get(cap, ""),
+                        "mean_cov": float(np.mean(covs)), "std_cov": float(np.std(covs)),
+                        "mean_delta": float(np.mean(deltas)), "std_delta": float(np.std(deltas)),
+                        "n_runs_passed": passes, "n_runs_total": len(runs), "passes_consistency": passes >= k,
+                        "example_failed_cases": sorted(failed)[:8], "status": "PENDING"})
+    return sorted((s for s in summary if s["passes_consistency"]), key=lambda s: -s["mean_delta"])
+
+
+def select_files(paths: list[Path], out: Path, rho: float, delta: float, k: int, *more: str) -> list[dict[str, Any]]:
+    assert main(["analyze", "select", *map(str, paths), "--rho", repr(rho), "--delta", repr(delta), "--k", str(k),
+                 "-o", str(out), *more]) == 0
+    chosen: list[dict[str, Any]] = json.loads(out.read_text())
+    return chosen
+
+
+_SKILLS = ("alpha", "beta", "gamma", "delta_skill")
+
+
+@st.composite
+def trace_format_runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """1-5 runs over one set of trajectories, each labelling its own non-empty subset of the capabilities (in any
+    order): every trajectory NA, PRESENT or LACKING per capability, or (as TRACE's reader allows) not listed."""
+    trajectories = [(f"f{i}", "failed") for i in range(draw(st.integers(0, 5)))] + \
+                   [(f"p{i}", "passed") for i in range(draw(st.integers(0, 5)))]
+    runs = []
+    for attempt in range(1, draw(st.integers(1, 5)) + 1):
+        labels: dict[str, dict[str, list[str]]] = {}
+        for skill in draw(st.lists(st.sampled_from(_SKILLS), min_size=1, max_size=len(_SKILLS), unique=True)):
+            buckets: dict[str, list[str]] = {}
+            for trajectory, side in trajectories:
+                label = draw(st.sampled_from(("NA", "PRESENT", "LACKING", None)))
+                if label is not None:
+                    buckets.setdefault(f"{label.lower()}_{side}", []).append(trajectory)
+            labels[skill] = buckets
+        runs.append({"attempt": attempt, "totals": {"total_failed": sum(s == "failed" for _, s in trajectories),
+                                                    "total_passed": sum(s == "passed" for _, s in trajectories)},
+                     "labels": labels})
+    return runs
+
+
+@settings(max_examples=80, deadline=None)
+@given(runs=trace_format_runs(), rho=st.sampled_from([0.0, 0.1, 0.25, 0.5]),
+       delta=st.sampled_from([-0.5, 0.0, 0.2, 0.5]), k=st.integers(1, 6))
+def test_select_equals_trace_aggregation_on_runs_that_omit_capabilities(runs: list[dict[str, Any]], rho: float,
+                                                                         delta: float, k: int) -> None:
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(commands, "write_chart", lambda *args: None)  # the chart has its own test; this one is numbers
+        paths = [Path(folder) / f"run_{i:02d}.json" for i in range(1, len(runs) + 1)]
+        for path, run in zip(paths, runs):
+            path.write_text(json.dumps(run))
+        assert select_files(paths, Path(folder) / "selected.json", rho, delta, k) == \
+            trace_aggregation(runs, rho, delta, k, {})
+
+
+_RELEASED_OMISSIONS = {
+    "none": {},
+    "one run omits a kept capability": {4: ["policy_constraint_enforcement"]},
+    "two runs omit one passing in 9 of 10": {1: ["policy_constraint_enforcement"],
+                                             2: ["policy_constraint_enforcement"]},
+    "three runs omit one passing in all": {3: ["multi_step_transaction_completion"],
+                                           7: ["multi_step_transaction_completion", "aggregation_across_records"],
+                                           9: ["multi_step_transaction_completion"]},
+    "each run omits another": {r: ["policy_constraint_enforcement", "multi_step_transaction_completion",
+                                   "numerical_and_payment_reasoning", "constraint_aware_option_selection",
+                                   "claim_verification_against_system", "conditional_instruction_following",
+                                   "information_gathering_before_action", "aggregation_across_records",
+                                   "handling_concurrent_user_intents"][r % 9:r % 9 + 1 + r // 10]
+                               for r in range(1, 11)},
+}
+
+
+@pytest.mark.parametrize("omitted", _RELEASED_OMISSIONS.values(), ids=_RELEASED_OMISSIONS.keys())
+def test_select_equals_trace_aggregation_on_released_runs_with_capabilities_taken_out(
+        trace_runs: Path, tmp_path: Path, omitted: dict[int, list[str]]) -> None:
+    runs = []
+    for number in range(1, 11):
+        run = json.loads((trace_runs / f"run_{number:02d}.json").read_text())
+        for skill in omitted.get(number, []):
+            del run["labels"][skill]
+        (tmp_path / f"run_{number:02d}.json").write_text(json.dumps(run))  # TRACE's format: no dictionary recorded
+        runs.append(run)
+    candidates = trace_runs / "candidate_capabilities.json"
+    descriptions = {c["name"]: c["description"] for c in json.loads(candidates.read_text())["candidates"]}
+    expected = trace_aggregation(runs, 0.10, 0.20, 8, descriptions)
+    ours = select_files(sorted(tmp_path.glob("run_*.json")), tmp_path / "selected.json", 0.10, 0.20, 8,
+                        "--candidates", str(candidates))
+    assert ours == expected and all(s["n_runs_total"] == 10 for s in ours)
+    if not omitted:
+        assert [s["skill"] for s in ours] == \
+            [s["skill"] for s in json.loads((trace_runs / "selected_capabilities.json").read_text())]
+
+
+# ---------------------------------------------------------------- runs of different dictionaries
+
+
+A = [Capability(name="careful", description="checks first"), Capability(name="thorough", description="finishes")]
+B = [Capability(name="careful", description="checks first, then asks"), *A[1:]]  # one description differs
+
+
+def stamped_run(path: Path, dictionary: DictionaryStamp | None, skills: list[str]) -> Path:
+    write_run(path, attempt=1, total_failed=4, total_passed=4, dictionary=dictionary,
+              labels={s: {"lacking_failed": ["f0", "f1", "f2"], "present_failed": ["f3"],
+                          "present_passed": ["p0", "p1", "p2", "p3"]} for s in skills})
+    return path
+
+
+def test_runs_of_different_dictionaries_are_refused_naming_both(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    first = stamped_run(tmp_path / "run_01.json", stamp(A, "runs/a.json"), ["careful", "thorough"])
+    second = stamped_run(tmp_path / "run_02.json", stamp(B, "runs/b.json"), ["careful", "thorough"])
+    out = tmp_path / "selected.json"
+    assert main(["analyze", "select", str(tmp_path), "--k", "1", "-o", str(out)]) == 2
+    said = capsys.readouterr().err
+    assert (f"tracec analyze: error: {second}: labelled against dictionary runs/b.json (fingerprint "
+            f"{stamp(B).fingerprint}), but {first} against dictionary runs/a.json (fingerprint "
+            f"{stamp(A).fingerprint}); select compares runs of one dictionary") in said
+    assert not out.exists() and not out.with_suffix(".png").exists()
+
+
+def test_runs_of_one_dictionary_may_omit_capabilities_wherever_its_file_lies(tmp_path: Path) -> None:
+    """Told apart by the dictionary they record, not by what each labelled: a copy (reordered, elsewhere) is the
+    same dictionary, and a run that records none is taken to be of it while it labels only its capabilities."""
+    paths = [stamped_run(tmp_path / "run_01.json", stamp(A, "a.json"), ["careful", "thorough"]),
+             stamped_run(tmp_path / "run_02.json", stamp(A[::-1], "copy/of/a.json"), ["thorough"]),
+             stamped_run(tmp_path / "run_03.json", None, ["careful"])]
+    runs = [json.loads(p.read_text()) for p in paths]
+    assert select_files(paths, tmp_path / "selected.json", 0.1, 0.2, 1) == trace_aggregation(runs, 0.1, 0.2, 1, {})
+    assert read_run(paths[0]).dictionary == stamp(A, "a.json")  # written and read back whole
+
+
+def test_a_run_that_records_no_dictionary_is_refused_beside_one_that_lacks_its_capability(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recorded = stamped_run(tmp_path / "run_01.json", stamp(A, "a.json"), ["careful"])
+    old = stamped_run(tmp_path / "run_02.json", None, ["careful", "elsewhere"])
+    assert main(["analyze", "select", str(tmp_path), "--k", "1", "-o", str(tmp_path / "selected.json")]) == 2
+    assert (f"{old}: records no dictionary and labels elsewhere, which dictionary a.json (fingerprint "
+            f"{stamp(A).fingerprint}) of {recorded} lacks") in capsys.readouterr().err
+    old.unlink()  # runs that all record none are TRACE's: taken as one dictionary's, whatever each labels
+    stamped_run(tmp_path / "run_01.json", None, ["careful"])
+    stamped_run(tmp_path / "run_02.json", None, ["elsewhere"])
+    assert main(["analyze", "select", str(tmp_path), "--k", "1", "-o", str(tmp_path / "selected.json")]) == 0

@@ -20,7 +20,7 @@ from tracec.trace_rl.llm.chat import SamplingBackend
 from tracec.trace_rl.llm.options import BackendSettings
 from tracec.trace_rl.targeting.analysis.cases import read_cases
 from tracec.trace_rl.targeting.analysis.chart import write_chart
-from tracec.trace_rl.targeting.analysis.dictionary import Capability, read_dictionary
+from tracec.trace_rl.targeting.analysis.dictionary import read_dictionary, stamp
 from tracec.trace_rl.targeting.analysis.discover import SAMPLING as DISCOVER_SAMPLING
 from tracec.trace_rl.targeting.analysis.discover import DiscoverSettings
 from tracec.trace_rl.targeting.analysis.discover import discover as run_discovery
@@ -29,10 +29,11 @@ from tracec.trace_rl.targeting.analysis.label import (
     LabelSettings,
     label_with_llm,
     label_with_rubric,
+    rubric_stamp,
     write_labels,
 )
 from tracec.trace_rl.targeting.analysis.progress import Progress, fingerprint
-from tracec.trace_rl.targeting.analysis.runs import read_run, run_files
+from tracec.trace_rl.targeting.analysis.runs import DictionaryStamp, check_one_dictionary, read_run, run_files
 from tracec.trace_rl.targeting.analysis.select import Thresholds, render_table, selected, summarize
 from tracec.trace_rl.targeting.usage import UsageProblem, report
 
@@ -95,13 +96,14 @@ def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, r
     if rubric is not None:
         capabilities, labels = label_with_rubric(rubric, cases, only, backend=kernel)
         path = out / f"run_{first_run:02d}.json"
-        write_labels(path, first_run, cases, labels, capabilities)
+        write_labels(path, first_run, cases, labels, capabilities, dictionary=rubric_stamp(rubric))
         report(f"{path}: {len(cases)} trajectories x {len(capabilities)} capabilities, labeled by {rubric}")
         return 0
     assert dictionary is not None  # labels come from a rubric or a dictionary
     capabilities = read_dictionary(dictionary)
+    labelled_against = stamp(capabilities, dictionary)
     todo = [r for r in range(first_run, first_run + runs)
-            if force or not _kept(out / f"run_{r:02d}.json", capabilities)]
+            if force or not _kept(out / f"run_{r:02d}.json", labelled_against)]
     for done in sorted(set(range(first_run, first_run + runs)) - set(todo)):
         report(f"{out / f'run_{done:02d}.json'}: exists, kept (--force relabels it)")
     if not todo:
@@ -118,21 +120,27 @@ def label(trajectories: Sequence[Path], out: Path, *, dictionary: Path | None, r
         chosen = settings(LabelSettings, runs=1, first_run=run, case_chars=case_chars, tries=tries, seed=llm.seed,
                           skip_failed=skip_failed,
                           sampling=sampling_from(LABEL_SAMPLING, max_tokens=max_tokens, temperature=temperature))
-        label_with_llm(backend, cases, capabilities, chosen, out_dir=out, log=log, progress=progress, report=report)
+        label_with_llm(backend, cases, capabilities, chosen, out_dir=out, log=log, progress=progress, report=report,
+                       dictionary=labelled_against)
     progress.finish()
     return 0
 
 
-def _kept(path: Path, capabilities: Sequence[Capability]) -> bool:
-    """Whether an existing run file stands: it labelled some trajectory against exactly these capabilities. A run
-    of another dictionary is refused (select would mix them); an empty one (nothing was labelled) is redone."""
+def _kept(path: Path, dictionary: DictionaryStamp) -> bool:
+    """Whether an existing run file stands: it was labelled against `dictionary` (by the dictionary it records; one
+    that records none, written before runs did, by labelling exactly its capabilities, as our labeler always did)
+    and labelled some trajectory. A run of another dictionary is refused (select would refuse to mix them); an empty
+    one (nothing was labelled) is redone."""
     if not path.exists():
         return False
     run = read_run(path)
-    names = {c.name for c in capabilities}
-    if set(run.labels) != names:
-        raise UsageProblem(f"{path}: labelled against the capabilities {', '.join(sorted(run.labels))}, not this "
-                           f"dictionary's ({', '.join(sorted(names))}); pass --force to relabel it, "
+    if run.dictionary is not None and run.dictionary.fingerprint != dictionary.fingerprint:
+        raise UsageProblem(f"{path}: labelled against {run.dictionary.describe()}, not {dictionary.describe()}; "
+                           "pass --force to relabel it, or choose another -o")
+    names = set(dictionary.capabilities)
+    if run.dictionary is None and set(run.labels) != names:
+        raise UsageProblem(f"{path}: labelled against the capabilities {', '.join(sorted(run.labels))}, not those "
+                           f"of {dictionary.describe()} ({', '.join(sorted(names))}); pass --force to relabel it, "
                            "or choose another -o")
     return run.total_failed + run.total_passed > 0
 
@@ -144,10 +152,7 @@ def select(given: Sequence[Path], output: Path, *, rho: float, delta: float, k: 
     thresholds = settings(Thresholds, rho=rho, delta=delta, k=k)
     paths = run_files(given)
     runs = [read_run(p) for p in paths]
-    mixed = [r.path for r in runs if set(r.labels) != set(runs[0].labels)]
-    if mixed:
-        raise UsageProblem(f"{mixed[0]}: labelled against other capabilities than {runs[0].path} "
-                           f"({', '.join(sorted(runs[0].labels))}); select compares runs of one dictionary")
+    check_one_dictionary(runs)  # by the dictionary each records: a run may omit a capability, as TRACE's do
     if thresholds.k > len(runs):  # the default k = 8 of TRACE's ten LLM runs keeps nothing from one run
         report(f"select: note: --k {thresholds.k} is more than the {len(runs)} run(s) given, so no capability can be "
                f"kept; pass --k {len(runs)} or less (a rubric's labels are one run: --k 1)")

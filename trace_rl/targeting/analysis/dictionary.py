@@ -2,15 +2,22 @@
 
 Discovery writes it, labeling and selection read it (selection for the descriptions). Reading checks what the
 readers rely on: a `candidates` list of objects, each with a distinct string `name` and a string `description`;
-other fields (`example_trajectories`, `proposed_in`) pass through untouched.
+other fields (`example_trajectories`, `proposed_in`) pass through untouched. A run file records the dictionary it was
+labelled against by `stamp`: a fingerprint of what the labeler reads, the names and descriptions (their order, the
+file's layout and its other fields do not count), so that a copy or a reformatted file is the same dictionary.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from tracec.trace_rl.targeting.analysis.runs import DictionaryStamp
+
+from tracec.json_key import json_key
 
 
 class DictionaryError(Exception):
@@ -45,3 +52,10 @@ def read_dictionary(path: str | os.PathLike[str]) -> list[Capability]:
             raise DictionaryError(f"{where}: error: candidates[{index}]: the name {name!r} appears twice")
         found.append(Capability(name=name, description=description))
     return found
+
+
+def stamp(capabilities: Sequence[Capability], file: str | os.PathLike[str] | None = None) -> DictionaryStamp:
+    """What a run labelled against `capabilities` (read from `file`, when known) records of them."""
+    named = sorted((c.name, c.description) for c in capabilities)
+    return DictionaryStamp(fingerprint=json_key(["dictionary", named]),
+                           capabilities=tuple(c.name for c in capabilities), file=None if file is None else str(file))

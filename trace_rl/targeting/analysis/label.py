@@ -9,6 +9,10 @@ Two labelers, one output (TRACE's run-file format, `runs.py`):
   lists it under `unlabeled`.
 - the deterministic labeler: the `capability` blocks of a `.rubric` file, through the compiled kernels
   (`runtime.capabilities`), over trajectory JSONL. It needs no LLM and gives one run (every run would agree).
+
+Each run records the dictionary it was labelled against (`runs.DictionaryStamp`): a dictionary file's `stamp`, or a
+rubric's (`rubric_stamp`: its text, since its blocks' code is what labels, and all its blocks, however many a run
+labels).
 """
 
 from __future__ import annotations
@@ -33,11 +37,13 @@ from tracec.trace_rl.llm.calls import CallLog
 from tracec.trace_rl.llm.chat import Sampling, SamplingBackend
 from tracec.trace_rl.llm.repair import TRIES, RepairFailed, ask_json
 from tracec.trace_rl.targeting.analysis.cases import Case, CaseError
-from tracec.trace_rl.targeting.analysis.dictionary import Capability
+from tracec.trace_rl.targeting.analysis.dictionary import Capability, stamp
 from tracec.trace_rl.targeting.analysis.discover import run_seed
 from tracec.trace_rl.targeting.analysis.progress import Progress
-from tracec.trace_rl.targeting.analysis.runs import write_run
+from tracec.trace_rl.targeting.analysis.runs import DictionaryStamp, write_run
 from tracec.trace_rl.targeting.usage import Ticker
+
+from tracec.json_key import json_key
 
 LABELS = ("NA", "PRESENT", "LACKING")
 SAMPLING = Sampling(temperature=0.7, max_tokens=512)
@@ -88,8 +94,9 @@ def labeling_prompt(case: Case, capabilities: Sequence[Capability], case_chars: 
 
 def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities: Sequence[Capability],
                    settings: LabelSettings, *, out_dir: Path, log: CallLog, progress: Progress,
-                   report: Callable[[str], None]) -> list[Path]:
-    """Write `run_NN.json` for each run into `out_dir`; returns their paths."""
+                   report: Callable[[str], None], dictionary: DictionaryStamp | None = None) -> list[Path]:
+    """Write `run_NN.json` for each run into `out_dir`, each recording `dictionary` (by default `capabilities`'
+    stamp, its file unnamed); returns their paths."""
     schema = labeling_schema(capabilities)
     written = []
     for run in range(settings.first_run, settings.first_run + settings.runs):
@@ -120,15 +127,17 @@ def label_with_llm(backend: SamplingBackend, cases: Sequence[Case], capabilities
             raise LabelingFailed(f"run {run}: none of the {len(cases)} trajectories got valid labels in "
                                  f"{settings.tries} tries; every attempt is in {log.path}; no run file written")
         path = out_dir / f"run_{run:02d}.json"
-        write_labels(path, run, [c for c in cases if c.id in labels], labels, capabilities, sorted(failures))
+        write_labels(path, run, [c for c in cases if c.id in labels], labels, capabilities, sorted(failures),
+                     dictionary=dictionary)
         report(f"{path}: {len(labels)} trajectories labeled" + (f", {len(failures)} left out" if failures else ""))
         written.append(path)
     return written
 
 
 def write_labels(path: Path, run: int, cases: Sequence[Case], labels: dict[str, Labels],
-                 capabilities: Sequence[Capability], unlabeled: Sequence[str] = ()) -> None:
-    """One run file from per-trajectory labels."""
+                 capabilities: Sequence[Capability], unlabeled: Sequence[str] = (), *,
+                 dictionary: DictionaryStamp | None = None) -> None:
+    """One run file from per-trajectory labels, recording `dictionary` (by default `capabilities`' stamp)."""
     buckets: dict[str, dict[str, list[str]]] = {c.name: {} for c in capabilities}
     for case in cases:
         side = "failed" if not case.success else "passed"
@@ -137,7 +146,14 @@ def write_labels(path: Path, run: int, cases: Sequence[Case], labels: dict[str, 
             buckets[capability.name].setdefault(f"{label}_{side}", []).append(case.id)
     failed = sum(not c.success for c in cases)
     write_run(path, attempt=run, total_failed=failed, total_passed=len(cases) - failed, labels=buckets,
-              unlabeled=unlabeled)
+              unlabeled=unlabeled, dictionary=dictionary or stamp(capabilities))
+
+
+def rubric_stamp(rubric: str | os.PathLike[str]) -> DictionaryStamp:
+    """The dictionary that a `.rubric` file is: all its capability blocks, fingerprinted by its text."""
+    text = read_source(str(rubric))
+    names = tuple(check_source(text, str(rubric)).capabilities)
+    return DictionaryStamp(fingerprint=json_key(["rubric", text]), capabilities=names, file=str(rubric))
 
 
 def label_with_rubric(rubric: str | os.PathLike[str], cases: Sequence[Case], names: Sequence[str], *,

@@ -44,7 +44,7 @@ from tracec.runtime.scoring import RubricScorer, score_file
 from bench import baseline_facts
 from bench.household_data import household_episodes, write_jsonl
 from bench.results import markdown_table, record
-from bench.sides import Rounds, describe, interleaved, load_average
+from bench.sides import Rounds, Spread, describe, interleaved, load_average
 
 COMMAND = "pytest bench/test_trajectories_bench.py --benchmark-only -p no:xdist"
 RUBRIC = Path(__file__).resolve().parents[1] / "examples" / "household.rubric"
@@ -158,6 +158,7 @@ FACTS_NOTE = (
     "(runtime/_gather.c: every field of a state in one pass, set rows sorted and gathered in C). Collector paused "
     "for all sides.")
 ARROW_FLOOR = "floor: Arrow's parse of the same fields (all threads)"
+JSON_LOADS_FLOOR = "floor jsonl, json.loads"
 
 
 def _floor_options(path: Path, plan) -> pj.ParseOptions:
@@ -207,6 +208,14 @@ def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
         pj.read_json(files["jsonl"], parse_options=floor_options)
         pq.write_table(table, out)
 
+    lines = files["jsonl"].read_bytes().splitlines()
+
+    def json_loads_floor() -> None:  # what a user's own loop pays at least: every line parsed, then the columns
+        with gc_paused():
+            parsed = [json.loads(line) for line in lines]
+            del parsed
+        pq.write_table(table, out)
+
     def bytes_floor(kind: str) -> Callable[[], None]:
         def floor() -> None:
             files[kind].read_bytes()
@@ -220,10 +229,20 @@ def test_end_to_end(benchmark, found, plan, files, monkeypatch) -> None:
     for kind, floor in (("jsonl", jsonl_floor), ("parquet", bytes_floor("parquet")), ("arrow", bytes_floor("arrow"))):
         sides[f"eval {kind} -> parquet"] = (evaluating(kind), 1)
         sides[f"floor {kind}"] = (floor, 1)
+    sides[JSON_LOADS_FLOOR] = (json_loads_floor, 1)
     benchmark.group = "tracec score, 1e5 steps, in-process"
     found["e2e"] = interleaved(benchmark, sides)
     commands: dict[str, tuple[Callable[[], object], int]] = {  # the whole command, a new process each run
         kind: (functools.partial(_eval_process, files[kind], out, os.environ), 1) for kind in ("jsonl", "parquet")}
+    # The marginal cost of 9e4 steps (1e5 minus 1e4) in fresh processes, where start-up costs cancel: the command
+    # against a process that json.loads every line and writes the same size of output.
+    small_table = scores_table(RubricScorer.from_file(RUBRIC).score(files["small"]))
+    pq.write_table(small_table, files["folder"] / "small-output.parquet")
+    pq.write_table(table, files["folder"] / "output.parquet")
+    commands["jsonl, 1e4 steps"] = (functools.partial(_eval_process, files["small"], out, os.environ), 1)
+    for label, size, output in (("1e5", "jsonl", "output.parquet"), ("1e4", "small", "small-output.parquet")):
+        commands[f"json.loads floor, {label} steps"] = (functools.partial(
+            _floor_process, files[size], files["folder"] / output, out), 1)
     found["e2e-command"] = interleaved(None, commands, warm=False)
 
 
@@ -234,6 +253,24 @@ def _eval_process(trajectories: Path, out: Path, env, backend: str = "auto") -> 
                            "--backend", backend], env=dict(env), capture_output=True, text=True, timeout=600,
                           check=False)
     assert done.returncode == 0, done.stderr
+
+
+FLOOR_PROCESS = """
+import gc, json, sys
+import pyarrow.parquet as pq
+trajectories, output, out = sys.argv[1:]
+table = pq.read_table(output)  # the output's columns, as the scorer would have them in memory
+gc.disable()
+with open(trajectories, "rb") as lines:
+    parsed = [json.loads(line) for line in lines]
+pq.write_table(table, out)
+"""
+
+
+def _floor_process(trajectories: Path, output: Path, out: Path) -> None:
+    """A new process that parses every line with json.loads (collector off) and writes the output's columns."""
+    subprocess.run([sys.executable, "-c", FLOOR_PROCESS, str(trajectories), str(output), str(out)], check=True,
+                   timeout=600)
 
 
 def test_first_eval_in_a_fresh_process(benchmark, found, files) -> None:
@@ -258,6 +295,12 @@ def test_first_eval_in_a_fresh_process(benchmark, found, files) -> None:
         "warm, --backend numba": lambda: _eval_process(files["small"], out, warm_env, "numba"),
     }
     found["first"] = interleaved(benchmark, {name: (run, 1) for name, run in sides.items()}, warm=False)
+
+
+def _per_round(rounds: Rounds, value: Callable[[dict[str, float]], float]) -> Spread:
+    """A figure computed from each round's seconds of every side (paired within the round): its median and range."""
+    return Spread.of([value(dict(zip(rounds.seconds, seconds, strict=True)))
+                      for seconds in zip(*rounds.seconds.values(), strict=True)])
 
 
 def _verdict(value: float, target: float) -> str:
@@ -299,26 +342,42 @@ def _report(found: dict) -> str:
     if "e2e" in found:
         e2e: Rounds = found["e2e"]
         rows = []
-        for kind, target in (("jsonl", None), ("parquet", 0.3), ("arrow", None)):
-            side = f"eval {kind} -> parquet"
-            rows.append([side, e2e.time(side).scaled(1e3).cell(0), e2e.time(f"floor {kind}").scaled(1e3).cell(0),
-                         e2e.ratio(side, f"floor {kind}").cell(2, "x"),
-                         "" if target is None else f"<= {target * 1e3:.0f} ms: "
-                         + _verdict(e2e.time(side).median, target)])
-        if "e2e-command" in found:
-            command: Rounds = found["e2e-command"]
-            for kind in command.seconds:
-                rows.append([f"`tracec score` {kind} -> parquet, command", command.time(kind).scaled(1e3).cell(0),
-                             "", "", ""])
-        parts.append(markdown_table(["end to end, 1e5 steps", "ms", "floor ms", "vs floor", "target"], rows)
-                     + "\n\nIn-process: `score_file` (load the rubric, its kernel from the cache, read, build "
-                     "facts, kernel, rewards, write). Floors, lower bounds of the same work: JSONL, Arrow's parse of "
-                     "the fields the rubric reads, then writing the output table; Parquet and Arrow IPC, reading the "
-                     "file's bytes (from the page cache), then writing the output table. Target: JSONL <= 1.5x its "
-                     "floor: " + _verdict(e2e.ratio("eval jsonl -> parquet", "floor jsonl").median, 1.5) + ". The "
-                     "command rows are the same evaluation as a fresh process (interpreter, imports, kernel load). "
-                     + describe(len(e2e), "in-process", "Arrow's readers all cores (2), the rest 1")
-                     + " The command rows: the same discipline, a fresh process each run.")
+        jsonl = "eval jsonl -> parquet"
+        for side, floor, target in ((jsonl, "floor jsonl", 1.2), (jsonl, JSON_LOADS_FLOOR, 1.5),
+                                    ("eval parquet -> parquet", "floor parquet", None),
+                                    ("eval arrow -> parquet", "floor arrow", None)):
+            ratio = e2e.ratio(side, floor)
+            rows.append([side, e2e.time(side).scaled(1e3).cell(0), floor, e2e.time(floor).scaled(1e3).cell(0),
+                         ratio.cell(2, "x"), "" if target is None else f"<= {target}x: "
+                         + _verdict(ratio.median, target)])
+        parquet = e2e.time("eval parquet -> parquet").median
+        table = markdown_table(["end to end, 1e5 steps", "ms", "floor", "floor ms", "vs floor", "target"], rows)
+        parts.append(table + "\n\nIn-process: `score_file` (load the rubric, its kernel from the cache, read, "
+                     "build facts, kernel, rewards, write). Floors, lower bounds of the same work: 'floor jsonl', "
+                     "Arrow's own parse of the fields the rubric reads, then writing the output table; 'floor jsonl, "
+                     "json.loads', every line parsed by json.loads (collector paused), then writing the output table; "
+                     "Parquet and Arrow IPC, reading the file's bytes (from the page cache), then writing the output "
+                     f"table. Parquet -> Parquet target <= 300 ms: {_verdict(parquet, 0.3)}. "
+                     + describe(len(e2e), "in-process", f"Arrow's readers all cores ({os.cpu_count()}), the rest 1"))
+    if "e2e-command" in found:
+        command: Rounds = found["e2e-command"]
+        eval_cost = lambda r: r["jsonl"] - r["jsonl, 1e4 steps"]
+        floor_cost = lambda r: r["json.loads floor, 1e5 steps"] - r["json.loads floor, 1e4 steps"]
+        eval_margin, floor_margin = _per_round(command, eval_cost), _per_round(command, floor_cost)
+        ratio = _per_round(command, lambda r: eval_cost(r) / floor_cost(r))
+        rows = [[f"`tracec score` {kind} -> parquet", command.time(kind).scaled(1e3).cell(0)]
+                for kind in ("jsonl", "jsonl, 1e4 steps", "parquet")]
+        rows += [[side, command.time(side).scaled(1e3).cell(0)] for side in command.seconds if "floor" in side]
+        rows += [["`tracec score` jsonl, 1e5 minus 1e4 steps", eval_margin.scaled(1e3).cell(0)],
+                 ["json.loads floor, 1e5 minus 1e4 steps", floor_margin.scaled(1e3).cell(0)],
+                 ["marginal cost, `tracec score` / json.loads floor (target <= 1.5x)",
+                  f"{ratio.cell(2, 'x')} {_verdict(ratio.median, 1.5)}"]]
+        parts.append(markdown_table(["fresh processes (command)", "wall ms"], rows)
+                     + "\n\nEach row a new process: `tracec eval` (interpreter, imports, rubric, kernel from the "
+                     "cache, read, score, write), and the floor process: json.loads of every line with the collector "
+                     "off, then writing the same output table with Parquet. 1e5 minus 1e4 steps is the marginal cost "
+                     "of 9e4 steps, start-up cancelled, paired within each round. "
+                     + describe(len(command), "command", "the command's own"))
     if "first" in found:
         first: Rounds = found["first"]
         empty = first.time("everything empty (auto)").median

@@ -2,6 +2,7 @@
 
     python bench/grpo_step.py ours OUT.json
     python bench/grpo_step.py trl  OUT.json --generation-batch 32   # or 8: TRL's batch as its defaults give it
+    python bench/grpo_step.py trl  OUT.json --generation-batch 32 --head-cost --set NAME=VALUE ...
 
 The work, the same for every side: an iteration is PROMPTS of the 8 prompts below (system + user, ~35 tokens with
 SmolLM2's template), GROUP = 8 completions of each (a GRPO group), up to 32 new tokens at temperature 1,
@@ -23,7 +24,12 @@ How each side measures its phases:
 Ours also measures floors for the timed iteration's own sequences, in the same process and thread: the prefill of
 its 32 prompts and the decode steps for its longest completion at batch 32 with a KV cache (a plain `model(...)`
 loop, the adapter merged as ours' sampler decodes), and one forward + backward of all 32 sequences, padded with
-transformers' own loss (a user's way) and packed in ours' rows (`sequence_logprobs`).
+transformers' own loss (a user's way) and packed in ours' rows (`sequence_logprobs`); and, for its FLOP floor, the
+fp32 matmul rate (`floors.matmul_rate`, right after the timed iteration) and the FLOPs of the iteration's work on
+those sequences (`flop_counts`, counted by `bench/flops.py`).
+With `--head-cost`, TRL's side also times its LM head over every position against the completion positions only,
+on the timed iteration's mini-batches (`head_positions`). `--set NAME=VALUE` adds a `GRPOConfig` field (a JSON
+value, else a string): how other settings were tried (`test_grpo_bench.TRIED`).
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ def ours() -> list[dict[str, float]]:
     from tracec.trace_rl.grpo.learner import Learner
     from tracec.trace_rl.grpo.train import train
 
+    from bench.floors import matmul_rate
+
     config = load_config(None, [
         "env.kind=python", "env.python.factory=bench.grpo_step:question_env", "env.num_seeds=8", "env.max_turns=1",
         f"rollout.group_size={GROUP}", f"rollout.groups_per_batch={PROMPTS}", f"rollout.max_new_tokens={NEW_TOKENS}",
@@ -116,13 +124,36 @@ def ours() -> list[dict[str, float]]:
     with tempfile.TemporaryDirectory() as out:
         result = train(config, out=out, on_iteration=lambda _: cpu.append(time.process_time()))
     Learner.update = update  # type: ignore[method-assign]
+    rate = {"rate": matmul_rate()}  # GFLOP/s, right after the timed iteration, for its FLOP floor
     floor = floors(result.policy, learned[-1])
+    work = flop_counts(result.policy, learned[-1])
     return [_with_other({"seconds": m["time_total"], "cpu": cpu[i + 1] - cpu[i], "tokens": m["sampled_tokens"],
                          "generation": m["time_rollout"], "scoring": m["time_score"],
                          "old_logprobs": m["time_old_logprobs"], "forward": m["time_forward"],
                          "backward": m["time_backward"], "optimizer": m["time_optimizer"], "learn": m["time_learn"],
-                         **floor})
+                         **floor, **work, **rate})
             for i, m in enumerate(result.metrics) if i >= 1]
+
+
+def flop_counts(policy: Any, sequences: list[Any]) -> dict[str, float]:
+    """The FLOPs of the iteration's work on `sequences` (`bench/flops.py` counts them): sampling them, split into
+    the prefill of the prompts and the decoding, and the learning phase's forward and backward (one epoch)."""
+    import numpy as np
+    from tracec.trace_rl.policy.model import TRAINED
+
+    from bench.flops import ModelShape, causal_pairs, forward_flops, generation_flops, learning_flops
+
+    lora = policy.model.peft_config[TRAINED]
+    shape = ModelShape.of(policy.model.config, int(lora.r), sorted(lora.target_modules))
+    lengths = [len(s.token_ids) for s in sequences]
+    prompts = [int(np.argmax(s.loss_mask)) for s in sequences]  # the first loss token ends the prompt
+    completions = [int(s.loss_mask.sum()) for s in sequences]
+    prefill = sum(forward_flops(shape.merged(), tokens=p, pairs=causal_pairs(p), head_rows=1) for p in prompts)
+    forward, backward = learning_flops(shape, lengths, completions)
+    return {"flops_prefill": prefill, "flops_decode": generation_flops(shape, prompts, completions) - prefill,
+            "flops_forward": forward, "flops_backward": backward, "learn_tokens": sum(lengths),
+            # decoding's useful steps, and the floors' decode loop's (every row to the longest completion)
+            "decode_tokens": sum(c - 1 for c in completions), "decode_rows": len(sequences) * (max(completions) - 1)}
 
 
 def floors(policy: Any, sequences: list[Any]) -> dict[str, float]:
@@ -202,7 +233,9 @@ class Phases:
         return run
 
 
-def trl(generation_batch: int) -> list[dict[str, float]]:
+def trl(generation_batch: int, settings: dict[str, Any], head: bool) -> list[dict[str, float]]:
+    """TRL's side; `settings`: more `GRPOConfig` fields (the trials of `--set`); `head`: also time its LM head
+    both ways (`head_positions`)."""
     import torch
     import transformers
     from datasets import Dataset
@@ -246,13 +279,21 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
                           top_p=1.0, top_k=0, learning_rate=1e-5, beta=0.0, num_iterations=1,
                           max_steps=STEPS * (1 + ITERATIONS), logging_steps=1, report_to="none",
                           save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False, seed=0,
-                          disable_dropout=True, shuffle_dataset=False)
+                          disable_dropout=True, shuffle_dataset=False, **settings)
         trainer = GRPOTrainer(model=model, reward_funcs=[share_reward], args=args, processing_class=tokenizer,
                               train_dataset=Dataset.from_list([{"prompt": p} for p in prompts * 8]),
                               peft_config=LoraConfig(r=16, lora_alpha=16, lora_dropout=0.0, task_type="CAUSAL_LM",
                                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]),
                               callbacks=[Clock()])
         always, without_grad = (lambda: True), (lambda: not torch.is_grad_enabled())
+        losses: list[tuple[Any, Any]] = []  # each optimizer step's (model, inputs), for the LM head's cost
+        compute_loss = trainer.compute_loss
+
+        def keeping(model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            losses.append((model, inputs))
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        trainer.compute_loss = keeping  # type: ignore[method-assign]
         for owner, name, phase, when in ((trainer, "_calculate_rewards", "scoring", always),
                                          (trainer, "_get_per_token_logps_and_entropies", "old_logprobs", without_grad),
                                          (trainer, "compute_loss", "forward", always),
@@ -261,6 +302,7 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
             # an instance attribute shadows the method the trainer calls as self.<name>
             setattr(owner, name, phases.timed(phase, getattr(owner, name), when))
         trainer.train()
+        costs = head_positions(trainer, losses[-STEPS:]) if head else {}  # the timed iteration's steps
     rows = []
     calls = PROMPTS * GROUP // generation_batch  # reward calls an iteration
     for i in range(1, 1 + ITERATIONS):
@@ -268,8 +310,54 @@ def trl(generation_batch: int) -> list[dict[str, float]]:
         before, after = steps[i * STEPS - 1][2], window[-1][2]
         rows.append(_with_other({"seconds": sum(s[0] for s in window), "cpu": sum(s[1] for s in window),
                                  "tokens": sum(tokens[i * calls:(i + 1) * calls]),
-                                 **{phase: after[phase] - before[phase] for phase in PHASES}}))
+                                 **{phase: after[phase] - before[phase] for phase in PHASES}, **costs}))
     return rows
+
+
+def head_positions(trainer: Any, steps: list[tuple[Any, Any]]) -> dict[str, float]:
+    """What TRL's LM head over every position costs on the CPU, on the timed iteration's own mini-batches.
+
+    TRL's fused head (`trl.trainer.utils.add_fused_lm_head`) scores only the completion positions where Triton runs
+    (CUDA, XPU) and every position of the padded batch elsewhere (prompt, padding and completion alike), masking the
+    rest after. Timed here both ways on each mini-batch, one run each: the log-probs without gradients (the old
+    log-probs' forward: `head_old_*`) and `compute_loss` + backward (`head_loss_*`); `_all` as TRL runs on the CPU,
+    `_compact` with the compaction switched on (the kernel's tile arithmetic stays torch's). Also the positions each
+    scores (`positions_all`, `positions_compact`)."""
+    import torch
+    import trl.trainer.utils as fused
+
+    everywhere = fused._use_triton  # decides the compaction only: the kernel module keeps its own reference
+    out = dict.fromkeys(("head_old_all", "head_old_compact", "head_loss_all", "head_loss_compact",
+                         "positions_all", "positions_compact"), 0.0)
+    ways = [("all", everywhere), ("compact", lambda device: True)]
+    try:
+        for index, (model, inputs) in enumerate(steps):
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+            mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            out["positions_all"] += ids.shape[0] * (ids.shape[1] - 1)
+            out["positions_compact"] += float(inputs["completion_mask"].sum())
+            for way, compact in ways if index % 2 == 0 else ways[::-1]:  # each way first in half the batches
+                fused._use_triton = compact
+                start = time.perf_counter()
+                with torch.no_grad():
+                    trainer._get_per_token_logps_and_entropies(model, ids, mask, inputs["completion_ids"].shape[1])
+                middle = time.perf_counter()
+                trainer.compute_loss(model, inputs).backward()
+                out[f"head_old_{way}"] += middle - start
+                out[f"head_loss_{way}"] += time.perf_counter() - middle
+                model.zero_grad(set_to_none=True)
+    finally:
+        fused._use_triton = everywhere
+    return out
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    """`--set name=value`: a `GRPOConfig` field, the value read as JSON (`true`, `4`, `{"a": 1}`) or else a string."""
+    name, _, value = text.partition("=")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
 
 
 def main() -> None:
@@ -278,7 +366,8 @@ def main() -> None:
     torch.set_num_threads(THREADS)
     side, out = sys.argv[1], Path(sys.argv[2])
     batch = int(sys.argv[sys.argv.index("--generation-batch") + 1]) if "--generation-batch" in sys.argv else 8
-    rows = ours() if side == "ours" else trl(batch)
+    settings = dict(_setting(sys.argv[i + 1]) for i, word in enumerate(sys.argv) if word == "--set")
+    rows = ours() if side == "ours" else trl(batch, settings, "--head-cost" in sys.argv)
     out.write_text(json.dumps(rows))
 
 

@@ -250,10 +250,8 @@ class EnvCapability:
 
 @dataclass(frozen=True)
 class Generator:
-    """A column generator: `key`, `name`, `city`, `date`, `bool`, `int a..b`, `float a..b`, `enum(...)`, `ref t`.
-
-    `args` holds the range bounds (numbers), the enum members or the referenced table (strings).
-    """
+    """A column generator: `key`, `name`, `city`, `date`, `bool`, `int a..b`, `float a..b`, `enum(...)`, `ref t`;
+    `args` holds the range bounds (numbers), the enum members or the referenced table (strings)."""
 
     kind: str
     args: tuple[int | float | str, ...] = ()
@@ -278,9 +276,7 @@ class Table:
 
 
 @dataclass(frozen=True)
-class Pick:
-    """`pick(table where cond)`: one row of `table`, chosen by the seed among those where `cond` holds."""
-
+class Pick:  # `pick(table where cond)`: one row of `table`, chosen by the seed among those where `cond` holds
     table: str
     where: Expr | None
     loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
@@ -296,6 +292,12 @@ class Let:
 @dataclass(frozen=True)
 class Task:
     text: Template
+    loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Hint:
+    text: str  # `hint "..."`: the guidance a trainer may show (plain text, the same for every seed: no task's values)
     loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
@@ -373,7 +375,7 @@ class Reward:
     loc: Loc = dataclasses.field(default=NOWHERE, compare=False, repr=False)
 
 
-EnvItem = EnvCapability | Table | Let | Task | Tool | Solution | Report | Reward
+EnvItem = EnvCapability | Table | Let | Task | Hint | Tool | Solution | Report | Reward
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,9 @@ class AstBuilder(Transformer):
     def task(self, meta, children):
         return ast.Task(self._template(children[0]), loc=_loc(meta))
 
+    def hint(self, meta, children):
+        return ast.Hint(self._string(children[0]), loc=_loc(meta))
+
     def tool(self, meta, children):
         name, *params, body = children
         return ast.Tool(str(name), tuple(p for p in params if p is not None), body, loc=_loc(name))

@@ -64,10 +64,10 @@ class _EnvChecker(Reporter, EnvExpressions):
         self.name_ok(env.name, env.loc, "environment")
         single: dict[type, ast.EnvItem] = {}
         for item in env.items:
-            if isinstance(item, (ast.EnvCapability, ast.Task, ast.Solution, ast.Report, ast.Reward)):
+            if isinstance(item, (ast.EnvCapability, ast.Task, ast.Hint, ast.Solution, ast.Report, ast.Reward)):
                 if type(item) in single:
-                    word = {ast.EnvCapability: "capability", ast.Task: "task", ast.Solution: "solution",
-                            ast.Report: "report", ast.Reward: "reward"}[type(item)]
+                    word = {ast.EnvCapability: "capability", ast.Task: "task", ast.Hint: "hint",
+                            ast.Solution: "solution", ast.Report: "report", ast.Reward: "reward"}[type(item)]
                     self.error(item.loc, f"an environment has one `{word}`; this is the second")
                 single.setdefault(type(item), item)
         for cls, word in ((ast.Task, "task"), (ast.Solution, "solution"), (ast.Reward, "reward")):
@@ -103,6 +103,9 @@ class _EnvChecker(Reporter, EnvExpressions):
         capability = single.get(ast.EnvCapability)
         if isinstance(capability, ast.EnvCapability):
             self.name_ok(capability.name, capability.loc, "capability")
+        hint = single.get(ast.Hint)
+        if isinstance(hint, ast.Hint):
+            self.hint(hint)
         if self.errors:
             return None
         assert isinstance(task, ast.Task) and isinstance(solution, ast.Solution) and isinstance(reward, ast.Reward)
@@ -113,7 +116,16 @@ class _EnvChecker(Reporter, EnvExpressions):
             let_types=tuple(t for t in lets.values() if t is not None), task=task,
             tools=tuple(tools.values()), solution=solution,
             report=report.exprs if isinstance(report, ast.Report) else (), reward=reward.expr, source=self.source,
+            hint=hint.text if isinstance(hint, ast.Hint) else None,
         )
+
+    def hint(self, hint: ast.Hint) -> None:
+        # Whether it gives the solution away depends on the seed's calls: validation checks that.
+        if not hint.text.strip():
+            self.error(hint.loc, "the `hint` is empty; write guidance (what to look at first, what to check before "
+                                 "changing anything), or leave the line out")
+        elif len(hint.text) > self.limits.max_string:
+            self.error(hint.loc, f"the `hint` has {len(hint.text)} characters; the limit is {self.limits.max_string}")
 
     def declare_tables(self, decls: list[ast.Table]) -> None:
         seen: dict[str, Loc] = {}

@@ -90,6 +90,7 @@ class CheckedEnvironment:
     report: tuple[ast.Expr, ...]
     reward: ast.Expr
     source: Source
+    hint: str | None = None  # the `hint` line's text: guidance for hinted rollouts, never the solution's calls
 
     def table(self, name: str) -> TableInfo:
         return next(t for t in self.tables if t.name == name)

@@ -72,6 +72,8 @@ def _env_item(item: ast.EnvItem) -> list[str]:
                  f"{_pick(item.value) if isinstance(item.value, ast.Pick) else print_expr(item.value)}")]
     if isinstance(item, ast.Task):
         return [f"task {_template(item.text)}"]
+    if isinstance(item, ast.Hint):
+        return [f"hint {_quote(item.text)}"]
     if isinstance(item, ast.Tool):
         params = ", ".join(f"{p.name}: {print_type(p.type)}" for p in item.params)
         head = f"tool {item.name}({params})"

@@ -372,6 +372,8 @@ def environments(draw: st.DrawFn, env_name: str) -> ast.Environment:
     lets = [ast.Let(v, draw(picks | ENV_EXPR)) for v in draw(names("v_", 0, 2))]
     tools = [ast.Tool(n, tuple(draw(st.lists(_TOOL_PARAM, max_size=2))), draw(_BODY)) for n in draw(names("u_", 0, 3))]
     items: list[ast.EnvItem] = [ast.EnvCapability("cap"), *tables, *lets, ast.Task(draw(templates())), *tools]
+    if draw(st.booleans()):
+        items.append(ast.Hint(draw(TEXT)))
     items.append(ast.Solution(tuple(draw(st.lists(_CALL, min_size=1, max_size=3)))))
     items.append(ast.Report(tuple(draw(st.lists(ENV_LEAF, min_size=1, max_size=2)))))
     items.append(ast.Reward(draw(_REWARD)))

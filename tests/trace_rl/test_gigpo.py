@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numerics import standardized_tolerance, tolerance
 from toy_env import capability_env
+from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.grpo.gigpo import anchor_key, environment_steps, gigpo_step_advantages
 from tracec.trace_rl.grpo.standardize import standardize_in_groups
 from tracec.trace_rl.rollouts.engine import EpisodeRollout
@@ -187,11 +187,11 @@ def play(seed: int, turns: list[str], member: int) -> EpisodeRollout:
 
 
 def solution(seed: int) -> list[str]:
-    """The environment's own hint for task `seed`: its tool calls, then a word to the user."""
+    """The gold solution of task `seed`: its tool calls as the agent writes them, then a word to the user."""
     with contextlib.closing(capability_env()) as env:
         env.reset(seed)
-        hint = env.hint() or ""
-    return re.findall(r"<action>.*?</action>", hint) + ["Done: it is all set."]
+        calls = env.scenario.gold_calls
+    return [format_tool_call(c.name, c.arguments) for c in calls] + ["Done: it is all set."]
 
 
 def test_the_anchor_states_are_the_environments_own_states() -> None:

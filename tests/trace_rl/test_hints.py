@@ -4,6 +4,7 @@ today's engine exactly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ import pytest
 import torch
 from ddp_update import synthetic_batch
 from toy_env import LetterEnv, capability_env
-from tracec.trace_rl.envs.toolcall import format_tool_call, parse_tool_call
+from tracec.trace_rl.envs.capability import CapabilityEnvironment, compile_environment, load_environment
+from tracec.trace_rl.envs.capability.guidance import derived_hint, gives_away
+from tracec.trace_rl.envs.capability.validate import validate
+from tracec.trace_rl.envs.toolcall import CALL_FORMATS, ToolCall, format_call, parse_tool_call
 from tracec.trace_rl.grpo.config import config_from_dict, load_config
 from tracec.trace_rl.grpo.distributed import Distributed
 from tracec.trace_rl.grpo.learner import Learner
@@ -28,6 +32,8 @@ from tracec.trace_rl.rollouts.turns import TurnTemplate
 from tracec.config_io import FieldError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((REPO / "examples" / "envs").glob("*.rubric"))  # the environment library
 
 @pytest.fixture(scope="module")
 def tiny() -> Policy:
@@ -75,16 +81,90 @@ def test_the_hinted_share_follows_hint_ratio_and_is_a_function_of_the_group() ->
         RolloutSection(hint_ratio=(0.25, 0.5), action_mode="admissible")
 
 
-def test_the_capability_hint_names_the_solution_calls() -> None:
+def test_the_capability_hint_guides_without_the_solution_calls() -> None:
     env = capability_env()
     env.reset(11)
     hint = env.hint()
     assert hint and env.scenario.gold_calls
-    for call in env.scenario.gold_calls:
-        assert format_tool_call(call.name, call.arguments) in hint
-    written = [line.split(". ", 1)[1] for line in hint.splitlines() if line[:1].isdigit()]
-    assert [parse_tool_call(w).name for w in written] == [c.name for c in env.scenario.gold_calls]
+    assert gives_away(hint, env.scenario.gold_calls) is None
+    assert not any(call.name in hint for call in env.scenario.gold_calls)
+    assert parse_tool_call(hint) is None  # no call in either spelling
+    native = capability_env("native")
+    native.reset(11)
+    assert native.hint() == hint  # guidance reads the same whichever way the tools are given
     assert LetterEnv().hint() is None  # the protocol's default: no hint
+
+
+def _written(env: CapabilityEnvironment) -> list[str]:
+    """The seed's gold calls as an agent writes them, in both call formats."""
+    assert env.scenario is not None
+    return [format_call(c.name, c.arguments, f) for c in env.scenario.gold_calls for f in CALL_FORMATS]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_no_shipped_environment_s_hint_contains_a_gold_call(path: Path) -> None:
+    """Every environment the repository ships (the library the pipeline and `synth env` use) has a written hint
+    that, on every seed, holds none of the seed's gold calls: neither written out in either call format, nor the JSON
+    of a call, nor a tool's name with the call's argument values."""
+    program = load_environment(str(path))
+    assert path.read_text(encoding="utf-8").count("\n  hint \"") == 1  # written, not derived
+    env = CapabilityEnvironment(program)
+    for seed in range(40):
+        env.reset(seed)
+        hint, calls = env.hint() or "", env.scenario.gold_calls
+        assert hint == program.env.hint and calls
+        assert gives_away(hint, calls) is None, (seed, hint)
+        assert not any(text in hint for text in _written(env))
+        assert not any(json.dumps({"name": c.name, "arguments": c.arguments}) in hint for c in calls)
+        assert not any(c.name in hint for c in calls)  # the written hints name no tool at all
+
+
+def test_the_derived_hint_names_no_tool_and_follows_the_solution_s_shape() -> None:
+    source = SHIPPED[0].read_text(encoding="utf-8")
+    without = "\n".join(line for line in source.splitlines() if not line.startswith("  hint "))
+    program = compile_environment(without)
+    assert program.env.hint is None and program.hint
+    env = CapabilityEnvironment(program)
+    for seed in range(20):
+        env.reset(seed)
+        assert gives_away(program.hint, env.scenario.gold_calls) is None
+        assert not any(name in program.hint for name in program.tools)
+    assert derived_hint([], reports=False) is None  # nothing to do, nothing to say
+    looks = derived_hint(["query", "mutate", "mutate"], reports=True) or ""
+    assert "look up" in looks and "More than one change" in looks and "the value they asked for" in looks
+    just_change = derived_hint(["mutate"], reports=False) or ""
+    assert "look up" not in just_change and "More than one" not in just_change
+    assert "Nothing needs to change" in (derived_hint(["query"], reports=True) or "")
+
+
+@pytest.mark.parametrize("hint", [
+    "Call cancel_pending_order(order_id='{order}', reason='ordered by mistake').",
+    '<tool_call>{{"name": "get_order_details", "arguments": {{"order_id": "{order}"}}}}</tool_call>',
+    '{{"name": "get_order_details", "arguments": {{"order_id": "{order}"}}}}',
+    "<action>get_order_details(order_id={order})</action>",
+    "Use get_order_details on {order} first.",
+    "Step 1: get_order_details (the order).",
+])
+def test_a_hint_that_gives_a_gold_call_away_fails_validation(hint: str) -> None:
+    source = (REPO / "examples/envs/precondition_verification.rubric").read_text(encoding="utf-8")
+    program = compile_environment(source)
+    order = program.scenario(0).gold_calls[0].arguments["order_id"]
+    written = hint.format(order=order).replace("\\", "\\\\").replace('"', '\\"')
+    leaking = compile_environment("\n".join(
+        f'  hint "{written}"' if line.startswith("  hint ") else line for line in source.splitlines()))
+    report = validate(leaking, seeds=1)
+    assert not report.ok and "the hint gives away the solution's call" in (report.reason or "")
+    assert gives_away(leaking.hint, leaking.scenario(0).gold_calls) is not None
+
+
+def test_a_hint_may_name_what_to_check_without_giving_the_call() -> None:
+    calls = (ToolCall(name="cancel_pending_order", arguments={"order_id": "O7", "reason": "ordered by mistake"}),
+             ToolCall(name="list_orders", arguments={}))
+    assert gives_away("Check whether the order is still pending before you cancel anything.", calls) is None
+    assert gives_away("Order O7 is the one; the reason is ordered by mistake.", calls) is None  # values, no tool
+    assert gives_away("cancel_pending_order with O7, ordered by mistake", calls) == calls[0]  # the tool and its values
+    assert gives_away("Start with list_orders.", calls) == calls[1]  # a call of no arguments is its name
+    assert gives_away("Order O77 via cancel_pending_order, ordered by mistake", calls) is None  # O7 is not in O77
 
 
 def test_a_hinted_episode_learns_on_the_plain_prompt(tiny: Policy) -> None:

@@ -4,7 +4,6 @@ the shipped tool-calling environment scored by its shipped rubric."""
 from __future__ import annotations
 
 import contextlib
-import re
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +13,7 @@ from toy_env import capability_env
 from tracec.runtime.facts.trajectories.jsonl import Episode
 from tracec.runtime.scored_batch import ScoredBatch
 from tracec.runtime.scoring import RubricScorer
+from tracec.trace_rl.envs.toolcall import format_tool_call
 from tracec.trace_rl.grpo.shaped import shaped_returns, shaped_step_advantages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,10 +32,11 @@ def play(seed: int, turns: list[str], name: str) -> Episode:
 
 
 def solution(seed: int) -> list[str]:
+    """The gold solution of task `seed`: its tool calls as the agent writes them, then a word to the user."""
     with contextlib.closing(capability_env()) as env:
         env.reset(seed)
-        hint = env.hint() or ""
-    return re.findall(r"<action>.*?</action>", hint) + ["Done: it is all set."]
+        calls = env.scenario.gold_calls
+    return [format_tool_call(c.name, c.arguments) for c in calls] + ["Done: it is all set."]
 
 
 @pytest.fixture(scope="module")

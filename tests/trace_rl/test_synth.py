@@ -125,13 +125,30 @@ def test_the_llm_repairs_type_errors_then_a_failed_validation(tmp_path: Path) ->
     # The checker's located errors went back, with the line and a caret; then the validation failure.
     feedback = llm.calls[1][-1]["content"]
     assert re.search(r"attempt_1.rubric:\d+:\d+: error: `pendng` is not a member .*did you mean `pending`", feedback)
-    assert re.search(r"attempt_1.rubric:21:12: error: unknown tool `get_ordr_details`; did you mean "
+    assert re.search(r"attempt_1.rubric:22:12: error: unknown tool `get_ordr_details`; did you mean "
                      r"`get_order_details`\?\n +solution get_ordr_details\(x.id\);.*\n +\^{16}\n", feedback)
     assert "validation over 50 seeds failed: seed 0: doing nothing scores 1" in llm.calls[2][-1]["content"]
     assert sorted(p.name for p in (tmp_path / "attempts").iterdir()) == [f"attempt_{i}.rubric" for i in (1, 2, 3)]
     verdicts = [json.loads(line)["verdict"] for line in (tmp_path / "llm_calls.jsonl").read_text().splitlines()
                 if '"verdict"' in line]
     assert [v.split(":")[0] for v in verdicts] == ["rejected", "rejected", "accepted"]
+
+
+def test_the_writer_is_asked_for_guidance_and_a_hint_that_gives_a_call_away_goes_back(tmp_path: Path) -> None:
+    """TRACE's generation prompt asks for abstract expert guidance, never the calls; a hint that writes a gold call
+    fails validation and the writer gets that back."""
+    leaking = re.sub(r'  hint ".*"', '  hint "Call cancel_pending_order(order_id=..., reason=...)."', WRITTEN)
+    assert leaking != WRITTEN
+    llm = ScriptedLLM([fenced(leaking), fenced(WRITTEN, "Fixed.")])
+    log = CallLog(tmp_path / "llm_calls.jsonl", command="test")
+    result = synthesize(llm, TARGET, EnvSettings(tries=2, calibration=None), library=load_library(LIBRARY),
+                        use_library=False, policy=None, out_dir=tmp_path, log=log, report=lambda _: None)
+    assert result.source == WRITTEN and result.attempts == 2
+    prompt = llm.calls[0][1]["content"]
+    assert "one `hint \"...\"` line" in prompt and "NOT give the solution" in prompt and "60-80%" in prompt
+    feedback = llm.calls[1][-1]["content"]
+    assert "seed 0: the hint gives away the solution's call cancel_pending_order(order_id=" in feedback
+    assert "the `hint` must guide without giving the solution's calls away" in feedback
 
 
 def test_a_model_that_never_writes_a_valid_environment_fails_after_the_bound(tmp_path: Path) -> None:

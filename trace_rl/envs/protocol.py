@@ -8,11 +8,11 @@ environment reward (the terminal reward on the last step, 0 before), and the tra
 after the action and the action's facts, in the environment's schema). `trajectory()` is the finished episode as one
 record of trajectory JSONL (`docs/` describes the format), which a rubric scores. Four parts have defaults, which
 an environment inherits by subclassing `Environment` (every environment here does): `hint()`, after `reset(seed)`,
-is expert guidance for the task (how to solve it) or None (the default: no hint), which the trainer shows to some
-rollouts (`rollout.hint_ratio`); `admissible_commands`, the commands the current state admits (TextWorld's), which
-the admissible action mode chooses from, or None (the default: this environment lists none); `tools`, the tools the
-agent is given as OpenAI-style JSON schemas (`[{"type": "function", "function": {"name", "description",
-"parameters": {"type": "object", "properties", "required"}}}]`), which the chat template renders
+is expert guidance for the task (what to attend to, never the answer) or None (the default: no hint), which the
+trainer shows to some rollouts (`rollout.hint_ratio`); `admissible_commands`, the commands the current state admits
+(TextWorld's), which the admissible action mode chooses from, or None (the default: this environment lists none);
+`tools`, the tools the agent is given as OpenAI-style JSON schemas (`[{"type": "function", "function": {"name",
+"description", "parameters": {"type": "object", "properties", "required"}}}]`), which the chat template renders
 (`tracec.trace_rl.llm.conversation`; the default: [], as TextWorld has); `close()` lets a game engine or a
 subprocess go (the default: nothing to let go). Whoever makes an environment closes it when done with
 it (`with contextlib.closing(make_env()) as env:`, or `env.close()` in a `finally`). A `kind = "python"` factory's
@@ -72,8 +72,8 @@ class Environment(Protocol):
     # With defaults, inherited by a class that subclasses the protocol (a structural match must write them):
 
     def hint(self) -> str | None:
-        """Guidance for the task of the last `reset(seed)` (e.g. its solution's tool calls, in the environment's
-        call format), or None: no hint."""
+        """Expert guidance for the task of the last `reset(seed)` (TRACE's hint: what to attend to, what to check,
+        in which order; a capability environment's never holds its solution's calls), or None: no hint."""
         return None
 
     @property

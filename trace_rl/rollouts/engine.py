@@ -24,11 +24,11 @@ Expert guidance (`rollout.hint_ratio = [low, high]`, TRACE's hint injection): pe
 drawn uniformly in [low, high] from the group's own generator (seeded by run seed, iteration and group), see the
 environment's optional `hint()` in an `<expert_guidance>` block appended to the system prompt: the hint is the
 trainer's instruction, not the user's words, so the user's opening message (which the user and the rubric read)
-stays as the task states it (in the native call format the hint writes its calls as `<tool_call>`s, the tools
-rendered as without it). An environment without a hint leaves those members plain. The learner must learn to act
-WITHOUT the hint, so a hinted episode's finished stream has its first prompt replaced by the plain one (the prompt
-carries no loss; the sampled turns and observations are kept as drawn) and is marked `hinted`: its sampler log-probs
-were drawn under the hinted context, so the trainer recomputes them (`grpo.train`).
+stays as the task states it (the tools rendered as without it; a capability environment's hint is guidance, never
+its solution's calls: `envs/capability/guidance.py`). An environment without a hint leaves those members plain. The
+learner must learn to act WITHOUT the hint, so a hinted episode's finished stream has its first prompt replaced by
+the plain one (the prompt carries no loss; the sampled turns and observations are kept as drawn) and is marked
+`hinted`: its sampler log-probs were drawn under the hinted context, so the trainer recomputes them (`grpo.train`).
 
 Each episode draws from its own generator, seeded by (run seed, iteration, group, member): the same call gives the
 same episodes whatever else shares the batch, so a resumed run and a run split across ranks sample alike.

@@ -3,14 +3,14 @@
     adapter = train_gold_sft(config, [Path("examples/envs/tool_calling_precision.rubric"), ...], Path("runs/sft"),
                              settings=GoldSFTSettings(epochs=4, tasks=16))   # out/checkpoints/iter_000004/adapter
 
-The baseline that sees what TRACE's capability adapters see, the same environments and their solutions, and learns them
-by imitation, without a reward. What it trains on: for every environment and task seed `first_seed .. first_seed +
-tasks - 1`, the gold episode is played through the trainer's rollout engine by a script sampler
+The baseline that sees what TRACE's capability adapters see, the same environments and their solutions, and learns
+them by imitation, without a reward. What it trains on: for every environment and task seed `first_seed ..
+first_seed + tasks - 1`, the gold episode is played through the trainer's rollout engine by a script sampler
 (`rollouts.script_sampler`), so its tokens are exactly a rollout's (the system prompt and tools, the user's and the
 tools' turns, the end-of-turn tokens): its turns are the solution's tool calls, one a turn, in the environment's own
-call format (`call_format`, as its `hint()` writes them), then the gold agent's message to the user with every value
-the task asks for (`envs.capability.validate.GoldAgent`). Every gold episode must succeed (its environment's `success`,
-not truncated), else a ConfigError names the environment and the seed.
+call format (`call_format`), then the gold agent's message to the user with every value the task asks for
+(`envs.capability.validate.GoldAgent`). Every gold episode must succeed (its environment's `success`, not
+truncated), else a ConfigError names the environment and the seed.
 How: AdamW on the adapter (`[lora]`, initialised from `run.seed`) at `settings.lr`, with `[optim]`'s betas, weight
 decay and gradient clipping, set up, resumed and checkpointed as the GRPO trainer's (`grpo.training`); `epochs`
 passes, each over all the episodes of all the environments shuffled (seeded by run seed and epoch), in mini-batches
@@ -166,7 +166,7 @@ def gold_episodes(tokenizer: Any, environment: Path, *, settings: GoldSFTSetting
 
 def gold_turn(env: capability.CapabilityEnvironment, turn: int) -> str:
     """The gold agent's turn `turn` (from 0) of `env`'s episode: a call of the solution in the environment's own
-    call format (as its `hint()` writes them), then the gold agent's message to the user."""
+    call format, then the gold agent's message to the user."""
     # The gold agent reads only how many turns it has taken (`turns_taken`).
     return GoldAgent(env).act([{"role": "assistant", "content": ""}] * turn)
 

@@ -13,9 +13,9 @@ rubric can score the episode and `trajectory()` can write it as a line of trajec
 formula over the two, given as the last step's reward.
 `call_format` (`native`, the default, or `text`) is how the agent is given the
 tools: as JSON schemas (`tools`, from `capability.schemas`), the system prompt keeping only the instructions, or
-listed in the system prompt (`tools` empty); either way both spellings of a call are read. `hint()` is the task's
-hidden solution as the tool calls it expects, in the call format (`<tool_call>` or `<action>`; the trainer's
-expert guidance, `rollout.hint_ratio`).
+listed in the system prompt (`tools` empty); either way both spellings of a call are read. `hint()` is the trainer's
+expert guidance (`rollout.hint_ratio`): the environment's `hint` line, else guidance from the shape of its solution
+(`guidance.py`); never the solution's calls, which validation checks.
 Left out: several tool calls in one turn (the first one counts, as in `trace_rl.envs.toolcall`).
 """
 
@@ -35,7 +35,6 @@ from tracec.trace_rl.envs.toolcall import (
     CALL_FORMATS,
     DEFAULT_CALL_FORMAT,
     ToolCallError,
-    format_call,
     parse_tool_call,
     render_result,
 )
@@ -101,16 +100,9 @@ class CapabilityEnvironment(RecordsToolFacts, protocol.Environment):
         return Observation(text=opening, role="user")
 
     def hint(self) -> str | None:
-        """The solution of the task `reset(seed)` drew, as the calls it expects, one per turn; None without one."""
-        if self.scenario is None:
-            raise RuntimeError("no task to hint at: call reset(seed)")
-        calls = [format_call(call.name, call.arguments, self.call_format) for call in self.scenario.gold_calls]
-        if not calls and not self.scenario.report:
-            return None
-        lines = [f"{i}. {call}" for i, call in enumerate(calls, 1)]
-        lines.append("Then tell the user you are done" + (" and give them the answer they asked for."
-                                                         if self.scenario.report else "."))
-        return "One way to solve this task, one tool call per turn:\n" + "\n".join(lines)
+        """Guidance for this environment's tasks, the same for every seed (what to look at, what to check, in
+        which order); None when a task needs no call and no answer."""
+        return self.program.hint
 
     def step(self, action: str) -> StepResult:
         if self.done or self.scenario is None:

@@ -21,6 +21,7 @@ from tracec.dsl.errors import EnvError
 from tracec.trace_rl.envs.capability.database import Database
 from tracec.trace_rl.envs.capability.expr import Fn, Frame, Names, compile_expr, compile_template, show
 from tracec.trace_rl.envs.capability.generate import TableMaker, rng_for
+from tracec.trace_rl.envs.capability.guidance import derived_hint
 from tracec.trace_rl.envs.toolcall import ToolCall, argument_leaves, render_result
 
 MAX_DRAWS = 32  # re-draws of a scenario whose pick finds no row, before the environment is reported broken
@@ -138,6 +139,8 @@ class Program:
         self.env, self.limits = env, limits
         self.name, self.description, self.capability = env.name, env.description, env.capability
         self.tools = {t.name: _Tool(t, env, limits) for t in env.tools}
+        # The guidance hinted rollouts see: the `hint` line, else what the solution's shape says (never its calls).
+        self.hint = env.hint or derived_hint([self.tools[c.tool].kind for c in env.solution.calls], bool(env.report))
         row_conditions = {t.name: compile_expr(t.where, Names(columns=frozenset(c.name for c in t.columns)))
                           for t in env.tables if t.where is not None}
         self._maker = TableMaker(env, {name: _of_row(fn) for name, fn in row_conditions.items()})

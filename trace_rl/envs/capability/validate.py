@@ -3,7 +3,8 @@
 - the gold agent (the `solution` as tool calls, then a message with every reported value) scores 1 on every seed;
 - a do-nothing agent scores below 1 on every seed (the task needs a change or an answer);
 - a random-tool agent (seeded) scores below 1 on average (the task is not hit by chance);
-- distinct seeds give distinct tasks (at least `min_distinct` of them), and `reset` is deterministic.
+- distinct seeds give distinct tasks (at least `min_distinct` of them), and `reset` is deterministic;
+- the hint (the trainer's expert guidance, `guidance.py`) gives away none of the seed's gold calls.
 Left out: whether the task is solvable from what the agent sees; the gold agent knows the hidden picks.
 """
 
@@ -18,6 +19,7 @@ from tracec.trace_rl.envs.agent import Agent, Message, run_episode, turns_taken
 from tracec.trace_rl.envs.capability.episode import CapabilityEnvironment, Scores
 from tracec.trace_rl.envs.capability.expr import show
 from tracec.trace_rl.envs.capability.generate import rng_for
+from tracec.trace_rl.envs.capability.guidance import gives_away
 from tracec.trace_rl.envs.capability.program import Program, Scenario
 from tracec.trace_rl.envs.toolcall import format_call
 
@@ -151,6 +153,11 @@ def validate(program: Program, *, seeds: int = 100, first_seed: int = 0, min_dis
                             f"(state {gold_scores.state:.0f}, report {gold_scores.report:.0f})")
         if null_scores.reward >= 1.0 - _EPS:
             failures.append(f"seed {seed}: doing nothing scores 1; the task needs no change and no answer")
+        given = gives_away(program.hint, scenario.gold_calls) if program.hint else None
+        if given is not None:
+            call = format_call(given.name, given.arguments, "text").removeprefix("<action>").removesuffix("</action>")
+            failures.append(f"seed {seed}: the hint gives away the solution's call {call}; a hint guides (what to look "
+                            "at first, what to check before changing anything) without naming the calls or arguments")
     random_mean = _mean(rand)
     if rand and random_mean >= 1.0 - _EPS:
         failures.append(f"random tool calls score {random_mean:.3f} on average; the task is hit by chance")

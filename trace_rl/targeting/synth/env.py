@@ -12,7 +12,8 @@ For a capability (name, description, excerpts of trajectories that failed for la
    - schema (with `Target.tools`): every difference from the target's schemas (`tool_schemas.differences`), and a
      missing transfer comment;
    - validate (`trace_rl.envs.capability.validate`): the gold solution scores 1, doing nothing scores below 1, random
-     calls do not hit the task, distinct seeds give distinct tasks;
+     calls do not hit the task, distinct seeds give distinct tasks, the `hint` (which the prompt asks for as TRACE's
+     generation prompt does: abstract guidance, never the calls) gives away no gold call;
    - calibrate (`calibration.py`, when a policy is given): the base policy's rewards fall inside the bands.
 Each attempt's source, and its calibration and rollouts when it got that far, is kept under `attempts/`; the call log
 under `llm_calls.jsonl`. An environment the library supplies is not rewritten when calibration fails: the failure says
@@ -46,6 +47,13 @@ from tracec.trace_rl.targeting.synth.tool_schemas import DECLARING, TargetTools,
 from tracec.atomic import write_atomic
 
 SAMPLING = Sampling(temperature=0.4, max_tokens=2048)
+# What TRACE's environment generation asks of a hint (hinted rollouts see it; `guidance.py`), for the writer.
+HINT_REQUEST = ("expert guidance for a rollout that is stuck, like a tutor's: what to pay attention to, in which order "
+                "to find the information, what to check before changing anything, which mistake to avoid. It must "
+                "NOT give the solution: no tool call, no tool name with its arguments, no step-by-step plan, no "
+                "answer (\"Call cancel_order with order_id=...\" or \"STEP 1: ... STEP 2: ...\" are bad hints; "
+                "\"Check whether every precondition holds before you change anything\" is a good one). Aim at "
+                "lifting a hinted rollout's success to about 60-80%, not to 100%.")
 POLICY_SAMPLING = Sampling(temperature=1.0, max_tokens=128)  # diverse rollouts, short turns
 
 
@@ -145,8 +153,8 @@ class Checks:
         if not validation.ok:
             raise self._failed("validation", f"validation over {validation.seeds} seeds failed: "
                               f"{'; '.join(validation.failures[:4])}", ". The gold solution must score 1 on every "
-                              "seed, doing nothing must score below 1, and each seed's task text must name what the "
-                              "seed picked")
+                              "seed, doing nothing must score below 1, each seed's task text must name what the "
+                              "seed picked, and the `hint` must guide without giving the solution's calls away")
         calibration = self._calibrate(program)
         if calibration is not None and not calibration.ok:
             easier = calibration.metrics["mean_reward"] < self.settings.calibration.bands.mean_reward[0] \
@@ -208,8 +216,9 @@ def environment_prompt(target: Target, examples: Sequence[Path], excerpt_chars: 
         + schemas
         + f"\nRequirements: declare `capability {target.name}`; tables generated from the seed, so distinct seeds "
         "give distinct tasks whose text names what was picked; 2-5 tools; a `solution` that solves every seed; "
-        "a reward over `state` and `report` that doing nothing does not earn. Reply with the environment only, "
-        "in one ```rubric code block."
+        "a reward over `state` and `report` that doing nothing does not earn; and one `hint \"...\"` line (plain "
+        f"text, the same for every seed): {HINT_REQUEST} Reply with the environment only, in one ```rubric code "
+        "block."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

@@ -155,15 +155,19 @@ def test_a_one_adapter_nucleus_is_that_adapter_and_base_alone_the_base_model(mod
 
 
 def _nucleus_by_definition(weights: list[float], names: list[str], p: float) -> dict[str, float]:
-    """The smallest prefix of the options sorted by weight (ties: option order) whose sum reaches p."""
+    """TRACE's adapter selection (its paper's "Adapter selection"): `base` alone when its label is the likeliest;
+    else alpha_c proportional to the weights over the adapters, the smallest prefix of them sorted by alpha (ties:
+    option order) whose sum reaches p, renormalised."""
     order = sorted(range(len(weights)), key=lambda i: (-weights[i], i))
     if names[order[0]] == BASE:
         return {BASE: 1.0}
-    for size in range(1, len(order) + 1):
-        prefix = order[:size]
-        if sum(weights[i] for i in prefix) >= p or size == len(order):
-            total = sum(weights[i] for i in prefix)
-            return {names[i]: weights[i] / total for i in prefix}
+    adapters = [i for i in order if names[i] != BASE]
+    alpha = {i: weights[i] / sum(weights[j] for j in adapters) for i in adapters}
+    for size in range(1, len(adapters) + 1):
+        prefix = adapters[:size]
+        if sum(alpha[i] for i in prefix) >= p or size == len(adapters):
+            total = sum(alpha[i] for i in prefix)
+            return {names[i]: alpha[i] / total for i in prefix}
     raise AssertionError("unreachable")
 
 
@@ -179,7 +183,17 @@ def test_the_nucleus_is_the_smallest_top_set_reaching_p(raw: list[int], p: float
     close = tolerance(len(raw) + 2, 1.0, float)  # sums of <= 6 weights <= 1 in two orders, a division
     assert got == pytest.approx(_nucleus_by_definition(weights, names, p), abs=close)
     assert list(got) == list(_nucleus_by_definition(weights, names, p))  # highest first
-    assert sum(got.values()) == pytest.approx(1.0, abs=close)
+    assert sum(got.values()) == pytest.approx(1.0, abs=close)  # the adapters' alphas sum to 1, as in TRACE
+    assert got == {BASE: 1.0} or BASE not in got  # base is the whole mixture or no part of it
+
+
+def test_base_keeps_no_share_beside_the_adapters() -> None:
+    weights = {"alpha": 0.5, "beta": 0.2, BASE: 0.3}
+    assert nucleus(weights, 0.9) == pytest.approx({"alpha": 0.5 / 0.7, "beta": 0.2 / 0.7})  # 0.71 < 0.9: both
+    assert nucleus(weights, 0.7) == {"alpha": 1.0}  # alpha alone is 0.5 / 0.7 of the adapters' weight
+    assert nucleus({"alpha": 0.3, "beta": 0.2, BASE: 0.5}, 0.9) == {BASE: 1.0}  # the base label is likeliest
+    with pytest.raises(RouteError, match="one at least is positive"):
+        nucleus({"alpha": 0.0, BASE: 0.0}, 0.9)
 
 
 def test_nucleus_refuses_a_p_outside_0_1() -> None:

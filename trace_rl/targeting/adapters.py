@@ -12,8 +12,9 @@
 picks one. This module imports neither torch nor vLLM: the command line names its `AdapterError` for `--help`.
 
 A mixture of adapters (TRACE's nucleus composition) decodes with W' = W + sum_c alpha_c * scaling_c * B_c A_c over
-the adapted layers: `with model.mixed({"pv": 0.7, "msc": 0.3}): ...`. `base` may hold a share of the weights: it adds
-no delta, so its share pulls the mixture toward the base weights (the alphas of the adapters sum to 1 - its share).
+the adapted layers: `with model.mixed({"pv": 0.7, "msc": 0.3}): ...`. The router's nucleus (`routing.nucleus`) gives
+`base` alone or adapters whose alphas sum to 1, as TRACE does; `mixed` also reads a share left to `base` (no delta:
+the adapters' alphas then sum to 1 - its share), which no route asks for.
 `mixture_deltas` is the one reading of such weights every implementation uses; `release_mixture` frees what a
 mixture built (the transformers engine's temporary adapter). `embed` is the base model's text embedding that
 routing's retrieval pre-filter keys on.

@@ -20,12 +20,13 @@ TRACE's full form, beside that argmax route:
   them and `base`, each under its own label; the softmax runs over those labels. No capability retrieved: every
   option stays a candidate, and the decision's `note` says so. The decision records the retrieved items (ids,
   similarities) and the candidates.
-- the nucleus mixture (`nucleus`, `MixtureAgent`): from the label weights, the smallest set of options, highest
-  first, whose cumulative weight reaches `top_p`, renormalised; the episode runs with
-  W' = W + sum_c alpha_c * scaling_c * B_c A_c (`AdapterModel.mixed`). `base` in the set adds no delta but keeps its
-  share, which pulls the mixture toward the base weights; when `base` has the largest weight the mixture is `base`
-  alone, as TRACE's paper says ("if the base-model label receives the highest probability, all adapter weights
-  are zero").
+- the nucleus mixture (`nucleus`, `MixtureAgent`), TRACE's adapter selection: when `base` has the largest label
+  weight the mixture is `base` alone ("if the base-model label receives the highest probability, all adapter weights
+  are zero"); otherwise the adapters' weights, renormalised over the adapters (`base` is no adapter: it has no
+  delta to weigh), give the smallest set, highest first, whose cumulative weight reaches `top_p`, renormalised, so
+  the adapters' alphas sum to 1 (the paper's "zeroing the rest and re-normalizing"; TRACE's code renormalises its
+  top-k adapters likewise, `base` left out); the episode runs with W' = W + sum_c alpha_c * scaling_c * B_c A_c
+  (`AdapterModel.mixed`).
 Left out: TRACE's retrieval threshold and its per-task examples (each candidate shown with the trajectory that
 retrieved it); here each option keeps its one gold example (`retrieval` says what TRACE's code does).
 """
@@ -61,7 +62,7 @@ class RoutingSettings:
     labels: tuple[str, ...] = ()  # one per capability, then one for base; () = A, B, C, ...
     task_chars: int = 1500  # of the task's first message
     example_chars: int = 600  # of each example episode
-    top_p: float = 0.9  # the mixture's nucleus: the smallest set of options whose weights reach it
+    top_p: float = 0.9  # the mixture's nucleus: the fewest adapters whose renormalised weights reach it
     retrieval_k: int = 0  # trajectories retrieved to pick the candidates; 0 = every option is a candidate
 
     def __post_init__(self) -> None:
@@ -229,21 +230,24 @@ class Router:
 
 
 def nucleus(weights: Mapping[str, float], p: float) -> dict[str, float]:
-    """The mixture's alphas: the smallest set of options, largest weight first (ties: the earlier option), whose
-    cumulative weight reaches `p`, renormalised to sum to 1; `base` alone when `base` has the largest weight."""
-    if not 0 < p <= 1 or not weights:
-        raise RouteError(f"top_p = {p} must be in (0, 1], over at least one weight")
+    """The mixture's alphas: `base` alone when `base` has the largest weight; else, over the adapters alone (their
+    weights renormalised among them), the smallest set, largest weight first (ties: the earlier option), whose
+    cumulative weight reaches `p`, renormalised to sum to 1."""
+    if not 0 < p <= 1 or not weights or not max(weights.values()) > 0:
+        raise RouteError(f"top_p = {p} must be in (0, 1], over weights of which one at least is positive")
     ranked = sorted(weights.items(), key=lambda item: -item[1])  # a stable sort keeps the options' order on ties
     if ranked[0][0] == BASE:
         return {BASE: 1.0}
+    adapters = [(name, weight) for name, weight in ranked if name != BASE]
+    mass = sum(weight for _, weight in adapters)  # > 0: the largest weight, positive, is an adapter's
     kept: list[tuple[str, float]] = []
     total = 0.0
-    for name, weight in ranked:
-        kept.append((name, weight))
-        total += weight
+    for name, weight in adapters:
+        kept.append((name, weight / mass))
+        total += weight / mass
         if total >= p:
             break
-    return {name: weight / total for name, weight in kept}
+    return {name: alpha / total for name, alpha in kept}
 
 
 def first_message_of_chat(messages: Sequence[Message]) -> str:

@@ -25,8 +25,9 @@ the weights is its KV cache). A model vLLM has no implementation of, or an adapt
 is a located `AdapterError` before the engine starts. Tested on the CPU engine
 (`tests/vllm_engine/test_vllm_routing.py`: `tracec evaluate --engine vllm` routes and decodes as the peft engine
 does); `bench/gpu_check.sh` runs it on a GPU. A mixture (`mixed`) is served only where it is one
-model vLLM has: `base` alone, or one adapter at full weight; a request carries one LoRA at its own scale, so a mixture
-of two adapters, or of one with a share left to `base`, raises an `AdapterError` that names the transformers engine.
+model vLLM has: `base` alone, or one adapter at full weight (a route's nucleus of one adapter); a request carries
+one LoRA at its own scale, so a mixture of two adapters (or one with a share left to `base`) raises an
+`AdapterError` that names the transformers engine.
 `embed` (the retrieval pre-filter's) raises one too: vLLM's generate API gives no hidden states here.
 Left out: adapters added after the engine starts (the engine is sized for the adapters it is given).
 """

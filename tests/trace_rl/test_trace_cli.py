@@ -167,6 +167,41 @@ def test_the_shipped_pipeline_configs_load_and_name_files_that_exist(name: str) 
         assert config.target.kind == "tau2" and config.llm.backend == "http"
 
 
+# The settings TRACE's paper states (its text, experimental setup and results), with its values: the only keys
+# gpu_paper.toml may mark "paper" (issue #34: it called a 7B model, alpha 32 and TIES "the paper's").
+PAPER_SETTINGS = {
+    "model.name": "Qwen3-30B-A3B-Instruct-2507", "target.kind": "tau2", "target.tau2.domains": ["airline", "retail"],
+    "target.tau2.user": "base", "collect.tasks": 200, "analysis.label_runs": 10, "analysis.k": 8,
+    "analysis.max_selected": 4, "train.lora.rank": 16, "train.rollout.group_size": 16, "train.advantage.kind": "grpo",
+    "train.optim.lr": 1e-5, "train.run.iterations": 40, "baselines.weights": "uniform", "evaluate.tasks": 200,
+}
+
+
+def test_gpu_paper_marks_only_the_paper_s_own_settings_as_the_paper_s() -> None:
+    import tomllib
+
+    text = (REPO / "examples" / "pipeline" / "gpu_paper.toml").read_text()
+    data = tomllib.loads(text)
+    section, marked = "", {}
+    for line in text.splitlines():  # a key is marked by a "# paper" comment on its line
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif "=" in line and not line.startswith("#"):
+            key, _, rest = line.partition("=")
+            if "# paper" in rest:
+                marked[f"{section}.{key.strip()}"] = rest
+    assert set(marked) == set(PAPER_SETTINGS)
+    for dotted, value in PAPER_SETTINGS.items():
+        node = data
+        for part in dotted.split("."):
+            node = node[part]
+        assert node == value or (isinstance(node, str) and node.endswith(str(value))), dotted
+    settings = data["train"]
+    assert settings["lora"]["alpha"] == 16 and settings["lora"]["targets"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert settings["advantage"]["max_resample_batches"] == 2 and settings["rollout"]["hint_ratio"] == [0.25, 0.5]
+    assert "7B-class" not in text and "alpha = 32" not in text  # the settings the issue found mislabelled
+
+
 def test_a_run_folders_adapters_include_its_baselines(tmp_path: Path) -> None:
     import argparse
 

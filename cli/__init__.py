@@ -51,6 +51,7 @@ COMMANDS = (
     Command("convert", "trajectories between JSONL, Parquet and Arrow IPC, by suffix", "tracec.cli.convert"),
     Command("env", "show, play or validate a capability environment", "tracec.cli.env"),
     Command("tau2", "tau2-bench airline / retail: gold replay", "tracec.cli.tau2"),
+    Command("toolsandbox", "ToolSandbox's scenarios: gold replay and its similarity", "tracec.cli.toolsandbox"),
     Command("models", "list the models tracec can load; `install` converts SmolLM2 once", "tracec.cli.models"),
     Command("train", "GRPO training of one LoRA adapter on one environment", "tracec.cli.train"),
     Command("analyze", "TRACE: discover, label and select capabilities", "tracec.cli.analyze"),

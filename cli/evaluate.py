@@ -8,6 +8,8 @@ environment repeat one episode (pass^k = pass^1): pass^k tells something only wi
 do not do.
 
     tracec evaluate --run runs/pipeline --target tau2 --domain airline --domain retail --user base -o runs/eval
+    tracec evaluate --model smollm2-135m-instruct --conditions base --target toolsandbox \
+        --scenario state_dependency --user scripted --first-seed 0 --tasks 13 -o runs/eval_toolsandbox
     tracec evaluate --model smollm2-135m-instruct --adapter pv=runs/p/train/pv/checkpoints/iter_000010/adapter \
         --options runs/p/route/options.json --target capability --env examples/envs/multi_step_completion.rubric \
         --conditions base,adapters,routed --tasks 20 --max-turns 8 -o runs/eval
@@ -18,9 +20,11 @@ The adapters and routing options come from a pipeline's run folder (`--run`: its
 `--retrieve-k K --index FILE.jsonl` the retrieval pre-filter (a run's `[routing]` top_p and retrieval_k, and its
 `route/index.jsonl`, by default). Targets: capability environments (`--env FILE`, one domain each), a TextWorld
 family (`--challenge`), tau2-bench domains (`--domain`, with the scripted user or the base model as the user,
-`--user`). Per-task results go to `OUT/results.jsonl` as they finish (a rerun plays only the missing tasks;
-`--fresh` starts over), the table to `OUT/table.md` and `OUT/table.json` and to stdout,
-the routing confusion table with it.
+`--user`), ToolSandbox's scenarios (`--scenario NAME|CATEGORY`, repeatable, default all 101; one domain, its tasks
+the selection in file order from `--first-seed`; `--user` as tau2's). Per-task results go to `OUT/results.jsonl`
+as they finish (a rerun plays only the missing tasks; `--fresh` starts over), the table to `OUT/table.md` and
+`OUT/table.json` and to stdout, the routing confusion table with it; for ToolSandbox its own numbers after it (mean
+similarity, perfect rate and turns, overall and per category: `OUT/toolsandbox.md`, `OUT/toolsandbox.json`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from tracec.trace_rl.targeting.adapters import AdapterError
 from tracec.trace_rl.targeting.evaluate import EvalError
 from tracec.trace_rl.targeting.pipeline import layout
 from tracec.trace_rl.targeting.pipeline.config import EvaluateSection, Tau2TargetSection
+from tracec.trace_rl.targeting.pipeline.toolsandbox_target import fingerprint_values
 from tracec.trace_rl.targeting.routing import RouteError, RouteOption, RoutingSettings
 
 from tracec.arguments import integer, number, torch_device
@@ -65,8 +70,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-new-tokens", type=integer(1), default=128, help="per turn (default 128)")
     routing = parser.add_argument_group("TRACE's full routing")
     routing.add_argument("--top-p", type=number(0, 1, above=True), default=None, metavar="P",
-                         help="the mixture's nucleus: the fewest options whose label weights reach P (default: the "
-                              f"run's routing.top_p, else {RoutingSettings().top_p})")
+                         help="the mixture's nucleus: the fewest adapters whose label weights, renormalised over "
+                              "the adapters, reach P; base alone when base scores highest (default: the run's "
+                              f"routing.top_p, else {RoutingSettings().top_p})")
     routing.add_argument("--retrieve-k", type=integer(0), default=None, metavar="K",
                          help="route among the capabilities of the K indexed trajectories nearest the task (default: "
                               "the run's routing.retrieval_k, else 0: every capability)")
@@ -78,16 +84,20 @@ def add_target_arguments(group: Any, *, required: bool) -> None:
     """The flags that name a target, which `target_from_args` reads: evaluate's to play it, route's to take one task
     of it (the first message it routes on is the one evaluate's routed condition sees: one default user for both)."""
     user = Tau2TargetSection().user
-    group.add_argument("--target", choices=("capability", "textworld", "tau2"), required=required,
-                       help="what is played: capability environments, a TextWorld family or tau2-bench domains")
+    group.add_argument("--target", choices=("capability", "textworld", "tau2", "toolsandbox"), required=required,
+                       help="what is played: capability environments, a TextWorld family, tau2-bench domains or "
+                            "ToolSandbox's scenarios")
     group.add_argument("--env", action="append", default=[], type=Path, help="capability: a .rubric (repeatable)")
     group.add_argument("--challenge", default="tw-simple", help="textworld: custom | tw-simple | tw-cooking")
     group.add_argument("--domain", action="append", default=[], help="tau2: airline and/or retail (default both)")
+    group.add_argument("--scenario", action="append", default=[], metavar="NAME|CATEGORY",
+                       help="toolsandbox: a scenario or a category, e.g. state_dependency (repeatable; default all)")
     group.add_argument("--user", choices=("base", "scripted"), default=user,
-                       help=f"tau2: the simulated user: the base model (TRACE) or scripted (default {user})")
+                       help="tau2, toolsandbox: the simulated user: the base model (TRACE) or scripted (tau2: opens "
+                            f"and consents; toolsandbox: the scenario's fixed replies) (default {user})")
     group.add_argument("--tau2-data", default="", help="tau2: the data folder (default $TRACEC_TAU2_DATA)")
     group.add_argument("--call-format", choices=CALL_FORMATS, default=DEFAULT_CALL_FORMAT,
-                       help="capability, tau2: tools as JSON schemas and <tool_call> calls (native) or listed in the "
+                       help="tool targets: tools as JSON schemas and <tool_call> calls (native) or listed in the "
                             f"system prompt with <action> calls (text); default {DEFAULT_CALL_FORMAT}, training's")
 
 
@@ -125,7 +135,10 @@ def run(args: argparse.Namespace) -> int:
         chosen = checked_conditions(named, list(choice.adapters), routing=choice.options is not None)
     except ValueError as error:
         raise UsageError(f"--conditions: {error}") from None
-    from tracec.trace_rl.targeting.pipeline.targets import target_domains  # the environments: torch, textworld
+    from tracec.trace_rl.targeting.pipeline.targets import (  # the environments: torch, textworld
+        target_domains,
+        target_metrics,
+    )
 
     user = BaseModelUser()  # the environments are built (their files read) first; the model joins once loaded
     domains = target_domains(target, first_seed=args.first_seed, tasks=args.tasks, user=user)
@@ -134,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     router = Router(model, choice.options, routing, index) if choice.options is not None else None
     conditions = policy_conditions(model, chosen, router)
     fingerprint = {"model": choice.name, "adapters": {n: str(p) for n, p in choice.adapters.items()},
-                   "options": [o.__dict__ for o in choice.options or []], "target": to_dict(target),
+                   "options": [o.__dict__ for o in choice.options or []], "target": fingerprint_values(to_dict(target)),
                    "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens}
     if choice.engine != "transformers":  # only then: older folders keep their fingerprint
         fingerprint["engine"] = choice.engine
@@ -145,13 +158,18 @@ def run(args: argparse.Namespace) -> int:
     table = evaluate(domains, conditions, out, max_turns=args.max_turns, fingerprint=fingerprint, fresh=args.fresh,
                      trials=args.trials, report=say)
     sys.stdout.write(table.markdown())
-    say(f"{out}: results.jsonl, table.md, table.json, trajectories/")
+    metrics = target_metrics(target, out, [c.name for c in conditions], domains)
+    if metrics:
+        sys.stdout.write("\n" + metrics)
+    say(f"{out}: results.jsonl, table.md, table.json, " + ("toolsandbox.md, toolsandbox.json, " if metrics else "")
+        + "trajectories/")
     return EXIT_OK
 
 
 def target_from_args(args: argparse.Namespace) -> Any:
     from tracec.trace_rl.envs.config import TextWorldEnvSection
     from tracec.trace_rl.targeting.pipeline.config import TargetSection, Tau2TargetSection
+    from tracec.trace_rl.targeting.pipeline.toolsandbox_target import ToolSandboxTargetSection
 
     if args.target == "capability" and not args.env:
         raise UsageError("--target capability: name its environments, --env FILE.rubric (one a domain)")
@@ -160,9 +178,10 @@ def target_from_args(args: argparse.Namespace) -> Any:
                              textworld=TextWorldEnvSection(challenge=args.challenge),
                              tau2=Tau2TargetSection(domains=tuple(args.domain) or ("airline", "retail"),
                                                     data=args.tau2_data, user=args.user),
+                             toolsandbox=ToolSandboxTargetSection(scenarios=tuple(args.scenario), user=args.user),
                              max_turns=args.max_turns, call_format=args.call_format)
     except FieldError as error:
-        flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain",
+        flag = {"environments": "--env", "challenge": "--challenge", "domains": "--domain", "scenarios": "--scenario",
                 "max_turns": "--max-turns"}.get(error.name, error.name)
         raise UsageError(f"{flag}: {error.problem}") from None
 

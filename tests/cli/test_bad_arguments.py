@@ -403,7 +403,8 @@ CASES = [
          r"^--device cuda:99: torch sees", torch=True),
 ]
 
-STEPS = {"analyze": ("discover", "label", "select"), "synth": ("env", "rubric"), "tau2": ("replay",)}
+STEPS = {"analyze": ("discover", "label", "select"), "synth": ("env", "rubric"), "tau2": ("replay",),
+         "toolsandbox": ("replay",)}
 HELP = [["--help"], *([command.name, "--help"] for command in COMMANDS),
         *([name, step, "--help"] for name, steps in STEPS.items() for step in steps)]
 HELP_CASES = [Case(" ".join(argv), (lambda d, argv=argv: argv), 0, r"^usage:") for argv in HELP]

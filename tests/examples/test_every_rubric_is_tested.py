@@ -18,5 +18,6 @@ def test_every_shipped_rubric_has_an_invalidity_test() -> None:
     tested = {name for test in tests if "assert_invalidity_profile(" in (text := test.read_text())
               for name in with_rubrics if name in text}
     assert with_rubrics == {"customer_service.rubric", "household.rubric", "search_qa.rubric", "tau2.rubric",
-                            "textworld.rubric", "textworld_blind.rubric", "toolenv.rubric", "webshop.rubric"}
+                            "textworld.rubric", "textworld_blind.rubric", "toolenv.rubric", "toolsandbox.rubric",
+                            "webshop.rubric"}
     assert tested == with_rubrics, f"no invalidity test for {sorted(with_rubrics - tested)}"

@@ -1,9 +1,10 @@
-"""The three targets behind the one environment protocol, played by the one `run_episode`; the protocol's defaults.
+"""The four targets behind the one environment protocol, played by the one `run_episode`; the protocol's defaults.
 
-For each target (a capability environment, tau2-bench, TextWorld): the scripted solver (gold agent, walkthrough)
-wins with reward 1 on the last step and 0 before it; an agent that does nothing loses; the trajectory is scored by
-the target's shipped rubric (the solver reaches execution operators, the idle agent none); and the same seed gives
-the same episode, from fresh environments made by one factory (a GRPO group), while other seeds give other tasks.
+For each target (a capability environment, tau2-bench, ToolSandbox, TextWorld): the scripted solver (gold agent,
+walkthrough) wins with reward 1 on the last step and 0 before it; an agent that does nothing loses; the trajectory
+is scored by the target's shipped rubric (the solver reaches execution operators, the idle agent none); and the
+same seed gives the same episode, from fresh environments made by one factory (a GRPO group), while other seeds
+give other tasks.
 The protocol's parts with defaults (`hint`, `admissible_commands`, `close`): a subclass inherits them, a user's
 factory object that does not subclass the protocol gets them at set-up, and every path that makes environments
 (the rollout engine, a mixture, `evaluate`) closes each one it made exactly once.
@@ -31,6 +32,8 @@ from tracec.trace_rl.envs.protocol import Observation, StepResult
 from tracec.trace_rl.envs.registry import environment_factory
 from tracec.trace_rl.envs.textworld.agents import WalkthroughAgent
 from tracec.trace_rl.envs.textworld.env import SimpleGame, TextWorldEnvironment
+from tracec.trace_rl.envs.toolsandbox import ToolSandboxEnvironment, shipped_scenarios
+from tracec.trace_rl.envs.toolsandbox.replay import GoldAgent as ToolSandboxGold
 from tracec.trace_rl.envs.user_factory import FactoryEnvironment, lists_commands, made_environment
 from tracec.trace_rl.policy.tiny import build_tokenizer
 from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
@@ -90,7 +93,7 @@ class Target:
     max_turns: int
 
 
-@pytest.fixture(params=["capability", "tau2", pytest.param("textworld", marks=pytest.mark.slow)])
+@pytest.fixture(params=["capability", "tau2", "toolsandbox", pytest.param("textworld", marks=pytest.mark.slow)])
 def target(request: pytest.FixtureRequest) -> Any:
     if request.param == "capability":
         program = load_environment(str(TRIPS))
@@ -104,6 +107,11 @@ def target(request: pytest.FixtureRequest) -> Any:
                                                        gold=gold),
                      solver=tau2.GoldAgent, idle=Idle("All done. I am sorry, I cannot help with that."),
                      rubric=REPO / "examples" / "tau2.rubric", seeds=(0, 1), max_turns=60)
+    elif request.param == "toolsandbox":
+        names = ["send_message_with_contact_content_cellular_off_multiple_user_turn", "turn_on_wifi_low_battery_mode"]
+        yield Target(make=lambda: ToolSandboxEnvironment(shipped_scenarios(), names=names), solver=ToolSandboxGold,
+                     idle=Idle("I am sorry, I cannot help with that."),
+                     rubric=REPO / "examples" / "toolsandbox.rubric", seeds=(0, 1), max_turns=30)
     else:
         game: Path = request.getfixturevalue("textworld_game")
         opened: list[TextWorldEnvironment] = []

@@ -262,12 +262,12 @@ def test_a_tau2_domain_trains_with_a_scripted_user(tmp_path: Path, data_dir: Pat
     # model's character tokens
     config = _config("model.name=smollm2-135m-instruct", "env.kind=tau2", f"env.tau2.data={data_dir}",
                      "env.tau2.user=scripted", "env.max_turns=2", "iterations=1", "rollout.group_size=2",
-                     "advantage.kind=trca", f"advantage.rubric={REPO}/examples/tau2.rubric",
-                     "rollout.max_context_tokens=8192")
-    result = train(config, out=tmp_path)
+                     "rollout.groups_per_batch=1", "advantage.kind=trca",
+                     f"advantage.rubric={REPO}/examples/tau2.rubric", "rollout.max_context_tokens=8192")
+    result = train(config, out=tmp_path)  # one group of two: each ~3k-token episode costs SmolLM2 ~50 s on a core
     (record,) = result.metrics
     assert record["turns_mean"] == 2  # the scripted user never ends the conversation
-    assert record["groups_trained"] + record["constant_fraction"] * 2 == 2  # a count, and k / 2: exact
+    assert record["groups_trained"] + record["constant_fraction"] == 1  # a count, and k / 1: exact
     assert 0.0 <= record["reward_mean"] <= 1.0
 
 

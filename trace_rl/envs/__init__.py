@@ -3,6 +3,7 @@
 - `protocol.py`: the `Environment` protocol every target speaks; `agent.py`: the agent protocol and episode loop;
 - `capability/`: capability environments written in `.rubric`, run by an interpreter;
 - `textworld/`: TextWorld games (facts, agents, seeded task families); `tau2/`: tau2-bench's airline and retail;
+- `toolsandbox/`: ToolSandbox's world, tools, scenarios, scoring and user simulator;
 - `toolcall.py`, `toolfacts.py`: the agent's tool-call format and the `toolenv` facts every tool environment records;
 - `users.py`, `consent.py`: the user an agent talks to, and reading their consent;
 - `config.py`: the `[env]` section of a config, one sub-section per kind; `registry.py`: the kinds, section to fresh

@@ -1,13 +1,15 @@
 """The `[env]` section of a config: which environment a run plays (`kind`), its task seeds, and one sub-section per
-kind (`[env.capability]`, `[env.textworld]`, `[env.tau2]`, `[env.python]`, `[env.mixture]`).
+kind (`[env.capability]`, `[env.textworld]`, `[env.tau2]`, `[env.toolsandbox]`, `[env.python]`, `[env.mixture]`).
 
     section = EnvSection(kind="textworld", textworld=TextWorldEnvSection(challenge="tw-simple"))
     make = environment_factory(section)     # tracec.trace_rl.envs.registry: fresh environments of that kind
 
 Frozen keyword-only sections, each checked where it is declared (`__post_init__`, through `config_io.require` and
 `choice`), so the trainer's config (`grpo.config.TrainConfig.env`) and the TRACE pipeline's targets read the same
-settings with the same errors. Left out: reading files (`registry` does, when the environments are made; the
-trainer's preflight checks them earlier) and making paths absolute (the config's reader does, for every section).
+settings with the same errors. ToolSandbox's scenario names are checked against the shipped scenarios (package
+data, read once) where they are declared. Left out: reading files (`registry` does, when the environments are made;
+the trainer's preflight checks them earlier) and making paths absolute (the config's reader does, for every
+section).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import re
 from dataclasses import dataclass
 
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
+from tracec.trace_rl.envs.toolsandbox.scenarios import select_scenarios, shipped_scenarios
 
-from tracec.config_io import choice, require
+from tracec.config_io import FieldError, choice, require
 
 __all__ = ["KINDS", "CapabilityEnvSection", "EnvSection", "MixtureEnvSection", "PythonEnvSection", "Tau2EnvSection",
-           "TextWorldEnvSection"]
+           "TextWorldEnvSection", "ToolSandboxEnvSection", "check_toolsandbox_scenarios"]
 
-KINDS = ("capability", "textworld", "tau2", "python", "mixture")  # what `[env] kind` may name
+KINDS = ("capability", "textworld", "tau2", "toolsandbox", "python", "mixture")  # what `[env] kind` may name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +80,27 @@ class Tau2EnvSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ToolSandboxEnvSection:
+    scenarios: tuple[str, ...] = ()  # scenario names or categories (e.g. "state_dependency"); () = all 101 transcribed
+    user: str = "scripted"  # scripted: the scenario's fixed replies, then it ends | llm: the benchmark's simulator
+    user_model: str = "smollm2-135m-instruct"  # the llm user's model (no adapter): a name, a folder, or "tiny"
+
+    def __post_init__(self) -> None:
+        check_toolsandbox_scenarios(self.scenarios)
+        choice("user", self.user, ("scripted", "llm"))
+
+
+def check_toolsandbox_scenarios(scenarios: tuple[str, ...]) -> None:
+    """A FieldError unless every entry is a shipped ToolSandbox scenario's name or a category."""
+    if not scenarios:
+        return
+    try:
+        select_scenarios(shipped_scenarios(), scenarios)
+    except ValueError as error:
+        raise FieldError("scenarios", scenarios, str(error)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PythonEnvSection:
     factory: str = ""  # "package.module:function": called with no arguments, it returns a fresh environment
 
@@ -103,18 +127,19 @@ class MixtureEnvSection:
 
 @dataclass(frozen=True, kw_only=True)
 class EnvSection:
-    kind: str = "capability"  # capability | textworld | tau2 | python (your own environment class) | mixture
+    kind: str = "capability"  # capability | textworld | tau2 | toolsandbox | python (your own class) | mixture
     first_seed: int = 0  # task instances are seeds first_seed .. first_seed + num_seeds - 1
     num_seeds: int = 1000
     max_turns: int = 8  # agent turns per episode; the environment may end it sooner
     capability: CapabilityEnvSection = CapabilityEnvSection()
     textworld: TextWorldEnvSection = TextWorldEnvSection()
     tau2: Tau2EnvSection = Tau2EnvSection()
+    toolsandbox: ToolSandboxEnvSection = ToolSandboxEnvSection()
     python: PythonEnvSection = PythonEnvSection()
     mixture: MixtureEnvSection = MixtureEnvSection()  # multi-capability GRPO: capability environments, weighted
-    call_format: str = DEFAULT_CALL_FORMAT  # tool environments (capability, tau2): native (tools as JSON schemas
-    #   through the chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the system prompt,
-    #   <action>)
+    call_format: str = DEFAULT_CALL_FORMAT  # tool environments (capability, tau2, toolsandbox): native (tools as
+    #   JSON schemas through the chat template, calls as <tool_call>{...}</tool_call>) | text (tools listed in the
+    #   system prompt, <action>)
 
     def __post_init__(self) -> None:
         choice("call_format", self.call_format, CALL_FORMATS)

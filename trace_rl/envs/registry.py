@@ -3,7 +3,9 @@
 `environment_factory(section)` makes fresh environments of one target, all speaking the one protocol
 (`trace_rl.envs.protocol`): a capability environment compiled from its `.rubric` file (its user scripted, or with
 `env.capability.user = "llm"` the `user_model` playing the task's customer: `envs.users.LLMUser`), a TextWorld task
-family (one game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, any class of your own
+family (one game per seed, made as `tw-make` makes it and cached), a tau2-bench domain, ToolSandbox's scenarios
+(`kind = "toolsandbox"`: seed N plays scenario N mod n of the selection, its user scripted or, with
+`env.toolsandbox.user = "llm"`, the `user_model` as the benchmark's user simulator), any class of your own
 (`kind = "python"`, `factory = "package.module:function"`), or a weighted mixture of capability environments
 (`kind = "mixture"`, `[env.mixture] paths = [...]`, `weights = [...]`: multi-capability GRPO, one adapter trained on
 them all; `trace_rl.envs.mixture` draws each seed's component from the weights, so a group shares one and a resumed
@@ -17,6 +19,7 @@ run's task seeds (the trainer's data flow: `grpo.task_stream`).
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,13 @@ from tracec.trace_rl.envs.tau2.gold import gold_user
 from tracec.trace_rl.envs.textworld.env import CookingGame, CustomGame, SimpleGame, TextWorldEnvironment
 from tracec.trace_rl.envs.textworld.game_file import game_file_problem
 from tracec.trace_rl.envs.toolcall import DEFAULT_CALL_FORMAT
+from tracec.trace_rl.envs.toolsandbox import (
+    ToolSandboxEnvironment,
+    scripted_user,
+    select_scenarios,
+    shipped_scenarios,
+    simulated_user,
+)
 from tracec.trace_rl.envs.user_factory import made_environment, python_factory
 from tracec.trace_rl.envs.users import LLMUser
 from tracec.trace_rl.llm.local import SamplingConfig, TransformersBackend
@@ -37,13 +47,14 @@ from tracec.trace_rl.policy.catalog import TINY, resolve_model
 from tracec.trace_rl.policy.tiny import build_tiny_model
 
 from tracec.cache_dir import cache_root
-from tracec.config_io import ConfigError, FieldError
+from tracec.config_io import ConfigError, FieldError, shown
 from tracec.user_path import expand_user
 
 
 def environment_factory(section: EnvSection) -> EnvironmentFactory:
     """Fresh environments of the target `section` names (each call of the factory makes one)."""
-    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2, "mixture": _mixture}
+    makers = {"capability": _capability, "textworld": _textworld, "tau2": _tau2, "toolsandbox": _toolsandbox,
+              "mixture": _mixture}
     if section.kind == "python":
         return _python(section.python.factory)
     return makers[section.kind](section)
@@ -129,6 +140,32 @@ def tau2_factory(domain: Any, data: Path, *, user: Any, max_turns: int,
     guidelines = load_guidelines(data)
     return lambda: Tau2Environment(domain, user=tau2_user(user, guidelines=guidelines), max_steps=max_turns, gold=gold,
                                    call_format=call_format)
+
+
+def _toolsandbox(section: EnvSection) -> EnvironmentFactory:
+    settings = section.toolsandbox
+    user = None if settings.user == "scripted" else _user_backend(settings.user_model)
+    return toolsandbox_factory(toolsandbox_names(settings.scenarios, "env.toolsandbox.scenarios"), user=user,
+                               max_turns=section.max_turns, call_format=section.call_format)
+
+
+def toolsandbox_names(chosen: tuple[str, ...], key: str) -> tuple[str, ...]:
+    """The scenario names a config's `key` selects (names or categories; empty: all); a ConfigError naming the key
+    for an entry that is neither."""
+    try:
+        return select_scenarios(shipped_scenarios(), chosen)
+    except ValueError as error:
+        raise ConfigError(f"{key} = {shown(chosen)}: {error}") from None
+
+
+def toolsandbox_factory(names: tuple[str, ...], *, user: Any, max_turns: int,
+                        call_format: str = DEFAULT_CALL_FORMAT) -> EnvironmentFactory:
+    """Environments playing ToolSandbox's scenarios `names` (seed N: scenario N mod n): the scenario's scripted
+    replies when `user` is None, else that chat backend as the benchmark's user simulator."""
+    scenarios = shipped_scenarios()
+    user_for = scripted_user if user is None else partial(simulated_user, user)
+    return lambda: ToolSandboxEnvironment(scenarios, names=names, max_steps=max_turns, user_for=user_for,
+                                          call_format=call_format)
 
 
 def _user_backend(name: str) -> Any:

@@ -48,7 +48,7 @@ from tracec.config_io import (
     value_at,
 )
 
-TOOL_KINDS = ("capability", "tau2", "mixture")  # environments of tool calls: no admissible commands, no plan
+TOOL_KINDS = ("capability", "tau2", "toolsandbox", "mixture")  # of tool calls: no admissible commands, no plan
 
 
 def check_located(config: TrainConfig, path: str | os.PathLike[str] | None, overrides: Sequence[str] = ()) -> None:
@@ -116,6 +116,9 @@ def _check_environment(env: EnvSection) -> Environment | None:
             raise FieldError("env.tau2.data", env.tau2.data, str(error)) from None
         if env.tau2.user == "llm":
             _check_user_model(env.tau2.user_model, "env.tau2.user_model")
+    elif env.kind == "toolsandbox":  # the scenario names were checked with the config (package data)
+        if env.toolsandbox.user == "llm":
+            _check_user_model(env.toolsandbox.user_model, "env.toolsandbox.user_model")
     elif env.kind == "python":
         made = made_environment(env.python.factory, python_factory(env.python.factory))
         made.close()

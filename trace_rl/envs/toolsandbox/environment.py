@@ -6,13 +6,15 @@ observation. Each `step` is one agent turn: a tool call (parsed with `tracec.tra
 sandbox, its answer a `tool` observation: the result's Python repr or `Kind: message`) or a message to the user,
 whose reply is a `user` observation. The episode ends when the user ends it, when the benchmark's message budget
 is spent, or after `max_steps` turns; it is scored as ToolSandbox scores it (`milestones.evaluate`): the
-similarity is the last step's reward and the trajectory's `env_reward`, `success` is a perfect score.
+similarity is the last step's reward and the trajectory's `env_reward`, `success` is a perfect score; the record
+also holds the whole `evaluation` (`Evaluation.record()`) and the scenario's `categories`, which ToolSandbox's
+per-category numbers read (`toolsandbox.metrics`).
 
 The agent is given the scenario's allowed tools: as JSON schemas (`tools`, the native call format) or listed in
 the system prompt (`text`). The user is made per scenario by `user_for` (default `scripted_user`: the scenario's
-fixed replies, then it ends the conversation). Steps record the `toolenv` facts (`trace_rl.envs.toolfacts`);
-`args` are the argument values as strings, `target` the first id-like argument.
-Left out: an LLM user simulator with the benchmark's prompt (`Scenario.user_instruction` is that prompt).
+fixed replies, then it ends the conversation; `functools.partial(user.simulated_user, backend)`: a chat model as
+the benchmark's user simulator). Steps record the `toolenv` facts (`trace_rl.envs.toolfacts`) but `rows` and
+`done`; `args` are the argument values as strings, `target` the first id-like argument.
 """
 
 from __future__ import annotations
@@ -170,7 +172,8 @@ class ToolSandboxEnvironment(RecordsToolFacts, Environment):
         result = self.evaluation()
         return {"episode": episode, "task": f"toolsandbox/{self.scenario.name}",
                 "instruction": self.scenario.user_task, "states": self.states, "actions": self.actions,
-                "env_reward": result.similarity, "success": result.perfect, "end": self.end}
+                "env_reward": result.similarity, "success": result.perfect, "end": self.end,
+                "evaluation": result.record(), "categories": list(self.scenario.categories)}
 
     def _over(self) -> bool:
         assert self.sandbox is not None

@@ -21,7 +21,7 @@ the databases its last sibling milestone constrains (the benchmark indexes `mile
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,22 @@ class Evaluation:
     @property
     def perfect(self) -> bool:
         return self.similarity >= PERFECT
+
+    def record(self) -> dict[str, Any]:
+        """The evaluation as JSON values (a trajectory record's `evaluation`); `from_record` reads it back."""
+        return {"similarity": self.similarity, "milestone_similarity": self.milestone_similarity,
+                "minefield_similarity": self.minefield_similarity,
+                "milestone_mapping": [list(m) for m in self.milestone_mapping],
+                "minefield_mapping": [list(m) for m in self.minefield_mapping], "turn_count": self.turn_count}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Evaluation:
+        return cls(similarity=float(record["similarity"]),
+                   milestone_similarity=float(record["milestone_similarity"]),
+                   minefield_similarity=float(record["minefield_similarity"]),
+                   milestone_mapping=tuple((int(m), int(s), float(v)) for m, s, v in record["milestone_mapping"]),
+                   minefield_mapping=tuple((int(m), int(s), float(v)) for m, s, v in record["minefield_mapping"]),
+                   turn_count=int(record["turn_count"]))
 
 
 @dataclass(frozen=True, kw_only=True)

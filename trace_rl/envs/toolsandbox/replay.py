@@ -3,20 +3,27 @@
 `start(scenario)` opens the episode (the base world, the allowed tools, the opening messages), which the gold
 replay and the environment share. The replayed user answers each gold message with its next fixed reply and ends
 the conversation after the last. A gold argument `{"$result": i}` (or `[i, key]`) is the i-th gold call's result,
-and a gold message is formatted with the results as `r0, r1, ...`.
+and a gold message is formatted with the results as `r0, r1, ...`. `GoldAgent` plays the same steps through the
+environment protocol, a turn each, in the environment's call format (with the scripted user: the gold replay).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tracec.trace_rl.envs.agent import Message, turns_taken
+from tracec.trace_rl.envs.toolcall import format_call
 from tracec.trace_rl.envs.toolsandbox.catalog import Toolbox
 from tracec.trace_rl.envs.toolsandbox.clock import Clock
 from tracec.trace_rl.envs.toolsandbox.milestones import Evaluation, evaluate
 from tracec.trace_rl.envs.toolsandbox.sandbox import MAX_MESSAGES, Sandbox
 from tracec.trace_rl.envs.toolsandbox.scenarios import AGENT_PROMPT, Scenario
 from tracec.trace_rl.envs.toolsandbox.world import base_world
+
+if TYPE_CHECKING:  # the environment imports this module for `start`
+    from tracec.trace_rl.envs.toolsandbox.environment import ToolSandboxEnvironment
 
 
 class ReplayError(RuntimeError):
@@ -60,6 +67,27 @@ def replay_gold(scenario: Scenario, *, clock: Clock | None = None, seed: int = 0
         else:
             sandbox.user_says(reply)
     return Replay(scenario=scenario, sandbox=sandbox, evaluation=evaluate(scenario, sandbox))
+
+
+class GoldAgent:
+    """Takes the gold steps of the scenario its environment plays, one a turn (the last again once they run out); a
+    `$result` argument reads the answers the sandbox gave the gold calls so far."""
+
+    def __init__(self, env: ToolSandboxEnvironment) -> None:
+        self.env = env
+
+    def act(self, messages: Sequence[Message]) -> str:
+        scenario, sandbox = self.env.scenario, self.env.sandbox
+        if scenario is None or sandbox is None:
+            raise RuntimeError("the agent acts before the environment was reset")
+        position = min(turns_taken(messages), len(scenario.gold) - 1)
+        step = scenario.gold[position]
+        results = [m.tool_trace[0]["result"] for m in sandbox.messages if m.tool_trace]
+        if step.call is not None:
+            arguments = _resolve(step.arguments or {}, results, scenario, position)
+            return format_call(step.call, arguments, self.env.call_format)
+        assert step.say is not None, "a gold step is a call or a message"
+        return step.say.format(**{f"r{i}": result for i, result in enumerate(results)})
 
 
 def _resolve(value: Any, results: list[Any], scenario: Scenario, position: int) -> Any:

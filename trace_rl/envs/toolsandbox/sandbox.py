@@ -8,7 +8,9 @@ look for the tool's name in it) and the environment's answer, `repr` of the resu
 last traceback line, with the call's trace (tool, arguments with defaults filled in, result) when it
 succeeded. A refused call leaves the world unchanged. The user ends the conversation with `end_conversation`.
 A call the benchmark's agent loop would crash on (an unknown or disallowed tool, arguments that are not an
-object) is answered with the error instead, so an episode never stops on bad agent output.
+object) is answered with the error instead, so an episode never stops on bad agent output; an exception a tool
+raises on odd values (a year out of range) is answered as its `Kind: message`, as the benchmark's execution
+environment shows any exception.
 Left out: parallel tool calls (one call per agent turn) and the user simulator's few-shot messages.
 """
 
@@ -101,7 +103,12 @@ class Sandbox:
                                              f"got {type(arguments).__name__}")
             bound = tool.bind(arguments)
             call = Call(world=before, clock=self.clock, new_id=self._new_id)
-            result = tool.run(call, bound)
+            try:
+                result = tool.run(call, bound)
+            except ToolError:
+                raise
+            except Exception as err:  # noqa: BLE001 - the benchmark's execution environment shows any exception
+                raise ToolError(type(err).__name__, str(err)) from None
         except ToolError as err:
             answer = self._add("execution_environment", "agent", str(err), tool_name=name, exception=str(err))
             return Outcome(answer=answer, tool=name if tool else None, accepted=False, changed=False,

@@ -12,12 +12,18 @@ Values the benchmark computes at load time are written as placeholders and resol
 A gold call's argument `{"$result": i}` (or `[i, key]`) is the result of the gold's i-th call, read at replay;
 a gold message is formatted with the results as `r0, r1, ...` (`"It is {r2[days]} days"`).
 A malformed file is a `ScenarioError` naming the file, the scenario and the field.
+
+`select_scenarios(scenarios, chosen)` reads a selection as configs and the command line give it: each entry a
+scenario's name or a category, standing for the scenarios named or in the category, in file order (none: all).
+`shipped_scenarios()` is this file's set, read once (package data, against the default clock).
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +130,9 @@ class ScenarioSet:
         try:
             return self.scenarios[name]
         except KeyError:
+            if name in self.left_out:
+                raise KeyError(f"ToolSandbox scenario {name!r} is left out: its score needs the web tool "
+                               f"{self.left_out[name]}, out of reach offline") from None
             raise KeyError(f"unknown ToolSandbox scenario {name!r} ({len(self.scenarios)} transcribed; "
                            f"e.g. {', '.join(list(self.scenarios)[:3])})") from None
 
@@ -147,6 +156,28 @@ def load_scenarios(path: Path | str | None = None, *, clock: Clock | None = None
     if not isinstance(left_out, dict) or not all(isinstance(v, str) for v in left_out.values()):
         raise ScenarioError(f"{source}: `left_out` must map scenario names to the web tool they need")
     return ScenarioSet(scenarios=scenarios, left_out=dict(left_out))
+
+
+@functools.cache
+def shipped_scenarios() -> ScenarioSet:
+    """The scenarios of `scenarios.json` beside this module, read once: package data, never changed."""
+    return load_scenarios()
+
+
+def select_scenarios(scenarios: ScenarioSet, chosen: Sequence[str]) -> tuple[str, ...]:
+    """The names of the scenarios `chosen` stands for (each entry a scenario's name or a category), in file order;
+    every scenario when `chosen` is empty. A ValueError names an entry that is neither, with the nearest match."""
+    unknown = [entry for entry in chosen if entry not in scenarios.scenarios and entry not in CATEGORIES]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], [*scenarios.scenarios, *CATEGORIES], n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        left_out = (f" ({unknown[0]!r} is left out: its score needs the web tool {scenarios.left_out[unknown[0]]})"
+                    if unknown[0] in scenarios.left_out else "")
+        raise ValueError(f"no ToolSandbox scenario or category {unknown[0]!r}{left_out}; {hint}name scenarios "
+                         f"(e.g. {', '.join(list(scenarios.scenarios)[:2])}) or categories ({', '.join(CATEGORIES)})")
+    wanted = set(chosen)
+    return tuple(name for name, scenario in scenarios.scenarios.items()
+                 if not wanted or name in wanted or wanted.intersection(scenario.categories))
 
 
 class _Reader:

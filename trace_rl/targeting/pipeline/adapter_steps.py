@@ -38,7 +38,7 @@ from tracec.trace_rl.targeting.pipeline.layout import (
 )
 from tracec.trace_rl.targeting.pipeline.route_index import collected_index
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
-from tracec.trace_rl.targeting.pipeline.targets import target_domains
+from tracec.trace_rl.targeting.pipeline.targets import target_domains, target_metrics
 from tracec.trace_rl.targeting.retrieval import read_index, write_index
 from tracec.trace_rl.targeting.routing import RouteOption, Router, RoutingSettings, route_options
 
@@ -113,10 +113,14 @@ def evaluate_step(context: Context, folder: Path, trained: Path, routed: Path, b
         raise PipelineFailed(f"evaluate.conditions: {error}") from None
     # More trials extend the folder's results rather than change them: left out of what they depend on.
     settings = {k: v for k, v in config.section("evaluate").items() if k != "trials"}
-    table = evaluate(_eval_domains(context, model), conditions, folder, max_turns=config.target.max_turns,
+    domains = _eval_domains(context, model)
+    table = evaluate(domains, conditions, folder, max_turns=config.target.max_turns,
                      trials=config.evaluate.trials, report=context.detail,
                      fingerprint={"model": config.section("model"), "target": config.section("target"),
                                   "evaluate": settings, "adapters": sorted(adapters)})
+    if target_metrics(config.target, folder, [c.name for c in conditions], domains):  # ToolSandbox: similarity too
+        return ", ".join(f"{c} {100 * table.cell(c).pass_rate:.0f}% (similarity {table.cell(c).mean_reward:.3f})"
+                         for c in table.conditions)
     return ", ".join(f"{c} {100 * table.cell(c).pass_rate:.0f}%" for c in table.conditions)
 
 

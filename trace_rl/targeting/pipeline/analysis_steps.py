@@ -44,7 +44,7 @@ from tracec.trace_rl.targeting.pipeline.layout import (
     SELECTION_TABLE,
 )
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
-from tracec.trace_rl.targeting.pipeline.targets import target_domains
+from tracec.trace_rl.targeting.pipeline.targets import target_domains, target_metrics
 from tracec.trace_rl.targeting.routing import AdapterAgent
 
 from tracec.atomic import write_atomic
@@ -60,6 +60,8 @@ def collect(context: Context, folder: Path) -> str:
                      fingerprint={"model": config.section("model"), "target": config.section("target"),
                                   "collect": config.section("collect")})
     cell = table.cell("base")
+    if target_metrics(config.target, folder, ["base"], domains):  # ToolSandbox: its similarity too
+        return f"{cell.tasks} base episodes, {cell.passed} passed, mean similarity {cell.mean_reward:.3f}"
     return f"{cell.tasks} base episodes, {cell.passed} passed"
 
 

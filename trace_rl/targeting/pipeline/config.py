@@ -4,18 +4,21 @@
 
 Sections: `[run]` (the run folder, the seed), `[model]` (the base model: the trainer's `ModelSection`), `[target]`
 (what is analysed and evaluated), `[collect]` (the base model's rollouts on the target), `[llm]` (the analyst model
-of discovery, LLM labels and environment writing), `[analysis]` (discover, label, select), `[environments]`
-(library or synthesis, validation, calibration), `[train]` (a whole `TrainConfig` except what the pipeline sets:
-its model, its environment and its run folder), `[routing]`, `[baselines]` (the baselines built after training:
-multi-capability GRPO, linear and TIES merges, SFT on gold episodes) and `[evaluate]`. Errors are the trainer's kind
-(`config_io`): located at the file's line, naming the key, the value and the fix; unknown keys get a did-you-mean.
-Relative paths are relative to the config file (to the working folder when a `--set` gives them), except
-`run.out` (relative to the working folder, as the trainer's); `~user` is expanded, and one of no user is an error.
+of discovery, LLM labels and environment writing), `[analysis]` (discover, label, select), `[environments]` (library
+or synthesis, validation, calibration), `[train]` (a whole `TrainConfig` except what the pipeline sets: its model,
+its environment and its run folder; dynamic sampling on as in TRACE: `TRACE_RESAMPLE_BATCHES` more batches at most,
+unless `[train.advantage]` sets `max_resample_batches`), `[routing]`, `[baselines]` (the baselines built after
+training: multi-capability GRPO, linear and TIES merges, SFT on gold episodes) and `[evaluate]`. Errors are the
+trainer's kind (`config_io`): located at the file's line, naming the key, the value and the fix; unknown keys get a
+did-you-mean. Relative paths are relative to the config file (to the working folder when a `--set` gives them),
+except `run.out` (relative to the working folder, as the trainer's); `~user` is expanded, and one of no user is an
+error.
 Left out: several targets in one run (run the pipeline per target).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Mapping, Sequence
@@ -33,6 +36,7 @@ from tracec.trace_rl.llm.repair import TRIES
 from tracec.trace_rl.llm.vllm_backend import ENGINE_RANKS
 from tracec.trace_rl.targeting.eval_table import BASELINE_NAMES, CONDITION_KEYWORDS
 from tracec.trace_rl.targeting.pipeline.steps import PipelineFailed
+from tracec.trace_rl.targeting.pipeline.toolsandbox_target import ToolSandboxTargetSection, fingerprint_values
 from tracec.trace_rl.targeting.synth.tool_schemas import ToolsFileError, load_tools
 
 from tracec.config_io import (
@@ -80,18 +84,19 @@ class Tau2TargetSection:
 
 @dataclass(frozen=True, kw_only=True)
 class TargetSection:
-    kind: str = "capability"  # capability | textworld | tau2
+    kind: str = "capability"  # capability | textworld | tau2 | toolsandbox
     environments: tuple[str, ...] = ()  # capability: `.rubric` files, each a domain of the table
     # textworld: the family (one game per seed)
     textworld: TextWorldEnvSection = field(default_factory=TextWorldEnvSection)
     tau2: Tau2TargetSection = Tau2TargetSection()
+    toolsandbox: ToolSandboxTargetSection = field(default_factory=ToolSandboxTargetSection)
     max_turns: int = 8  # agent turns per episode, in collection and evaluation
     user: str = "scripted"  # capability: the environments' user: scripted | base (the base model plays it, LLMUser)
-    call_format: str = DEFAULT_CALL_FORMAT  # capability | tau2: native (tools as JSON schemas, <tool_call>) | text
+    call_format: str = DEFAULT_CALL_FORMAT  # tool targets: native (tools as JSON schemas, <tool_call>) | text
     #   (<action>); the adapters are trained in it too
 
     def __post_init__(self) -> None:
-        choice("kind", self.kind, ("capability", "textworld", "tau2"))
+        choice("kind", self.kind, ("capability", "textworld", "tau2", "toolsandbox"))
         choice("call_format", self.call_format, CALL_FORMATS)
         choice("user", self.user, ("scripted", "base"))
         require(1 <= self.max_turns <= 1000, "max_turns", self.max_turns, "an integer in 1..1000")
@@ -190,7 +195,7 @@ class RoutingSection:
     labels: tuple[str, ...] = ()  # one token per adapter, then one for base; () = A, B, C, ...
     task_chars: int = 1500
     example_chars: int = 600
-    top_p: float = 0.9  # the `mixture` condition's nucleus: the fewest options whose label weights reach it
+    top_p: float = 0.9  # the `mixture` condition's nucleus: the fewest adapters whose renormalised weights reach it
     retrieval_k: int = 0  # collected trajectories retrieved to pick the candidates (route/index.jsonl); 0 = none
 
     def __post_init__(self) -> None:
@@ -254,6 +259,19 @@ class BaselinesSection:
                 "an integer >= 1, or 0 for train.run.iterations x the number of environments")
 
 
+# TRACE's dynamic sampling in its adapters' training (`--dynamic-sampling-max-batches 3`: at most three batches an
+# iteration, the first included): the pipeline's trainings refill filtered groups from up to 2 more batches unless
+# the config sets `train.advantage.max_resample_batches`. The trainer's own default stays 0, so `tracec train` and
+# the learning-curve experiments spend exactly the rollouts they are given.
+TRACE_RESAMPLE_BATCHES = 2
+
+
+def pipeline_train_config() -> TrainConfig:
+    """The trainer's config the pipeline starts from: the trainer's defaults with TRACE's dynamic sampling."""
+    return TrainConfig().replace(advantage=dataclasses.replace(TrainConfig().advantage,
+                                                               max_resample_batches=TRACE_RESAMPLE_BATCHES))
+
+
 @dataclass(frozen=True, kw_only=True)
 class PipelineConfig:
     run: PipelineRunSection = PipelineRunSection()
@@ -263,7 +281,7 @@ class PipelineConfig:
     llm: LLMSection = LLMSection()
     analysis: AnalysisSection = AnalysisSection()
     environments: EnvironmentsSection = EnvironmentsSection()
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = field(default_factory=pipeline_train_config)
     routing: RoutingSection = RoutingSection()
     baselines: BaselinesSection = BaselinesSection()
     evaluate: EvaluateSection = EvaluateSection()
@@ -290,13 +308,13 @@ class PipelineConfig:
                              "(and model), or use analysis.labeler = \"rubric\"")
 
     def section(self, name: str) -> dict[str, Any]:
-        """One section as plain values: what a step's content hash covers."""
-        return to_dict(getattr(self, name))
+        """One section as plain values: what a step's content hash covers (`fingerprint_values`)."""
+        return fingerprint_values(to_dict(getattr(self, name)))
 
 
 # The pipeline sets these in every training config; a file that sets them is told so.
 _SET_BY_PIPELINE = ("train.model", "train.env.kind", "train.env.capability", "train.env.textworld", "train.env.tau2",
-                    "train.env.python", "train.env.mixture", "train.run.out")
+                    "train.env.toolsandbox", "train.env.python", "train.env.mixture", "train.run.out")
 LIBRARY_FIX = ("set environments.library to a folder of environment `.rubric` files, or to \"\" for the "
                "shipped library")
 # Files the config names, made absolute as the trainer's are (`config_io.with_absolute_paths`).
@@ -314,6 +332,9 @@ def load_pipeline_config(path: str | os.PathLike[str], overrides: Sequence[str] 
                               f"selected capability's environment, a folder of the run); remove it")
     if isinstance(data.get("train", {}), dict):  # the trainer's checks see the model it will train
         data.setdefault("train", {})["model"] = data.get("model", {})
+        advantage = data["train"].setdefault("advantage", {})
+        if isinstance(advantage, dict):  # a file or --set that says otherwise wins
+            advantage.setdefault("max_resample_batches", TRACE_RESAMPLE_BATCHES)
     config = pipeline_config_from_dict(data, where=str(path), text=text, sources=sources)
     config = with_absolute_paths(config, PATH_KEYS, Path(path).resolve().parent, where=str(path), text=text,
                                  sources=sources)

@@ -146,6 +146,8 @@ def _target(config: PipelineConfig) -> str:
         return ", ".join(Path(p).stem for p in target.environments)
     if target.kind == "textworld":
         return f"TextWorld {target.textworld.challenge}"
+    if target.kind == "toolsandbox":
+        return "ToolSandbox " + (", ".join(target.toolsandbox.scenarios) or "(every transcribed scenario)")
     return "tau2-bench " + ", ".join(target.tau2.domains)
 
 

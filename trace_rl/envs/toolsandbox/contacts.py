@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracec.trace_rl.envs.toolsandbox.search import Criterion, search
+from tracec.trace_rl.envs.toolsandbox.search import Criterion, search, the_row, without
 from tracec.trace_rl.envs.toolsandbox.toolkit import NOT_GIVEN, Call, Tool, ToolError, check_phone_number, given, param
 
 _FIELDS = ("name", "phone_number", "relationship", "is_self")
@@ -46,21 +46,13 @@ def _modify_contact(call: Call, args: dict[str, Any]) -> None:
     selves = find_contacts(call, is_self=True)
     if selves and args["is_self"] is True and selves[0]["person_id"] != person_id:
         raise ToolError("DuplicateError", "Self entry already exists. Cannot add another one.")
-    matches = [row for row in call.world.contact if row["person_id"] == person_id]
-    if not matches:
-        raise ToolError("NoDataError", f"No db entry matching person_id={person_id!r} found")
-    if len(matches) > 1:
-        raise ToolError("DuplicateError", f"More than 1 entry with person_id={person_id!r} found")
-    updated = {**matches[0], **{name: args[name] for name in _FIELDS if given(args[name])}}
-    rest = tuple(row for row in call.world.contact if row["person_id"] != person_id)
-    call.world = call.world.with_table("contact", (*rest, updated))
+    updated = {**the_row(call.world.contact, "person_id", person_id),
+               **{name: args[name] for name in _FIELDS if given(args[name])}}
+    call.world = call.world.with_table("contact", (*without(call.world.contact, "person_id", person_id), updated))
 
 
 def _remove_contact(call: Call, args: dict[str, Any]) -> None:
-    rest = tuple(row for row in call.world.contact if row["person_id"] != args["person_id"])
-    if len(rest) == len(call.world.contact):
-        raise ToolError("NoDataError", f"No db entry matching person_id={args['person_id']!r} found")
-    call.world = call.world.with_table("contact", rest)
+    call.world = call.world.with_table("contact", without(call.world.contact, "person_id", args["person_id"]))
 
 
 def _search_contacts(call: Call, args: dict[str, Any]) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracec.trace_rl.envs.toolsandbox.search import Criterion, search
+from tracec.trace_rl.envs.toolsandbox.search import Criterion, search, the_row, without
 from tracec.trace_rl.envs.toolsandbox.toolkit import (
     NOT_GIVEN,
     Call,
@@ -51,22 +51,15 @@ def _modify_reminder(call: Call, args: dict[str, Any]) -> None:
                                       "among [content, reminder_timestamp, latitude, longitude] in order to modify "
                                       "reminder")
     reminder_id = args["reminder_id"]
-    matches = [row for row in call.world.reminder if row["reminder_id"] == reminder_id]
-    if not matches:
-        raise ToolError("NoDataError", f"No db entry matching reminder_id={reminder_id!r} found")
-    if len(matches) > 1:
-        raise ToolError("DuplicateError", f"More than 1 entry with reminder_id={reminder_id!r} found")
     changes = {name: args[name] for name in _FIELDS if given(args[name])}
-    updated = {**matches[0], "creation_timestamp": call.clock.now, **changes}
-    rest = tuple(row for row in call.world.reminder if row["reminder_id"] != reminder_id)
+    updated = {**the_row(call.world.reminder, "reminder_id", reminder_id), "creation_timestamp": call.clock.now,
+               **changes}
+    rest = without(call.world.reminder, "reminder_id", reminder_id)
     call.world = call.world.with_table("reminder", (*rest, updated))
 
 
 def _remove_reminder(call: Call, args: dict[str, Any]) -> None:
-    rest = tuple(row for row in call.world.reminder if row["reminder_id"] != args["reminder_id"])
-    if len(rest) == len(call.world.reminder):
-        raise ToolError("NoDataError", f"No db entry matching reminder_id={args['reminder_id']!r} found")
-    call.world = call.world.with_table("reminder", rest)
+    call.world = call.world.with_table("reminder", without(call.world.reminder, "reminder_id", args["reminder_id"]))
 
 
 def _search_reminder(call: Call, args: dict[str, Any]) -> list[dict[str, Any]]:

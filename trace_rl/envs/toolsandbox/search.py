@@ -47,3 +47,22 @@ def _keeps(cell: Any, criterion: Criterion) -> bool:
     if cell is None:
         return False
     return bool(cell >= criterion.value) if criterion.how == "at_least" else bool(cell <= criterion.value)
+
+
+def the_row(rows: Sequence[Row], column: str, value: Any) -> Row:
+    """The one row whose `column` is `value`, as the benchmark's updates find it: a NoDataError when there is none,
+    a DuplicateError when there are more."""
+    matches = [row for row in rows if row[column] == value]
+    if not matches:
+        raise ToolError("NoDataError", f"No db entry matching {column}={value!r} found")
+    if len(matches) > 1:
+        raise ToolError("DuplicateError", f"More than 1 entry with {column}={value!r} found")
+    return matches[0]
+
+
+def without(rows: Sequence[Row], column: str, value: Any) -> tuple[Row, ...]:
+    """`rows` less those whose `column` is `value`; a NoDataError when there is none, as the benchmark's removals."""
+    rest = tuple(row for row in rows if row[column] != value)
+    if len(rest) == len(rows):
+        raise ToolError("NoDataError", f"No db entry matching {column}={value!r} found")
+    return rest

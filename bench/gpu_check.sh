@@ -43,6 +43,9 @@ status=0
 "$VENV/bin/python" bench/gpu_check.py "$@" || status=$?
 # Where a TRCA iteration's time goes on the GPU, against GRPO's (the install above built the fixed kernels in C).
 "$VENV/bin/python" bench/iteration_phases.py --device cuda --sizes smollm2 --rounds 1 --iterations 4 --record || status=$?
+# ToolSandbox as TRACE's second target, end to end on the GPU (the CPU config's budget).
+"$VENV/bin/tracec" pipeline examples/pipeline/cpu_toolsandbox.toml --out out/toolsandbox-pipeline-gpu \
+  --set 'model.device="cuda"' || status=$?
 # SmolLM2 learning on the GPU: TRCA and sparse GRPO side by side, $LEARNING_MINUTES (default 6) each.
 PYTHON="$VENV/bin/python" bench/gpu_learning.sh out/learning-smollm2-gpu || status=$?
 exit $status

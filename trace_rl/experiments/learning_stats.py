@@ -84,8 +84,12 @@ def reach(rollouts: Sequence[int], success: Sequence[float], target: float) -> f
 
 def reach_ratio(rollouts: Sequence[int], grpo: np.ndarray, trca: np.ndarray, *, share: float, seed: int = 0,
                 rounds: int = ROUNDS) -> tuple[Interval, list[float | None], list[float | None]]:
-    """TRCA's rollouts to reach `share` x GRPO's final mean success over GRPO's own, with its interval; and
-    each seed's reach. `grpo`, `trca`: (seeds, points, games, episodes) wins along the curve."""
+    """The ratio of means of per-seed reaches: each seed's rollouts to reach `share` x GRPO's final mean success,
+    read on that seed's own curve (mean over games and episodes, piecewise linear between evaluated points; a seed
+    that never reaches it counts as the budget), averaged over TRCA's seeds, over the same average for GRPO's seeds
+    (not the crossing of the mean curves); its interval resamples seeds and games (the goal recomputed from each
+    resample's GRPO finals). Also each seed's reach (None: never). `grpo`, `trca`: (seeds, points, games, episodes)
+    wins along the curve."""
     rng = np.random.default_rng(seed)
     budget = float(rollouts[-1])
 

@@ -24,7 +24,7 @@ def default_process(text: str) -> str:
 def ratio(a: str, b: str) -> float:
     if not a and not b:
         return 100.0
-    return 200.0 * _lcs(a, b) / (len(a) + len(b))
+    return 200.0 * lcs_length(a, b) / (len(a) + len(b))
 
 
 def partial_ratio(a: str, b: str) -> float:
@@ -96,8 +96,9 @@ def _sorted_tokens(text: str) -> str:
     return " ".join(sorted(text.split()))
 
 
-def _lcs(a: str, b: str) -> int:
-    """Length of the longest common subsequence (the Indel similarity), one row of the table at a time."""
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two strings (the Indel similarity) or of two token lists
+    (ROUGE-L), one row of the table at a time."""
     if len(a) < len(b):
         a, b = b, a
     row = [0] * (len(b) + 1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from tracec.trace_rl.envs.toolsandbox.fuzzy import lcs_length
 from tracec.trace_rl.envs.toolsandbox.porter import stem
 
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
@@ -24,19 +25,8 @@ def rouge_l(target: str, prediction: str) -> float:
     wanted, got = tokens(target), tokens(prediction)
     if not wanted or not got:
         return 0.0
-    common = _lcs(wanted, got)
+    common = lcs_length(wanted, got)
     if common == 0:
         return 0.0
     precision, recall = common / len(got), common / len(wanted)
     return 2 * precision * recall / (precision + recall)
-
-
-def _lcs(a: list[str], b: list[str]) -> int:
-    row = [0] * (len(b) + 1)
-    for token in a:
-        diagonal = 0
-        for j, other in enumerate(b, start=1):
-            above = row[j]
-            row[j] = diagonal + 1 if token == other else max(row[j], row[j - 1])
-            diagonal = above
-    return row[-1]

@@ -37,13 +37,14 @@ from typing import Any
 
 from tracec.cli.errors import EXIT_OK, UsageError
 from tracec.cli.paths import input_file, work_folder
+from tracec.trace_rl.envs.config import TextWorldEnvSection
 from tracec.trace_rl.envs.toolcall import CALL_FORMATS, DEFAULT_CALL_FORMAT
 from tracec.trace_rl.policy.catalog import ModelError
 from tracec.trace_rl.targeting.adapters import AdapterError
 from tracec.trace_rl.targeting.evaluate import EvalError
 from tracec.trace_rl.targeting.pipeline import layout
-from tracec.trace_rl.targeting.pipeline.config import EvaluateSection, Tau2TargetSection
-from tracec.trace_rl.targeting.pipeline.toolsandbox_target import fingerprint_values
+from tracec.trace_rl.targeting.pipeline.config import EvaluateSection, TargetSection, Tau2TargetSection
+from tracec.trace_rl.targeting.pipeline.toolsandbox_target import ToolSandboxTargetSection, fingerprint_values
 from tracec.trace_rl.targeting.routing import RouteError, RouteOption, RoutingSettings
 
 from tracec.arguments import integer, number, torch_device
@@ -167,10 +168,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def target_from_args(args: argparse.Namespace) -> Any:
-    from tracec.trace_rl.envs.config import TextWorldEnvSection
-    from tracec.trace_rl.targeting.pipeline.config import TargetSection, Tau2TargetSection
-    from tracec.trace_rl.targeting.pipeline.toolsandbox_target import ToolSandboxTargetSection
-
     if args.target == "capability" and not args.env:
         raise UsageError("--target capability: name its environments, --env FILE.rubric (one a domain)")
     try:

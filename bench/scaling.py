@@ -65,7 +65,7 @@ from tracec.runtime.facts.fact_batch import build_fact_batch
 from tracec.runtime.facts.trajectories.jsonl import gc_paused
 from tracec.runtime.rewards.trca import RewardConfig, StepRewards, evaluate_rewards, operator_weights
 
-from bench.floors import Output, read_rate, read_write_floor
+from bench.floors import Output, read_write_floor
 from bench.household_data import household_episodes
 from bench.results import markdown_table, record
 from bench.sides import ROUNDS, Rounds, Spread, describe, interleaved, load_average, threads_text
@@ -625,8 +625,8 @@ def _memory_section(curves: Curves) -> list[str]:
 
 def _report(curves: Curves, seconds: float) -> str:
     opening = (f"Plots: bench/scaling-steps.png, scaling-operators.png, scaling-sets.png, scaling-memory.png. The "
-               f"whole run took {seconds / 60:.1f} min on this machine; it reads {read_rate():.1f} GB/s on one thread "
-               f"(`floors.read_rate`); load average (1 min) at the end: {load_average()}.")
+               f"whole run took {seconds / 60:.1f} min on this machine (its read bandwidth is in the header); load "
+               f"average (1 min) at the end: {load_average()}.")
     return "\n\n".join([opening, *_steps_section(curves), *_operators_section(curves), *_sets_section(curves),
                         *_memory_section(curves)])
 

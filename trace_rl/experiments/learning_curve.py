@@ -43,7 +43,7 @@ from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, TrainConfig, config_from
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
-from tracec.trace_rl.rollouts.engine import GroupTask, RolloutEngine
+from tracec.trace_rl.rollouts.engine import EpisodeRollout, GroupTask, RolloutEngine
 from tracec.trace_rl.rollouts.kv_sampler import KVCacheSampler
 from tracec.trace_rl.rollouts.section import RolloutSection
 from tracec.trace_rl.rollouts.turns import TurnTemplate
@@ -266,23 +266,31 @@ def evaluate(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int] | No
     """Held-out success of `policy`: `spec.eval_episodes` episodes a game sampled from the fixed eval stream, or
     (`greedy`) one episode a game taking the most likely command."""
     seeds = setup.family.eval_seeds if seeds is None else seeds
+    per_game = 1 if greedy else spec.eval_episodes
+    episodes = play(policy, setup, spec, seeds, episodes=per_game, stream=EVAL_STREAM, greedy=greedy)
+    wins = tuple(tuple(float(e.success) for e in episodes[g * per_game:(g + 1) * per_game]) for g in range(len(seeds)))
+    return Evaluation(success=float(np.mean([e.success for e in episodes])),
+                      reward=float(np.mean([e.trajectory.get("game_score", float(e.success)) for e in episodes])),
+                      wins=wins)
+
+
+def play(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int], *, episodes: int, stream: int,
+         greedy: bool = False, make_env: Callable[[], Any] | None = None) -> list[EpisodeRollout]:
+    """`episodes` episodes of each game in `seeds` (game by game) with `policy`'s trained adapter folded in,
+    sampled at temperature 1 from random stream `stream`, or greedily; `make_env` plays other games than the
+    family's (the family's environment by default)."""
     template = TurnTemplate(policy.tokenizer)
     pad = policy.tokenizer.pad_token_id
     sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
                              pad_id=int(pad if pad is not None else 0), choice_score=spec.choice_score, greedy=greedy)
     rollout = RolloutSection(max_new_tokens=spec.max_new_tokens, max_context_tokens=spec.max_context_tokens,
                              action_mode=spec.action_mode)
-    engine = RolloutEngine(sampler, template, lambda: _environment(setup, spec), rollout,
+    engine = RolloutEngine(sampler, template, make_env or (lambda: _environment(setup, spec)), rollout,
                            max_turns=setup.family.max_turns)
     policy.model.eval()
-    per_game = 1 if greedy else spec.eval_episodes
     with torch.no_grad(), policy.merged():
-        episodes = engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)],
-                              group_size=per_game, seed=EVAL_STREAM, iteration=0)
-    wins = tuple(tuple(float(e.success) for e in episodes[g * per_game:(g + 1) * per_game]) for g in range(len(seeds)))
-    return Evaluation(success=float(np.mean([e.success for e in episodes])),
-                      reward=float(np.mean([e.trajectory.get("game_score", float(e.success)) for e in episodes])),
-                      wins=wins)
+        return engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)],
+                          group_size=episodes, seed=stream, iteration=0)
 
 
 def rollouts_to_reach(curve: Curve, target: float) -> int | None:

@@ -16,7 +16,7 @@ several are missing (~1.4 s a game once a worker runs; each worker pays TextWorl
 there) with two differences that make it a learning task: the reward is sparse, 1 for a win and 0 otherwise (not
 TextWorld's share of the score), each step records whether it played the next command of TextWorld's shortest
 winning plan from the state it was taken in (`on_plan`: what the oracle credit reads, and a diagnostic of how
-much of the plan a policy follows), and the observations are compact: the objective once, then per turn the game's
+much of the plan a policy follows; `plan_next` holds that command), and the observations are compact: the objective once, then per turn the game's
 answer in its first line, the room, the inventory and (`list_commands`) the admissible commands, without the banner
 and the room's flavour text (which would be most of every turn's tokens). The trajectory's instruction (what a
 rubric reads) is the objective in lower case, as the entity facts are, so that `contains(instruction, act.obj)`
@@ -122,6 +122,7 @@ class FamilyEnvironment(Environment):
         self._inner: TextWorldEnvironment | None = None
         self._game: Path | None = None
         self._on_plan: list[bool] = []
+        self._plan_next: list[str] = []
         self._goal = ""
 
     @property
@@ -150,7 +151,7 @@ class FamilyEnvironment(Environment):
             self._goal = goal_objective(self._inner) if self.family.objective == "goal" else ""
         assert self._inner is not None
         self._inner.reset(0)
-        self._on_plan = []
+        self._on_plan, self._plan_next = [], []
         return Observation(text=self._render(opening=True), role="user")
 
     def step(self, action: str) -> StepResult:
@@ -158,6 +159,7 @@ class FamilyEnvironment(Environment):
         plan = inner.policy_commands
         result = inner.step(action)
         self._on_plan.append(bool(plan) and extract_command(action) == plan[0])
+        self._plan_next.append(plan[0] if plan else "")
         won = bool(inner.game_state["won"])
         return StepResult(observation=Observation(text=self._render(opening=False), role="user"), done=result.done,
                           reward=float(won) if result.done else 0.0, state=result.state, action=result.action)
@@ -168,6 +170,7 @@ class FamilyEnvironment(Environment):
         record["env_reward"] = 1.0 if record["success"] else 0.0  # sparse: a win or nothing
         record["instruction"] = self.objective.lower()  # as the entity facts are: `contains` then matches
         record["on_plan"] = list(self._on_plan)
+        record["plan_next"] = list(self._plan_next)  # the plan's next command at each step ("" once won)
         return record
 
     def close(self) -> None:

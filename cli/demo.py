@@ -39,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"learning rate (default {default.lr})")
     budget.add_argument("--sequential", action="store_true", help="train the two methods one after the other "
                         "(default: side by side, one process each)")
+    trace = parser.add_argument_group("TRACE (capability adapters against GRPO on the same games)")
+    trace.add_argument("--trace-iterations", type=integer(0), default=default.trace_iterations,
+                       help=f"iterations each capability adapter trains, 0 skips the section (default "
+                            f"{default.trace_iterations})")
+    trace.add_argument("--trace-pool-games", type=integer(1), default=default.trace_pool_games,
+                       help=f"short quests the capability environments are drawn from (default "
+                            f"{default.trace_pool_games})")
     smol = parser.add_argument_group("SmolLM2-135M-Instruct")
     smol.add_argument("--smol-iterations", type=integer(0), default=default.smol_iterations,
                       help=f"training iterations, 0 skips the stage (default {default.smol_iterations})")
@@ -53,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--iterations ({args.iterations}) must be a multiple of --eval-every ({args.eval_every})")
     budget = DemoBudget(iterations=args.iterations, eval_every=args.eval_every, groups=args.groups,
                         group_size=args.group_size, eval_episodes=args.eval_episodes, lr=args.lr,
+                        trace_iterations=args.trace_iterations, trace_pool_games=args.trace_pool_games,
                         smol_iterations=args.smol_iterations, smol_eval_seeds=args.smol_eval_seeds,
                         parallel=not args.sequential)
     kernel_cache()  # TRCA compiles the rubric's kernels: an unwritable cache is said before any work

@@ -238,7 +238,8 @@ def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     argv = ["demo", "--workdir", "w", "--train-games", "3", "--eval-games", "1", "--iterations", "2",
-            "--eval-every", "1", "--groups", "2", "--group-size", "2", "--smol-iterations", "0"]
+            "--eval-every", "1", "--groups", "2", "--group-size", "2", "--trace-iterations", "1",
+            "--trace-pool-games", "12"]
     result = run_tracec(argv, cwd=elsewhere, env={"TRACEC_CACHE_DIR": str(tmp_path / "cache")}, cpu_limit=900,
                         timeout=900)
     assert result.code == 0, result.err
@@ -258,6 +259,15 @@ def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
     assert all(float(low) <= float(mid) <= float(high) for _, mid, low, high, _ in table)  # each with its interval
     assert "sparse GRPO" in result.out and "GRPO + TRCA" in result.out
     assert re.search(r"TRCA - GRPO held-out success at 8 rollouts: [+-]\d\.\d{3} \[", result.out)  # the headline
+    # the TRACE section: the sparse-GRPO run as its base agent, selection, and the table or why there is none
+    trace = summary["trace"]
+    assert (elsewhere / "w" / "trace" / "base-agent" / "base_agent.json").is_file()
+    assert "selection (mean coverage, mean Delta, runs passed)" in result.out
+    if trace["kept"]:
+        assert set(trace["conditions"]) >= {"base", "GRPO on the target", "TRACE routed", "oracle router"}
+        assert re.search(r"TRACE routed - GRPO on the target, equal rollouts: [+-]\d\.\d{3} \[", result.out)
+    else:
+        assert "selection kept no capability" in result.out
     assert re.search(r"GRPO \+ TRCA: \d+ optimizer steps, ratio p99 <= \d", result.out)  # the trust region
     assert "Warning" not in result.out + result.err and "Loading weights" not in result.err
 

@@ -9,8 +9,12 @@
    with 95% intervals over the held-out games, one headline line with TRCA's gap to GRPO and its paired interval
    (it says when the interval holds 0), and each run's trust-region diagnostics; it writes `learning.png` with
    both curves, plus `learning.json` with every number.
-3. A short run of SmolLM2-135M-Instruct + LoRA (the real model, installed by `make`), its held-out success and
-   reward before and after, whatever they show; skipped with a message when the model is not installed.
+3. TRACE on the same games (`demo_trace`): the sparse-GRPO run as the base agent, its labelled episodes,
+   selection, capability environments of short quests, an adapter each, and every condition against GRPO on the
+   target at equal rollouts, with intervals and one headline line.
+4. Optionally (`--smol-iterations N`), a short run of SmolLM2-135M-Instruct + LoRA (the real model, installed by
+   `make`), its held-out success and reward before and after, whatever they show; skipped with a message when the
+   model is not installed.
 
 The policy acts by choosing among the admissible commands (`rollout.action_mode = "admissible"`), and the loss acts
 on that policy, log pi(c|s) over the commands (`choice_policy`): a policy that starts from random weights cannot
@@ -40,6 +44,7 @@ import numpy as np
 from tqdm import tqdm
 from tracec.trace_rl.envs.textworld.family import TaskFamily
 from tracec.trace_rl.experiments.demo_settings import EVAL_SEED_BASE, DemoBudget
+from tracec.trace_rl.experiments.demo_trace import DEMO_TRACE, trace_section
 from tracec.trace_rl.experiments.learning_curve import (
     Curve,
     CurvePoint,
@@ -100,14 +105,23 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
                          title="TextWorld family, small policy: held-out success")
     print(f"  curves: {figure}")
 
+    trace: dict[str, Any] | None = None
+    if budget.trace_iterations:
+        trace_budget = replace(DEMO_TRACE, adapter_iterations=budget.trace_iterations,
+                               pool_games=budget.trace_pool_games, lr=budget.lr)
+        _section(f"3. TRACE: capability adapters of {trace_budget.adapter_iterations * trace_budget.groups * trace_budget.group_size} "
+                 "rollouts each, against GRPO on the same games at equal rollouts")
+        grpo = workdir / "runs" / "grpo" / "checkpoints" / f"iter_{budget.iterations:06d}" / "adapter"
+        trace = trace_section(setup, grpo, trace_budget, workdir)
+
     smol: dict[str, Any] | None = None
     if budget.smol_iterations:
         iterations = f"{budget.smol_iterations} iteration{'s' * (budget.smol_iterations != 1)}"
-        _section(f"3. SmolLM2-135M-Instruct + LoRA: {iterations} of {budget.smol_groups} x {budget.smol_group_size} "
+        _section(f"4. SmolLM2-135M-Instruct + LoRA: {iterations} of {budget.smol_groups} x {budget.smol_group_size} "
                  "episodes (GRPO + TRCA)")
         smol = _smollm2(setup, budget, workdir)
     wall, cpu = time.perf_counter() - began, _cpu_seconds() - cpu_began
-    _write_summary(workdir / "learning.json", budget, curves, smol, wall, cpu)
+    _write_summary(workdir / "learning.json", budget, curves, trace, smol, wall, cpu)
     print(f"\n{wall:.0f} s wall, {cpu:.0f} s CPU; artefacts in {workdir}/")
     return 0
 
@@ -259,9 +273,9 @@ def _smollm2(setup: Setup, budget: DemoBudget, workdir: Path) -> dict[str, Any] 
             "eval_games": len(small.family.eval_seeds)}
 
 
-def _write_summary(path: Path, budget: DemoBudget, curves: dict[str, Curve], smol: dict[str, Any] | None,
-                   wall: float, cpu: float) -> None:
-    summary = {"budget": asdict(budget), "wall_s": wall, "cpu_s": cpu, "smollm2": smol,
+def _write_summary(path: Path, budget: DemoBudget, curves: dict[str, Curve], trace: dict[str, Any] | None,
+                   smol: dict[str, Any] | None, wall: float, cpu: float) -> None:
+    summary = {"budget": asdict(budget), "wall_s": wall, "cpu_s": cpu, "trace": trace, "smollm2": smol,
                "curves": {m: {"points": [asdict(p) for p in c.points], "constant_fraction": c.constant_fraction()}
                           for m, c in curves.items()}}
     write_atomic(path, [json.dumps(summary, indent=2) + "\n"])

@@ -27,7 +27,10 @@ class DemoBudget:
     target_kl: float = 0.05
     hidden: int = 128  # the small policy's width (64 does not pass the learnability gate: docs/learning.md)
     eval_episodes: int = 4  # a held-out seed
-    smol_iterations: int = 1  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
+    trace_iterations: int = 4  # each capability adapter's (demo_trace); 0 skips the TRACE section
+    trace_pool_games: int = 64  # the short quests the capability environments are drawn from
+    # SmolLM2 showed 0 -> 0 on 4 episodes after 151 s: its minutes went to TRACE; 1 brings the section back
+    smol_iterations: int = 0  # SmolLM2; 0 skips it (each iteration: ~2 CPU-minutes here)
     smol_groups: int = 1
     smol_group_size: int = 4
     smol_eval_seeds: int = 4

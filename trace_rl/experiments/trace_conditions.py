@@ -74,22 +74,37 @@ def train_on_games(spec: RunSpec, setup: Setup, family: TaskFamily, seeds: Seque
                  make_env=games_environment(family, setup.games, seeds)).adapter
 
 
-def save_base_agent(setup: Setup, spec: RunSpec, out: Path) -> Path:
-    """The base agent: `spec` trained on the target's training games (in `out/run`), its final adapter folded into
-    the weights and saved with the tokenizer in `out`, beside `base_agent.json` (how it was made). Made once."""
+def save_base_agent(setup: Setup, spec: RunSpec, out: Path, *, adapter: Path | None = None) -> Path:
+    """The base agent: `spec` trained on the target's training games (in `out/run`), or the given `adapter` folder,
+    folded into the weights of `spec.model` and saved with the tokenizer in `out`, beside `base_agent.json` (how it
+    was made). Made once."""
     record = out / "base_agent.json"
     if record.is_file():
         return out
-    adapter = train_on_games(spec, setup, setup.family, setup.family.train_seeds, out / "run")
-    policy = Policy.load(spec.model, spec.lora, seed=spec.seed)
-    policy.load_adapter_state(load_file(str(adapter / "adapter_model.safetensors")))
+    if adapter is None:
+        adapter = train_on_games(spec, setup, setup.family, setup.family.train_seeds, out / "run")
+        how = {"trained_from": spec.model, "method": spec.method,
+               "rollouts": spec.iterations * spec.rollouts_per_iteration,
+               "games": [setup.family.train_seeds[0], setup.family.train_seeds[-1]], "spec": asdict(spec)}
+    else:
+        how = {"trained_from": spec.model, "adapter": str(adapter)}
+    policy = with_adapter(spec.model, adapter)
     merged = policy.model.merge_and_unload()
     merged.save_pretrained(out)
     policy.tokenizer.save_pretrained(out)
-    how = {"trained_from": spec.model, "method": spec.method, "rollouts": spec.iterations * spec.rollouts_per_iteration,
-           "games": [setup.family.train_seeds[0], setup.family.train_seeds[-1]], "spec": asdict(spec)}
     write_atomic(record, [json.dumps(how, indent=2, default=str)])
     return out
+
+
+def with_adapter(model: str, adapter: Path) -> Policy:
+    """`model` with the adapter folder loaded as its trained LoRA, whose rank, alpha and modules are the folder's own
+    (a merge has the rank of the adapters it sums)."""
+    config = adapter_config(adapter)
+    lora = LoraSection(rank=int(config["r"]), alpha=float(config["lora_alpha"]),
+                       targets=tuple(sorted(config["target_modules"])))
+    policy = Policy.load(model, lora, seed=0)
+    policy.load_adapter_state(load_file(str(adapter / "adapter_model.safetensors")))
+    return policy
 
 
 def dictionary() -> list[Capability]:
@@ -121,16 +136,11 @@ def labelling_runs(policy: Policy, setup: Setup, spec: RunSpec, seeds: Sequence[
 def play_adapter(base: Path, adapter: Path | None, setup: Setup, spec: RunSpec, seeds: Sequence[int], *,
                  stream: int) -> np.ndarray:
     """Wins (games, episodes) of the base agent in `base` with `adapter` (None: the base agent alone, its fresh LoRA
-    adding nothing) on `seeds`, `spec.eval_episodes` episodes a game from random stream `stream`. The LoRA is the
-    adapter folder's own (a merge has the rank of the adapters it sums)."""
+    adding nothing) on `seeds`, `spec.eval_episodes` episodes a game from random stream `stream`."""
     if adapter is None:
         policy = Policy.load(str(base), spec.lora, seed=0)
     else:
-        config = adapter_config(adapter)
-        lora = LoraSection(rank=int(config["r"]), alpha=float(config["lora_alpha"]),
-                           targets=tuple(sorted(config["target_modules"])))
-        policy = Policy.load(str(base), lora, seed=0)
-        policy.load_adapter_state(load_file(str(adapter / "adapter_model.safetensors")))
+        policy = with_adapter(str(base), adapter)
     played = play(policy, setup, spec, seeds, episodes=spec.eval_episodes, stream=stream)
     return np.array([float(e.success) for e in played]).reshape(len(seeds), spec.eval_episodes)
 

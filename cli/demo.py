@@ -1,6 +1,6 @@
 """`tracec demo [--workdir DIR] [budget options]`: a policy learns TextWorld games with TRCA and with sparse GRPO.
 
-The defaults finish in about 10 minutes on 2 cores (`trace_rl.experiments.demo`); every budget option scales it up.
+The defaults finish in about 12 minutes on 2 cores (`trace_rl.experiments.demo`); every budget option scales it up.
 """
 
 from __future__ import annotations

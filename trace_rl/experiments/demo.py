@@ -22,7 +22,7 @@ write a command, and that mode is what the experiment measures (docs/learning.md
 progress bars are silenced unless `tracec --library-output demo`.
 The shipped rubric is package data (`tracec.examples`), found through `importlib.resources` (`demo_settings`), so
 the demo runs from any working folder. Every budget is an option (`DemoBudget`, in `demo_settings` with the held-out
-seeds: what the command line reads without torch); the defaults finish in about 10 minutes on 2 cores.
+seeds: what the command line reads without torch); the defaults finish in about 12 minutes on 2 cores.
 Left out: the full experiment (seeds, spread, ablations: `bench/learning.py`).
 """
 
@@ -109,8 +109,9 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
     if budget.trace_iterations:
         trace_budget = replace(DEMO_TRACE, adapter_iterations=budget.trace_iterations,
                                pool_games=budget.trace_pool_games, lr=budget.lr)
-        _section(f"3. TRACE: capability adapters of {trace_budget.adapter_iterations * trace_budget.groups * trace_budget.group_size} "
-                 "rollouts each, against GRPO on the same games at equal rollouts")
+        each = trace_budget.adapter_iterations * trace_budget.groups * trace_budget.group_size
+        _section(f"3. TRACE: capability adapters of {each} rollouts each, against GRPO on the same games at equal "
+                 "rollouts")
         grpo = workdir / "runs" / "grpo" / "checkpoints" / f"iter_{budget.iterations:06d}" / "adapter"
         trace = trace_section(setup, grpo, trace_budget, workdir)
 

@@ -16,9 +16,10 @@ several are missing (~1.4 s a game once a worker runs; each worker pays TextWorl
 there) with two differences that make it a learning task: the reward is sparse, 1 for a win and 0 otherwise (not
 TextWorld's share of the score), each step records whether it played the next command of TextWorld's shortest
 winning plan from the state it was taken in (`on_plan`: what the oracle credit reads, and a diagnostic of how
-much of the plan a policy follows; `plan_next` holds that command), and the observations are compact: the objective once, then per turn the game's
-answer in its first line, the room, the inventory and (`list_commands`) the admissible commands, without the banner
-and the room's flavour text (which would be most of every turn's tokens). The trajectory's instruction (what a
+much of the plan a policy follows; `plan_next` holds that command, which TRACE's labels read), and the
+observations are compact: the objective once, then per turn the game's answer in its first line, the room, the
+inventory and (`list_commands`) the admissible commands, without the banner and the room's flavour text (which
+would be most of every turn's tokens). The trajectory's instruction (what a
 rubric reads) is the objective in lower case, as the entity facts are, so that `contains(instruction, act.obj)`
 finds a name the objective capitalizes. `objective = "goal"` replaces TextWorld's objective, which spells out the
 quest's steps ("open the chest, take the key from it, go east, ..."), by its goal alone (`goal_objective`: the

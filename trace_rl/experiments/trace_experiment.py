@@ -71,6 +71,7 @@ class TraceBudget:
     env_games: int = 48
     env_turns: int = 4  # calibration put 1-2-step quests in 8 turns above TRACE's band
     adapter_iterations: int = 8
+    adapter_method: str = "grpo"  # the capability adapters': TRACE's GRPO, or trca (setup.rubric's step credit)
     groups: int = 8
     group_size: int = 8
     lr: float = 2e-3
@@ -79,6 +80,10 @@ class TraceBudget:
     seeds: int = 5
     first_seed: int = 0
     jobs: int = 2
+
+    def __post_init__(self) -> None:
+        if self.adapter_method not in ("grpo", "trca"):
+            raise ValueError(f"TraceBudget: adapter_method={self.adapter_method!r} must be grpo (TRACE's) or trca")
 
 
 class TraceExperiment:
@@ -101,7 +106,9 @@ class TraceExperiment:
         self.pool = replace(setup.family, quest_lengths=budget.pool_lengths, max_turns=budget.env_turns,
                             train_seeds=tuple(range(POOL_FIRST, POOL_FIRST + budget.pool_games)))
         self.runs_folder = workdir / f"{self.base.name}-runs"
-        self.folder = workdir / f"{self.base.name}-{split}"
+        # capability adapters trained with TRCA are other runs than GRPO's: their own folder
+        method = "" if budget.adapter_method == "grpo" else f"-{budget.adapter_method}"
+        self.folder = workdir / f"{self.base.name}-{split}{method}"
 
     def run(self) -> dict[str, Any]:
         budget, setup = self.budget, self.setup
@@ -144,14 +151,15 @@ class TraceExperiment:
     def _train_all(self, kept: list[str], unselected: str | None, envs: dict[str, list[int]]) -> dict[str, Any]:
         budget = self.budget
         together = max(len(kept), 1) * budget.adapter_iterations
-        jobs: dict[str, tuple[str, list[int], int]] = {}
+        jobs: dict[str, tuple[str, list[int], int, str]] = {}  # where, games, iterations, method
         for seed in range(budget.first_seed, budget.first_seed + budget.seeds):
             for name in [*kept, *([unselected] if unselected else [])]:
-                jobs[f"adapter-{name}-s{seed}"] = ("pool", envs[name], budget.adapter_iterations)
+                jobs[f"adapter-{name}-s{seed}"] = ("pool", envs[name], budget.adapter_iterations,
+                                                   budget.adapter_method)
             mixture = [s for group in zip(*(envs[name] for name in kept)) for s in group]
-            if mixture:
-                jobs[f"mixture-s{seed}"] = ("pool", mixture, together)
-            jobs[f"grpo-target-s{seed}"] = ("target", list(self.setup.family.train_seeds), together)
+            if mixture:  # the baselines stay GRPO, as in TRACE's comparison
+                jobs[f"mixture-s{seed}"] = ("pool", mixture, together, "grpo")
+            jobs[f"grpo-target-s{seed}"] = ("target", list(self.setup.family.train_seeds), together, "grpo")
         done = {name: json.loads(path.read_text()) for name in jobs
                 if (path := self.folder / "results" / f"{name}.json").is_file()}
         todo = {name: job for name, job in jobs.items() if name not in done}
@@ -213,12 +221,14 @@ class TraceExperiment:
         return value
 
 
-def _train_and_play(experiment: TraceExperiment, name: str, where: str, seeds: list[int],
-                    iterations: int) -> dict[str, Any]:
-    """Train one adapter from the base agent, then play it on the held-out games; saved as JSON."""
+def _train_and_play(experiment: TraceExperiment, name: str, where: str, seeds: list[int], iterations: int,
+                    method: str) -> dict[str, Any]:
+    """Train one adapter from the base agent with `method` (grpo, or trca with the setup's rubric), then play it on
+    the held-out games; saved as JSON."""
     quiet_libraries()
     seed = int(name.rsplit("-s", 1)[1])
-    spec = replace(experiment.spec, iterations=iterations, eval_every=iterations, seed=seed)
+    spec = replace(experiment.spec, method=method, rubric=experiment.setup.rubric, iterations=iterations,
+                   eval_every=iterations, seed=seed)
     family: TaskFamily = experiment.pool if where == "pool" else experiment.setup.family
     started = time.perf_counter()
     adapter = train_on_games(spec, experiment.setup, family, seeds, experiment.folder / "runs" / name)

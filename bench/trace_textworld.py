@@ -18,7 +18,8 @@
 6. Evaluation on the split's 32 games, `--eval-episodes` a game from one random stream a game: base, GRPO on the
    target, each adapter alone on every game, mixture, merges, TRACE routed (the need probe, `trace_conditions`) and
    the oracle router. Paired intervals over seeds and games (`learning_stats.paired_difference`).
-Everything is saved in `--workdir` and reused by a rerun; a killed training run resumes from its last checkpoint.
+Everything is saved in `--workdir` and reused by a rerun with the same settings (one with others is refused, the
+folder and the settings named); a killed training run resumes from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def main() -> None:
     from tracec.trace_rl.experiments.learning_curve import prepare_setup
     from tracec.trace_rl.experiments.trace_experiment import TraceBudget, TraceExperiment, summary_lines, table_rows
 
+    from tracec.config_io import ConfigError
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
@@ -53,8 +55,11 @@ def main() -> None:
                         eval_seeds=tuple(range(first, first + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=128, layers=2)
     budget = TraceBudget(**{name: getattr(args, name) for name in TraceBudget.__dataclass_fields__})
-    experiment = TraceExperiment(setup, budget, args.workdir, split=args.split)
-    table = experiment.run()
+    try:
+        experiment = TraceExperiment(setup, budget, args.workdir, split=args.split)
+        table = experiment.run()
+    except ConfigError as error:  # a workdir made with another budget
+        raise SystemExit(f"trace_textworld: {error}") from None
     lines = [(f"base agent: {experiment.base} (how: base_agent.json there), success on the {args.split} games "
              f"{np.mean(table['base']):.3f}"), *summary_lines(table)]
     if table["conditions"]:

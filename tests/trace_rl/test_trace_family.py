@@ -10,7 +10,9 @@ import pytest
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
+from tracec.trace_rl.experiments.learning_curve import Setup
 from tracec.trace_rl.experiments.trace_conditions import NeedProbe, oracle_route, route, routed_wins
+from tracec.trace_rl.experiments.trace_experiment import TraceBudget, TraceExperiment, check_stage
 from tracec.trace_rl.experiments.trace_family import (
     CAPABILITIES,
     LabelledEpisode,
@@ -22,6 +24,8 @@ from tracec.trace_rl.experiments.trace_family import (
     run_buckets,
     seeds_needing,
 )
+
+from tracec.config_io import ConfigError
 
 FAMILY = TaskFamily(quest_lengths=(2, 3, 4), max_turns=8, train_seeds=tuple(range(6)), eval_seeds=(200_000,))
 
@@ -162,3 +166,25 @@ def test_the_base_agent_is_its_training_runs_adapter_folded_into_the_weights(gam
     assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)  # fp32, one layer of width 32: rounding only
     assert not torch.allclose(got, untrained, atol=1e-3)  # the training moved it
     assert save_base_agent(setup, spec, tmp_path / "base") == base  # made once: a second call reads it back
+
+
+def test_a_stage_folder_is_reused_with_its_own_settings_and_refused_with_others_naming_them(tmp_path: Path) -> None:
+    folder = tmp_path / "base-agent-8-validation"
+    check_stage(folder, {"adapter_iterations": 8, "pool_lengths": (1, 2)})
+    check_stage(folder, {"adapter_iterations": 8, "pool_lengths": (1, 2)})  # a rerun: its stages read back
+    with pytest.raises(ConfigError, match=r"base-agent-8-validation: .*adapter_iterations=8; this run asks "
+                                          r"adapter_iterations=16"):
+        check_stage(folder, {"adapter_iterations": 16, "pool_lengths": (1, 2)})
+    with pytest.raises(ConfigError, match=r"made with lr=None; this run asks lr=0.001"):
+        check_stage(folder, {"adapter_iterations": 8, "pool_lengths": (1, 2), "lr": 1e-3})
+
+
+def test_an_experiment_refuses_a_workdir_whose_base_agent_was_trained_with_another_budget(tmp_path: Path) -> None:
+    setup = Setup(family=FAMILY, games=tmp_path / "games", small_policy=tmp_path / "policy",
+                  rubric=tmp_path / "textworld.rubric")
+    made = {"lr": 2e-3, "groups": 8, "group_size": 8, "quest_lengths": [2, 3, 4], "max_turns": 8,
+            "train_seeds": [0, 6]}
+    check_stage(tmp_path / "base-agent-8", made)
+    with pytest.raises(ConfigError, match="group_size=8; this run asks group_size=4"):  # before any training
+        TraceExperiment(setup, TraceBudget(group_size=4), tmp_path, split="validation")
+    assert not (tmp_path / "base-agent-8" / "base_agent.json").exists()

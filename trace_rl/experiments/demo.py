@@ -55,6 +55,7 @@ from tracec.trace_rl.experiments.learning_curve import (
     prepare_setup,
 )
 from tracec.trace_rl.experiments.learning_stats import paired_auc, paired_difference, success_interval
+from tracec.trace_rl.grpo.run_folder import latest_checkpoint
 from tracec.trace_rl.policy.catalog import ModelError, resolve_model
 from tracec.trace_rl.policy.lora import LoraSection
 
@@ -112,8 +113,10 @@ def run_demo(workdir: Path, budget: DemoBudget | None = None, *, family: TaskFam
         each = trace_budget.adapter_iterations * trace_budget.groups * trace_budget.group_size
         _section(f"3. TRACE: capability adapters of {each} rollouts each, against GRPO on the same games at equal "
                  "rollouts")
-        grpo = workdir / "runs" / "grpo" / "checkpoints" / f"iter_{budget.iterations:06d}" / "adapter"
-        trace = trace_section(setup, grpo, trace_budget, workdir)
+        grpo = latest_checkpoint(workdir / "runs" / "grpo")  # the sparse-GRPO run of section 1
+        if grpo is None:
+            raise RuntimeError(f"{workdir}/runs/grpo: section 1's sparse-GRPO run saved no checkpoint")
+        trace = trace_section(setup, grpo / "adapter", trace_budget, workdir)
 
     smol: dict[str, Any] | None = None
     if budget.smol_iterations:

@@ -42,6 +42,7 @@ from tracec.trace_rl.experiments.trace_family import (
     gold_plan,
     run_buckets,
 )
+from tracec.trace_rl.grpo.run_folder import run_started
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -70,7 +71,7 @@ def train_on_games(spec: RunSpec, setup: Setup, family: TaskFamily, seeds: Seque
     config = run_config(spec, indexed, out)
     if spec.threads:
         torch.set_num_threads(spec.threads)
-    return train(config, out=out, resume=(out / "checkpoints").is_dir(),
+    return train(config, out=out, resume=run_started(out),
                  make_env=games_environment(family, setup.games, seeds)).adapter
 
 

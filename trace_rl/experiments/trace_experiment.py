@@ -51,6 +51,7 @@ from tracec.trace_rl.targeting.synth.calibration import calibrate
 from tracec.trace_rl.targeting.synth.rollouts import Rollout
 
 from tracec.atomic import write_atomic
+from tracec.config_io import ConfigError
 from tracec.quiet import quiet_libraries
 
 POOL_FIRST = 400_000  # capability environments' games: a range no target split uses
@@ -100,15 +101,25 @@ class TraceExperiment:
                             target_kl=0.05, eval_episodes=budget.eval_episodes, groups_per_batch=budget.groups,
                             group_size=budget.group_size, threads=1, seed=0)
         name = "base-agent" if base_adapter else f"base-agent-{budget.base_iterations}"
+        family = setup.family
+        base_key = {"adapter": str(base_adapter)} if base_adapter else _fields(budget, "lr", "groups", "group_size")
+        base_key |= {"quest_lengths": family.quest_lengths, "max_turns": family.max_turns,
+                     "train_seeds": [family.train_seeds[0], len(family.train_seeds)]}
+        check_stage(workdir / name, base_key)
         self.base = save_base_agent(setup, base_spec, workdir / name, adapter=base_adapter)
         self.spec = replace(base_spec, model=str(self.base), iterations=budget.adapter_iterations,
                             eval_every=budget.adapter_iterations)
-        self.pool = replace(setup.family, quest_lengths=budget.pool_lengths, max_turns=budget.env_turns,
+        self.pool = replace(family, quest_lengths=budget.pool_lengths, max_turns=budget.env_turns,
                             train_seeds=tuple(range(POOL_FIRST, POOL_FIRST + budget.pool_games)))
         self.runs_folder = workdir / f"{self.base.name}-runs"
+        check_stage(self.runs_folder, _fields(budget, "collection_games", "label_episodes"))
+        self.calibration = workdir / f"{self.base.name}-calibration.json"
         # capability adapters trained with TRCA are other runs than GRPO's: their own folder
         method = "" if budget.adapter_method == "grpo" else f"-{budget.adapter_method}"
         self.folder = workdir / f"{self.base.name}-{split}{method}"
+        every_field = [f for f in TraceBudget.__dataclass_fields__ if f not in ("seeds", "first_seed", "jobs")]
+        check_stage(self.folder, _fields(budget, *every_field) |
+                    {"eval_seeds": [family.eval_seeds[0], len(family.eval_seeds)]})
 
     def run(self) -> dict[str, Any]:
         budget, setup = self.budget, self.setup
@@ -125,7 +136,7 @@ class TraceExperiment:
         kept = [name for name in chosen if envs[name]]  # a capability no pool game needs has no environment
         left = sorted((s for s in summaries if s.skill not in chosen and envs[s.skill]), key=lambda s: s.mean_delta)
         unselected = left[0].skill if left else None
-        calibration = self._cached(f"calibration-{budget.env_turns}-turns", lambda: self._calibrate(policy, envs))
+        calibration = self._calibration(policy, envs)
         trained = self._train_all(kept, unselected, envs)
         conditions = self._conditions(policy, np.array(base), kept, unselected, trained) if budget.seeds else {}
         return {"base": base, "summaries": [s.record() for s in summaries], "kept": kept,
@@ -134,8 +145,13 @@ class TraceExperiment:
                 "trained": trained, "runs": [str(p) for p in runs], "conditions": conditions,
                 "env_turns": budget.env_turns}
 
-    def _calibrate(self, policy: Policy, envs: dict[str, list[int]]) -> dict[str, Any]:
-        """TRACE's calibration of each capability environment with the base agent."""
+    def _calibration(self, policy: Policy, envs: dict[str, list[int]]) -> dict[str, Any]:
+        """TRACE's calibration of each capability environment with the base agent, saved beside the base agent
+        by the settings it depends on (the pool, the environments' games and turns): every split reads it."""
+        key = _fields(self.budget, "pool_games", "pool_lengths", "env_games", "env_turns", "calibration_episodes")
+        saved = json.loads(self.calibration.read_text(encoding="utf-8")) if self.calibration.is_file() else []
+        if found := next((entry["report"] for entry in saved if entry["key"] == key), None):
+            return found
         report = {}
         for name, seeds in envs.items():
             if seeds:
@@ -146,6 +162,7 @@ class TraceExperiment:
                                             steps=e.turns, record=e.trajectory) for e in played])
                 report[name] = {"success": result.metrics["success_rate"], "ok": result.ok,
                                 "failures": list(result.failures)}
+        write_atomic(self.calibration, [json.dumps([*saved, {"key": key, "report": report}])])
         return report
 
     def _train_all(self, kept: list[str], unselected: str | None, envs: dict[str, list[int]]) -> dict[str, Any]:
@@ -219,6 +236,27 @@ class TraceExperiment:
         value = compute()
         write_atomic(path, [json.dumps(value)])
         return value
+
+
+def check_stage(folder: Path, key: dict[str, Any]) -> None:
+    """Refuse to reuse `folder`'s saved stages for other settings than they were made with (`folder/budget.json`,
+    written by the first run); a rerun with the same settings reads them back."""
+    key = json.loads(json.dumps(key))
+    path = folder / "budget.json"
+    if not path.is_file():
+        write_atomic(path, [json.dumps(key, indent=2)])
+        return
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    changed = sorted(name for name in {*saved, *key} if saved.get(name) != key.get(name))
+    if changed:
+        was = ", ".join(f"{name}={saved.get(name)}" for name in changed)
+        now = ", ".join(f"{name}={key.get(name)}" for name in changed)
+        raise ConfigError(f"{folder}: its stages were made with {was}; this run asks {now}: give another workdir, "
+                          "or delete that folder to start it over")
+
+
+def _fields(budget: TraceBudget, *names: str) -> dict[str, Any]:
+    return {name: getattr(budget, name) for name in names}
 
 
 def _train_and_play(experiment: TraceExperiment, name: str, where: str, seeds: list[int], iterations: int,

@@ -258,7 +258,9 @@ def test_demo_trains_evaluates_and_plots_from_any_directory(tmp_path):
     assert [int(row[0]) for row in table] == [0, 4, 8]
     assert all(float(low) <= float(mid) <= float(high) for _, mid, low, high, _ in table)  # each with its interval
     assert "sparse GRPO" in result.out and "GRPO + TRCA" in result.out
-    assert re.search(r"TRCA - GRPO held-out success at 8 rollouts: [+-]\d\.\d{3} \[", result.out)  # the headline
+    # the headline: the pre-registered primary metric (the area) first, then the final
+    assert re.search(r"TRCA - GRPO area under the held-out success curve \(the primary metric\): [+-]\d\.\d{3} \[.*\n"
+                     r" +TRCA - GRPO held-out success at 8 rollouts: [+-]\d\.\d{3} \[", result.out)
     # the TRACE section: the sparse-GRPO run as its base agent, selection, and the table or why there is none
     trace = summary["trace"]
     assert (elsewhere / "w" / "trace" / "base-agent" / "base_agent.json").is_file()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tracec.trace_rl.envs.agent import run_episode
 from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
@@ -18,10 +19,12 @@ from tracec.trace_rl.experiments.learning_curve import (
     Curve,
     CurvePoint,
     RunSpec,
+    curve_band,
     rollouts_to_reach,
     rubric_variant,
     run_config,
 )
+from tracec.trace_rl.experiments.learning_stats import success_interval
 from tracec.trace_rl.experiments.small_policy import build_word_tokenizer, unknown_share
 
 FAMILY = demo_family(train_games=3, eval_games=1)
@@ -138,6 +141,22 @@ def test_rollouts_to_reach_is_the_first_evaluated_point_at_the_target() -> None:
     assert rollouts_to_reach(curve, 0.25) == 128
     assert rollouts_to_reach(curve, 0.5) is None
     assert rollouts_to_reach(curve, 0.0) == 64  # the untrained point reaches nothing
+
+
+def test_a_curves_band_is_each_points_interval_over_seeds_and_games_as_the_tables_print_it() -> None:
+    rng = np.random.default_rng(3)
+    wins = rng.random((3, 2, 5, 4)) < np.array([0.1, 0.6])[None, :, None, None]  # (seeds, points, games, episodes)
+    runs = [Curve(spec=RunSpec(method="grpo", model="tiny"),
+                  points=[CurvePoint(64 * i, float(wins[seed, i].mean()), 0.0, wins=tuple(map(tuple, wins[seed, i])))
+                          for i in range(2)]) for seed in range(3)]
+    band = curve_band(runs)
+    assert band is not None
+    for i in range(2):
+        interval = success_interval(wins[:, i].astype(float))
+        assert (band[0][i], band[1][i]) == (interval.low, interval.high)
+    assert band[0][0] < band[1][0] < band[0][1]  # the two points' intervals here do not overlap
+    bare = [Curve(spec=RunSpec(method="grpo", model="tiny"), points=[CurvePoint(0, 0.1, 0.0)])]
+    assert curve_band(bare) is None  # no wins recorded: no interval to draw
 
 
 @pytest.mark.slow

@@ -227,16 +227,16 @@ def _with_interval(point: CurvePoint) -> str:
 
 
 def headline(grpo: Curve, trca: Curve) -> str:
-    """One line: TRCA minus GRPO at the end and over the whole curve, each with its paired 95% interval, and what
-    the interval allows one to say."""
-    final = paired_difference(_wins(grpo.points[-1]), _wins(trca.points[-1]))
+    """The pre-registered primary metric first (docs/learning.md): TRCA minus GRPO in the area under the held-out
+    success curve, its paired 95% interval and what it allows one to say; then the difference at the end."""
     rollouts = [p.rollouts for p in grpo.points]
     area = paired_auc(rollouts, np.stack([[np.asarray(p.wins, dtype=float) for p in grpo.points]]),
                       np.stack([[np.asarray(p.wins, dtype=float) for p in trca.points]]))
-    verdict = ("TRCA ahead" if final.low > 0 else "GRPO ahead") if final.excludes_zero() else \
+    final = paired_difference(_wins(grpo.points[-1]), _wins(trca.points[-1]))
+    verdict = ("TRCA ahead" if area.low > 0 else "GRPO ahead") if area.excludes_zero() else \
         "the interval holds 0: this budget does not tell the methods apart"
-    return (f"  TRCA - GRPO held-out success at {rollouts[-1]} rollouts: {final} (paired over the same games, 95%); "
-            f"{verdict}\n  TRCA - GRPO area under the curve: {area}")
+    return (f"  TRCA - GRPO area under the held-out success curve (the primary metric): {area} (paired over the "
+            f"same games, 95%); {verdict}\n  TRCA - GRPO held-out success at {rollouts[-1]} rollouts: {final}")
 
 
 def trust_region_summary(metrics: list[dict[str, Any]]) -> str:

@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from safetensors.torch import load_file
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
+from tracec.trace_rl.experiments.learning_stats import success_interval
 from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
 from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, TrainConfig, config_from_dict
 from tracec.trace_rl.grpo.train import train
@@ -299,9 +300,20 @@ def rollouts_to_reach(curve: Curve, target: float) -> int | None:
     return next((p.rollouts for p in curve.points if p.rollouts > 0 and p.success >= target - 1e-12), None)
 
 
+def curve_band(runs: Sequence[Curve]) -> tuple[list[float], list[float]] | None:
+    """Each point's 95% interval of held-out success over the runs' seeds and games (`success_interval`, the one
+    the tables print); None where a point carries no episode wins."""
+    points = list(zip(*(run.points for run in runs), strict=True))
+    if not all(p.wins for same in points for p in same):
+        return None
+    intervals = [success_interval(np.stack([np.asarray(p.wins, dtype=float) for p in same])) for same in points]
+    return [i.low for i in intervals], [i.high for i in intervals]
+
+
 def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -> Path:
-    """Held-out success vs rollouts, one line per method (the mean over its seeds, the min-max band shaded); drawn
-    on a bare `Figure` with the Agg canvas, never through `pyplot`."""
+    """Held-out success vs rollouts, one line per method (the mean over its seeds) and its 95% interval over seeds
+    and games as a band (`curve_band`; the min-max over seeds where points carry no wins); drawn on a bare `Figure`
+    with the Agg canvas, never through `pyplot`."""
     figure = Figure(figsize=(7, 4.2))
     FigureCanvasAgg(figure)
     axis = figure.subplots()
@@ -309,8 +321,9 @@ def plot_curves(curves: dict[str, Sequence[Curve]], path: Path, *, title: str) -
         x = [p.rollouts for p in runs[0].points]
         y = np.array([[p.success for p in run.points] for run in runs])
         line, = axis.plot(x, y.mean(axis=0), marker="o", label=f"{label} ({len(runs)} seed{'s' * (len(runs) > 1)})")
-        if len(runs) > 1:
-            axis.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.2, color=line.get_color())
+        band = curve_band(runs) or ((list(y.min(axis=0)), list(y.max(axis=0))) if len(runs) > 1 else None)
+        if band:
+            axis.fill_between(x, *band, alpha=0.2, color=line.get_color())
     axis.set_ylim(bottom=0)
     axis.set_xlabel("training rollouts (episodes)")
     axis.set_ylabel("held-out success rate")

@@ -3,8 +3,9 @@
     python bench/trace_textworld.py --split validation --seeds 1     # the choices (base agent, environments)
     python bench/trace_textworld.py --split test --seeds 5 --record  # the table, read once
 
-1. The target: the 2-4-step quests in 8 turns (256 training games), the small policy of `bench/learning.py`.
-2. The base agent: the small policy after `--base-iterations` of sparse GRPO on the training games, folded into its
+1. The target: the 2-4-step quests in 8 turns (256 training games), the small policy of `bench/learning.py`
+   (`--model smollm2-135m-instruct --device cuda`: SmolLM2 in the admissible mode instead, bench/gpu_trace.sh).
+2. The base agent: the policy after `--base-iterations` of sparse GRPO on the training games, folded into its
    weights (`trace_conditions.save_base_agent`); its success on the split is the base condition.
 3. The analysis as TRACE runs it: `--label-runs` labelling runs, each the base agent's own sample of
    `--label-episodes` episodes on each of the first `--collection-games` training games, every episode labelled
@@ -28,6 +29,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,24 +38,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.results import markdown_table, record
 from tracec.atomic import write_atomic
 
+if TYPE_CHECKING:
+    from tracec.trace_rl.envs.textworld.family import TaskFamily
+
 SPLITS = {"validation": 200_000, "test": 300_000}
 
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.envs.textworld.family import TaskFamily
     from tracec.trace_rl.experiments.learning_curve import prepare_setup
     from tracec.trace_rl.experiments.trace_experiment import TraceBudget, TraceExperiment, summary_lines, table_rows
+    from tracec.trace_rl.policy.catalog import ModelError, require_device
 
     from tracec.config_io import ConfigError
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
     began = time.perf_counter()
-    first = SPLITS[args.split]
-    family = TaskFamily(quest_lengths=(2, 3, 4), max_turns=8, train_seeds=tuple(range(args.train_games)),
-                        eval_seeds=tuple(range(first, first + args.eval_games)))
-    setup = prepare_setup(args.workdir, family, hidden=128, layers=2)
+    try:
+        require_device(args.device, "--device")  # before the games are made
+    except ModelError as error:
+        raise SystemExit(f"trace_textworld: {error}") from None
+    setup = prepare_setup(args.workdir, target_family(args.split, args.train_games, args.eval_games), hidden=128,
+                          layers=2)
     budget = TraceBudget(**{name: getattr(args, name) for name in TraceBudget.__dataclass_fields__})
     try:
         experiment = TraceExperiment(setup, budget, args.workdir, split=args.split)
@@ -72,8 +79,17 @@ def main() -> None:
     print(text)
     write_atomic(experiment.folder / "table.md", [text])
     if args.record:
-        record(f"trace textworld {args.split}", text, "python " + " ".join(sys.argv))
+        record(args.section or f"trace textworld {args.split}", text, "python " + " ".join(sys.argv))
     print(f"{time.perf_counter() - began:.0f} s", file=sys.stderr)
+
+
+def target_family(split: str, train_games: int = 256, eval_games: int = 32) -> TaskFamily:
+    """The target: 2-4-step quests in 8 turns, training games 0.., held-out games the split's."""
+    from tracec.trace_rl.envs.textworld.family import TaskFamily
+
+    first = SPLITS[split]
+    return TaskFamily(quest_lengths=(2, 3, 4), max_turns=8, train_seeds=tuple(range(train_games)),
+                      eval_seeds=tuple(range(first, first + eval_games)))
 
 
 def _arguments() -> argparse.Namespace:
@@ -89,6 +105,7 @@ def _arguments() -> argparse.Namespace:
         kind = (lambda text: tuple(int(n) for n in text.split(","))) if isinstance(value, tuple) else type(value)
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=value)
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section")
+    parser.add_argument("--section", help="the section's title (default: trace textworld SPLIT)")
     return parser.parse_args()
 
 

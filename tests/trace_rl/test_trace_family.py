@@ -182,7 +182,7 @@ def test_a_stage_folder_is_reused_with_its_own_settings_and_refused_with_others_
 def test_an_experiment_refuses_a_workdir_whose_base_agent_was_trained_with_another_budget(tmp_path: Path) -> None:
     setup = Setup(family=FAMILY, games=tmp_path / "games", small_policy=tmp_path / "policy",
                   rubric=tmp_path / "textworld.rubric")
-    made = {"lr": 2e-3, "groups": 8, "group_size": 8, "quest_lengths": [2, 3, 4], "max_turns": 8,
+    made = {"model": "", "lr": 2e-3, "groups": 8, "group_size": 8, "quest_lengths": [2, 3, 4], "max_turns": 8,
             "train_seeds": [0, 6]}
     check_stage(tmp_path / "base-agent-8", made)
     with pytest.raises(ConfigError, match="group_size=8; this run asks group_size=4"):  # before any training

@@ -97,14 +97,14 @@ def save_base_agent(setup: Setup, spec: RunSpec, out: Path, *, adapter: Path | N
     return out
 
 
-def with_adapter(model: str, adapter: Path) -> Policy:
+def with_adapter(model: str, adapter: Path, *, device: str = "cpu") -> Policy:
     """`model` with the adapter folder loaded as its trained LoRA, whose rank, alpha and modules are the folder's own
     (a merge has the rank of the adapters it sums)."""
     config = adapter_config(adapter)
     lora = LoraSection(rank=int(config["r"]), alpha=float(config["lora_alpha"]),
                        targets=tuple(sorted(config["target_modules"])))
-    policy = Policy.load(model, lora, seed=0)
-    policy.load_adapter_state(load_file(str(adapter / "adapter_model.safetensors")))
+    policy = Policy.load(model, lora, device=device, seed=0)
+    policy.load_adapter_state(load_file(str(adapter / "adapter_model.safetensors"), device=device))
     return policy
 
 
@@ -139,9 +139,9 @@ def play_adapter(base: Path, adapter: Path | None, setup: Setup, spec: RunSpec, 
     """Wins (games, episodes) of the base agent in `base` with `adapter` (None: the base agent alone, its fresh LoRA
     adding nothing) on `seeds`, `spec.eval_episodes` episodes a game from random stream `stream`."""
     if adapter is None:
-        policy = Policy.load(str(base), spec.lora, seed=0)
+        policy = Policy.load(str(base), spec.lora, device=spec.device, seed=0)
     else:
-        policy = with_adapter(str(base), adapter)
+        policy = with_adapter(str(base), adapter, device=spec.device)
     played = play(policy, setup, spec, seeds, episodes=spec.eval_episodes, stream=stream)
     return np.array([float(e.success) for e in played]).reshape(len(seeds), spec.eval_episodes)
 
@@ -156,8 +156,8 @@ def opening_features(policy: Policy, setup: Setup, spec: RunSpec, seeds: Sequenc
         with torch.no_grad(), policy.base_model():
             for seed in seeds:
                 prompt = template.prompt_ids(env.system_prompt, env.reset(seed))
-                output = policy.model(input_ids=torch.tensor([prompt]), output_hidden_states=True)
-                rows.append(output.hidden_states[-1][0].mean(dim=0).double().numpy())
+                output = policy.model(input_ids=torch.tensor([prompt], device=policy.device), output_hidden_states=True)
+                rows.append(output.hidden_states[-1][0].mean(dim=0).double().cpu().numpy())
     finally:
         env.close()
     return np.stack(rows)

@@ -81,6 +81,8 @@ class TraceBudget:
     seeds: int = 5
     first_seed: int = 0
     jobs: int = 2
+    model: str = ""  # the base agent's start: the setup's small policy, or a model's name or checkpoint folder
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.adapter_method not in ("grpo", "trca"):
@@ -96,34 +98,36 @@ class TraceExperiment:
     def __init__(self, setup: Setup, budget: TraceBudget, workdir: Path, *, split: str,
                  base_adapter: Path | None = None) -> None:
         self.setup, self.budget = setup, budget
-        base_spec = RunSpec(method="grpo", model=str(setup.small_policy), iterations=max(budget.base_iterations, 1),
+        base_spec = RunSpec(method="grpo", model=budget.model or str(setup.small_policy),
+                            iterations=max(budget.base_iterations, 1),
                             eval_every=max(budget.base_iterations, 1), lr=budget.lr, clip_eps=0.28,
                             target_kl=0.05, eval_episodes=budget.eval_episodes, groups_per_batch=budget.groups,
-                            group_size=budget.group_size, threads=1, seed=0)
+                            group_size=budget.group_size, threads=1, device=budget.device, seed=0)
         name = "base-agent" if base_adapter else f"base-agent-{budget.base_iterations}"
         family = setup.family
-        base_key = {"adapter": str(base_adapter)} if base_adapter else _fields(budget, "lr", "groups", "group_size")
+        base_key = {"adapter": str(base_adapter)} if base_adapter else \
+            _fields(budget, "model", "lr", "groups", "group_size")
         base_key |= {"quest_lengths": family.quest_lengths, "max_turns": family.max_turns,
                      "train_seeds": [family.train_seeds[0], len(family.train_seeds)]}
         check_stage(workdir / name, base_key)
         self.base = save_base_agent(setup, base_spec, workdir / name, adapter=base_adapter)
         self.spec = replace(base_spec, model=str(self.base), iterations=budget.adapter_iterations,
                             eval_every=budget.adapter_iterations)
-        self.pool = replace(family, quest_lengths=budget.pool_lengths, max_turns=budget.env_turns,
-                            train_seeds=tuple(range(POOL_FIRST, POOL_FIRST + budget.pool_games)))
+        self.pool = capability_pool(family, budget)
         self.runs_folder = workdir / f"{self.base.name}-runs"
         check_stage(self.runs_folder, _fields(budget, "collection_games", "label_episodes"))
         self.calibration = workdir / f"{self.base.name}-calibration.json"
         # capability adapters trained with TRCA are other runs than GRPO's: their own folder
         method = "" if budget.adapter_method == "grpo" else f"-{budget.adapter_method}"
         self.folder = workdir / f"{self.base.name}-{split}{method}"
-        every_field = [f for f in TraceBudget.__dataclass_fields__ if f not in ("seeds", "first_seed", "jobs")]
+        every_field = [f for f in TraceBudget.__dataclass_fields__
+                       if f not in ("seeds", "first_seed", "jobs", "device")]
         check_stage(self.folder, _fields(budget, *every_field) |
                     {"eval_seeds": [family.eval_seeds[0], len(family.eval_seeds)]})
 
     def run(self) -> dict[str, Any]:
         budget, setup = self.budget, self.setup
-        policy = Policy.load(str(self.base), self.spec.lora, seed=0)
+        policy = Policy.load(str(self.base), self.spec.lora, device=self.spec.device, seed=0)
         base = self._cached("base", lambda: play_adapter(self.base, None, setup, self.spec, setup.family.eval_seeds,
                                                          stream=EVAL_STREAM).tolist())
         runs = labelling_runs(policy, setup, self.spec, setup.family.train_seeds[:budget.collection_games],
@@ -236,6 +240,13 @@ class TraceExperiment:
         value = compute()
         write_atomic(path, [json.dumps(value)])
         return value
+
+
+def capability_pool(family: TaskFamily, budget: TraceBudget) -> TaskFamily:
+    """The games the capability environments are drawn from: short quests in the same world, `budget.env_turns`
+    turns, seeds from POOL_FIRST (no target split's)."""
+    return replace(family, quest_lengths=budget.pool_lengths, max_turns=budget.env_turns,
+                   train_seeds=tuple(range(POOL_FIRST, POOL_FIRST + budget.pool_games)))
 
 
 def check_stage(folder: Path, key: dict[str, Any]) -> None:

@@ -4,9 +4,12 @@
 # machine's warm window (load 1 waits in $GPU_STAGE, which a fresh machine does not have):
 #   bench/gpu_carried.sh 1   # carry .gpu/1: installs it, builds the C extensions, then the kernel section of
 #                            # bench/gpu_check.py
-#   bench/gpu_carried.sh 2   # carry .gpu/2: joins and converts SmolLM2; the train, routing and vllm sections; an
-#                            # iteration's phases (bench/iteration_phases.py --device cuda); then
-#                            # bench/gpu_learning.sh (TRCA and sparse GRPO side by side, $LEARNING_MINUTES each)
+#   bench/gpu_carried.sh 2 [all|learning|trace]   # carry .gpu/2: joins and converts SmolLM2, then
+#                            # all (default): the train, routing and vllm sections, an iteration's phases
+#                            # (bench/iteration_phases.py --device cuda), then learning;
+#                            # learning: bench/gpu_learning.sh alone (sparse GRPO, TRCA and GiGPO with free-text
+#                            # commands, 3 seeds each, equal episodes, ~6 minutes);
+#                            # trace: bench/gpu_trace.sh alone (TRACE on the TextWorld target with SmolLM2, ~8 minutes)
 #   bench/gpu_carried.sh 3   # carry nothing: ToolSandbox's CPU pipeline config end to end on the GPU
 # Figures go to bench/RESULTS.md (copied between the calls through $GPU_STAGE); where $OUT is set (the device tool's
 # folder that comes back) RESULTS.md, the logs and the learning summaries are copied there.
@@ -47,7 +50,8 @@ keep_results() {
 case "${1:-}" in
   1)
     rm -rf "$STAGE" && mkdir -p "$STAGE" "$OUT"
-    tar -xzf .gpu/1/site.tar.gz -C "$STAGE" || exit 1
+    "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+      .gpu/1/site.tar.xz "$STAGE" || exit 1
     "$PY" -m pip install --quiet --no-index --no-deps --no-compile --target "$STAGE/site" "$STAGE"/wheels/*.whl || exit 1
     cp .gpu/1/smollm2.gguf.1 "$STAGE/"
     link_package
@@ -71,14 +75,24 @@ case "${1:-}" in
     "$PY" -m tracec.cli models install || exit 1
     status=0
     build_fixed_kernels  # a no-op where load 1 built them
-    "$PY" bench/gpu_check.py --only train --only routing --only vllm 2>&1 | tee "$OUT/check-2.log" || status=1
-    # Where a TRCA iteration's time goes on the GPU, against GRPO's (the CPU's split is in the same RESULTS.md).
-    "$PY" bench/iteration_phases.py --device cuda --sizes smollm2 --rounds 1 --iterations 4 --record \
-      2>&1 | tee "$OUT/phases.log" || status=1
-    keep_results
-    work=out/learning-smollm2-gpu
-    rm -rf "$work" && mkdir -p out && cp -r "$STAGE/learning-smollm2" "$work"  # the games and small policy, made
-    PYTHON=$PY bench/gpu_learning.sh "$work" "$OUT" || status=1
+    what=${2:-all}
+    if [[ $what == all ]]; then
+      "$PY" bench/gpu_check.py --only train --only routing --only vllm 2>&1 | tee "$OUT/check-2.log" || status=1
+      # Where a TRCA iteration's time goes on the GPU, against GRPO's (the CPU's split is in the same RESULTS.md).
+      "$PY" bench/iteration_phases.py --device cuda --sizes smollm2 --rounds 1 --iterations 4 --record \
+        2>&1 | tee "$OUT/phases.log" || status=1
+      keep_results
+    fi
+    if [[ $what == all || $what == learning ]]; then
+      work=out/learning-smollm2-gpu
+      rm -rf "$work" && mkdir -p out && cp -r "$STAGE/learning-smollm2" "$work"  # the games and small policy, made
+      PYTHON=$PY bench/gpu_learning.sh "$work" "$OUT" || status=1
+    fi
+    if [[ $what == trace ]]; then
+      work=out/trace-smollm2-gpu
+      rm -rf "$work" && mkdir -p out && cp -r "$STAGE/trace-textworld" "$work"  # the target's games, made
+      PYTHON=$PY bench/gpu_trace.sh "$work" "$OUT" || status=1
+    fi
     keep_results
     exit $status
     ;;
@@ -98,7 +112,7 @@ case "${1:-}" in
     exit $status
     ;;
   *)
-    echo "usage: bench/gpu_carried.sh 1|2|3 (bench/gpu_pack.py's loads, in order, then ToolSandbox; see the header)" >&2
+    echo "usage: bench/gpu_carried.sh 1|2 [all|learning|trace]|3 (bench/gpu_pack.py's loads, in order, then ToolSandbox; see the header)" >&2
     exit 2
     ;;
 esac

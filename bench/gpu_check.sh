@@ -3,7 +3,8 @@
 # it was built for), the project with its train and bench extras, and SmolLM2, then runs bench/gpu_check.py, which
 # checks vLLM rollouts with adapter sync, the Triton log-prob kernel against torch, one training iteration per
 # rollout backend and routing with vLLM LoRARequests against peft, and writes its figures to bench/RESULTS.md
-# ("gpu check, ..."); then SmolLM2 + LoRA on the TextWorld family, TRCA and sparse GRPO (bench/gpu_learning.sh).
+# ("gpu check, ..."); then SmolLM2 + LoRA on the TextWorld family with free-text commands, sparse GRPO, TRCA and
+# GiGPO at equal episodes, 3 seeds each (bench/gpu_learning.sh).
 # A machine with no package index and a limit on what a call carries (this workplace's device image): bench/gpu_pack.py
 # and bench/gpu_carried.sh instead.
 #   bench/gpu_check.sh                      # from PyPI

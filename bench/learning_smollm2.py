@@ -2,6 +2,8 @@
 
     python bench/learning_smollm2.py [--workdir out/learning-smollm2] [--method trca] [--iterations 10] [--record]
     python bench/learning_smollm2.py --device cuda --iterations 16 --groups 8 --section "learning, SmolLM2 (GPU)"
+    python bench/learning_smollm2.py --action-mode generate --method gigpo --seed 2   # free text: the paper's regime
+    python bench/learning_smollm2.py --summarize --record --section "..."   # the workdir's runs: one table by method
 
 Why this task: the TextWorld family in the admissible mode, the commands chosen (and the loss on log pi(c|s)) as for
 the small policy, is the one shipped environment whose held-out games and sparse reward make "learned something"
@@ -9,7 +11,11 @@ measurable on >= 64 held-out episodes; a pretrained model already writes command
 start, not with a random policy. The held-out games are the experiment's (seeds 100000 ..), never trained on; every
 checkpoint meets the same episodes (one fixed stream), so the gain is paired over games: the interval is a bootstrap
 over games of after minus before (one seed: the spread over training seeds is not in it, and the section says so).
-Left out: vLLM (the admissible mode scores commands with the transformers sampler).
+`--action-mode generate` is TRCA's paper's regime instead: the model writes its command as free text (at most 16
+tokens a turn, the admissible commands listed in the observation), the loss on its tokens. `--summarize` reads every
+run's summary in the workdir and writes one table: each method's held-out success before and after over its seeds
+and the games, and its difference from sparse GRPO's, paired over seeds and games; runs of unequal episodes or modes
+are refused. Left out: vLLM (the admissible mode scores commands with the transformers sampler).
 """
 
 from __future__ import annotations
@@ -48,6 +54,12 @@ def main() -> None:
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
+    if args.summarize:
+        text = summarize(args.workdir)
+        print(text)
+        if args.record:
+            record(args.section, text, f"python bench/learning_smollm2.py --workdir {args.workdir} --summarize")
+        return
     try:
         require_device(args.device, "--device")  # before the games are made
     except ModelError as error:
@@ -57,7 +69,7 @@ def main() -> None:
                    iterations=args.iterations, eval_every=args.iterations, groups_per_batch=args.groups,
                    group_size=args.group_size, lr=args.lr, clip_eps=CLIP_EPS, target_kl=args.target_kl,
                    eval_episodes=args.eval_episodes, eval_greedy=True, threads=args.threads, device=args.device,
-                   seed=args.seed)
+                   action_mode=args.action_mode, seed=args.seed)
     name = args.method if args.seed == 0 else f"{args.method}-s{args.seed}"
     out = args.workdir / f"run-{name}"
     began = time.perf_counter()
@@ -84,7 +96,7 @@ def main() -> None:
     if args.record:
         command = "python bench/learning_smollm2.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-            if k not in ("record", "workdir", "section") and v is not None)
+            if k not in ("record", "workdir", "section", "summarize") and v is not None)
         record(args.section, text, command + " --record")
 
 
@@ -128,7 +140,10 @@ def smollm2_family(train_games: int = 64, eval_games: int = 32) -> TaskFamily:
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("out/learning-smollm2"))
-    parser.add_argument("--method", default="trca", choices=("grpo", "trca"))
+    parser.add_argument("--method", default="trca", choices=("grpo", "trca", "gigpo", "shaped"))
+    parser.add_argument("--action-mode", default="admissible", choices=("admissible", "generate"),
+                        help="admissible: choose among the listed commands; generate: write the command (free text)")
+    parser.add_argument("--summarize", action="store_true", help="one table of the workdir's runs, by method")
     parser.add_argument("--train-games", type=int, default=64)
     parser.add_argument("--eval-games", type=int, default=32)
     parser.add_argument("--eval-episodes", type=int, default=2, help="sampled episodes a held-out game")
@@ -160,7 +175,7 @@ def _report(summary: dict, args: argparse.Namespace) -> str:
              f"{max(m['approx_kl'] for m in train):.3f}; {sum(bool(m['early_stopped']) for m in train)} of "
              f"{len(train)} iterations stopped early at the KL target {args.target_kl:g}; "
              f"{sum(m['time_total'] for m in train) / len(train):.1f} s an iteration.")
-    return (f"SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), the TextWorld family in the admissible mode, "
+    return (f"SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), the TextWorld family in the {args.action_mode} mode, "
             f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes{fitted}, lr {args.lr:g}, "
             f"clip {CLIP_EPS:g}, training seed {args.seed}, "
             f"{args.device}; held-out: {args.eval_games} games x {args.eval_episodes} sampled episodes (and one greedy "
@@ -168,6 +183,47 @@ def _report(summary: dict, args: argparse.Namespace) -> str:
             + markdown_table(["method", "training episodes", "held-out before [95% CI]", "after [95% CI]",
                               "gain (paired)", "greedy", "training success by iteration", "minutes"], rows)
             + "\n\n" + trust)
+
+def summarize(workdir: Path) -> str:
+    """One table of the runs summarized in `workdir` (`summary-*.json`), by method: before and after over seeds and
+    games, the gain, and the difference from sparse GRPO's final paired over seeds and games (seeds in common)."""
+    from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
+
+    runs = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(workdir.glob("summary-*.json"))]
+    if not runs:
+        raise SystemExit(f"learning_smollm2: {workdir} holds no run's summary (summary-*.json)")
+    shapes = {(r["settings"]["iterations"] * r["settings"]["groups"] * r["settings"]["group_size"],
+               r["settings"].get("action_mode", "admissible"), len(r["points"][-1]["wins"])) for r in runs}
+    if len(shapes) > 1:
+        raise SystemExit(f"learning_smollm2: {workdir}'s runs differ in (episodes, mode, held-out games): "
+                         f"{sorted(shapes)}; summarize runs of one budget")
+    by_method: dict[str, dict[int, dict]] = {}
+    for run in runs:
+        by_method.setdefault(run["settings"]["method"], {})[run["settings"]["seed"]] = run
+
+    def wins(method: str, seeds: list[int], point: int) -> np.ndarray:
+        return np.array([by_method[method][seed]["points"][point]["wins"] for seed in seeds], dtype=float)
+
+    rows = []
+    for method, seeded in sorted(by_method.items(), key=lambda item: item[0] != "grpo"):
+        seeds = sorted(seeded)
+        before, after = wins(method, seeds, 0), wins(method, seeds, -1)
+        shared = sorted(set(seeds) & set(by_method.get("grpo", {})))
+        against = str(paired_difference(wins("grpo", shared, -1), wins(method, shared, -1))) \
+            if method != "grpo" and shared else ""
+        greedy = np.mean([seeded[s]["greedy"][1] for s in seeds])
+        minutes = np.mean([seeded[s]["seconds"] for s in seeds]) / 60
+        rows.append([method, ", ".join(map(str, seeds)), success_interval(before).level(),
+                     success_interval(after).level(), str(paired_difference(before, after)), against,
+                     f"{greedy:.3f}", f"{minutes:.1f}"])
+    episodes, mode, games = shapes.pop()
+    settings = runs[0]["settings"]
+    return (f"SmolLM2-135M-Instruct + LoRA r16 (q, k, v, o), the TextWorld family in the {mode} mode, {episodes} "
+            f"training episodes a run, lr {settings['lr']:g}, {settings['device']}; held-out: {games} games x "
+            f"{settings['eval_episodes']} sampled episodes; intervals are 95% bootstrap over seeds and games.\n\n"
+            + markdown_table(["method", "seeds", "before [95% CI]", "after [95% CI]", "gain (paired)",
+                              "after minus sparse GRPO (paired)", "greedy after (mean)", "minutes a run"], rows))
+
 
 if __name__ == "__main__":
     main()

@@ -90,7 +90,8 @@ case "${1:-}" in
     fi
     if [[ $what == trace ]]; then
       work=out/trace-smollm2-gpu
-      rm -rf "$work" && mkdir -p out && cp -r "$STAGE/trace-textworld" "$work"  # the target's games, made
+      # the target's games, made; a second call (the first stopped at its time limit) resumes the saved stages
+      [[ -d $work ]] || { mkdir -p out && cp -r "$STAGE/trace-textworld" "$work"; }
       PYTHON=$PY bench/gpu_trace.sh "$work" "$OUT" || status=1
     fi
     keep_results

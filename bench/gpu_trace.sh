@@ -23,7 +23,8 @@ if [[ ${TRACE_SMOKE:-0} == 1 ]]; then  # the same stages at a toy budget, nothin
           --eval-episodes 1 --calibration-episodes 1 --jobs 1)
   record=()
 fi
-timeout 570 "$PY" bench/trace_textworld.py --workdir "$work" --split test --model smollm2-135m-instruct \
+# within one device call (10 minutes, SmolLM2's conversion before it); a rerun resumes from the saved stages
+timeout "${TRACE_SECONDS:-480}" "$PY" bench/trace_textworld.py --workdir "$work" --split test --model smollm2-135m-instruct \
   --device "${TRACE_DEVICE:-cuda}" "${budget[@]}" "${record[@]}" 2>&1 | tee "$logs/trace.log"
 status=${PIPESTATUS[0]}
 cp "$work"/base-agent-*-test/table.md "$logs/trace-table.md" 2>/dev/null

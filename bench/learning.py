@@ -42,8 +42,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.preregistered import analysis, report, wins_array
 from bench.results import markdown_table, record
-from tracec.atomic import atomic_open
+from tracec.atomic import atomic_open, write_atomic
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 # The held-out games' first seed by split: `heldout` is what every recorded section so far evaluated on (and was
@@ -298,11 +299,22 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
         marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
+    # CPU seconds spent by the end of each iteration, kept in the run folder: a resumed run adds what it spent up
+    # to the checkpoint it resumes from (the work after it, redone, counts once)
+    ledger = out / "cpu_seconds.json"
+    spent = json.loads(ledger.read_text(encoding="utf-8")) if resume and ledger.is_file() else {}
+    checkpoint = latest_checkpoint(out) if resume else None
+    before = float(spent.get(str(int(checkpoint.name[5:])), 0.0)) if checkpoint else 0.0
     started = time.process_time()
-    curve = learning_curve(setup, spec, out, resume=resume)
+
+    def account(metrics: dict[str, Any]) -> None:
+        spent[str(metrics["iteration"])] = before + time.process_time() - started
+        write_atomic(ledger, [json.dumps(spent)])
+
+    curve = learning_curve(setup, spec, out, resume=resume, on_iteration=account)
     result = {"name": name, "label": label, "spec": key, "points": [asdict(p) for p in curve.points],
               "constant_fraction": curve.constant_fraction(), "seconds": curve.seconds,
-              "cpu_s": time.process_time() - started,
+              "cpu_s": before + time.process_time() - started,
               "train": [{k: m.get(k) for k in ("success_rate", "steps", "early_stopped", "entropy")}
                         for m in curve.train_metrics]}
     saved = workdir / "curves" / f"{name}.json"
@@ -321,13 +333,6 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     return {label: sorted(runs, key=lambda run: int(run["spec"].get("seed", 0))) for label, runs in grouped.items()}
 
 
-def _wins(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
-    """(seeds, points, games, episodes) sampled wins, or (seeds, points, games, 1) greedy ones."""
-    if key == "greedy_wins":
-        return np.array([[[[w] for w in p["greedy_wins"]] for p in run["points"]] for run in runs], dtype=float)
-    return np.array([[p["wins"] for p in run["points"]] for run in runs], dtype=float)
-
-
 def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from tracec.trace_rl.experiments.demo import trust_region_summary
     from tracec.trace_rl.experiments.learning_stats import (
@@ -341,7 +346,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
     grouped = _by_label(curves)
     methods = {}
     for label, runs in grouped.items():
-        wins, greedy = _wins(runs), _wins(runs, "greedy_wins")
+        wins, greedy = wins_array(runs), wins_array(runs, "greedy_wins")
         steps = [step for run in runs for m in run["train"] for step in m["steps"]]
         methods[label] = {
             "seeds": len(runs), "rollouts": [p["rollouts"] for p in runs[0]["points"]],
@@ -357,13 +362,13 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
             "cpu_s": float(sum(r["cpu_s"] for r in runs))}
     comparison: dict[str, Any] = {}
     if "sparse GRPO" in grouped:
-        grpo = _wins(grouped["sparse GRPO"])
+        grpo = wins_array(grouped["sparse GRPO"])
         rollouts = methods["sparse GRPO"]["rollouts"]
         points = len(rollouts) - 1
         for label in [k for k in grouped if k != "sparse GRPO"]:
             if methods[label]["rollouts"][:len(rollouts)] != rollouts:
                 continue  # evaluated at other points: nothing to pair
-            other = _wins(grouped[label])[:, :len(rollouts)]  # a longer run over the common budget
+            other = wins_array(grouped[label])[:, :len(rollouts)]  # a longer run over the common budget
             entry: dict[str, object] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
                      for k in sorted({max(1, points // 4), max(1, points // 2), points})}
             entry["area"] = str(paired_auc(rollouts, grpo, other))
@@ -375,11 +380,11 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
             comparison[label] = entry
     ablated: dict[str, Any] = {}  # each ablation against full TRCA: what removing its component costs
     if "GRPO + TRCA" in grouped:
-        trca = _wins(grouped["GRPO + TRCA"])
+        trca = wins_array(grouped["GRPO + TRCA"])
         rollouts = methods["GRPO + TRCA"]["rollouts"]
         against = [k for k in grouped if k.startswith("TRCA,") or k in ("shaped GRPO", "GiGPO")]  # the mechanism
         for label in [k for k in against if methods[k]["rollouts"] == rollouts]:
-            other = _wins(grouped[label])
+            other = wins_array(grouped[label])
             ablated[label] = {"final": str(paired_difference(trca[:, -1], other[:, -1])),
                               "area": str(paired_auc(rollouts, trca, other)),
                               "seed-paired area": str(seed_paired_area(rollouts, trca, other))}
@@ -390,7 +395,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
                     "verb_prior": success_interval(prior).level(), "cloned": success_interval(cloned).level(),
                     "cloned_greedy": gate["cloned"]["greedy"], "cloned_losses": gate["cloned"]["losses"]}
     return {"settings": vars(args) | {"workdir": str(args.workdir)}, "gate": gate_summary, "methods": methods,
-            "comparison": comparison, "ablations": ablated,
+            "comparison": comparison, "ablations": ablated, "preregistered": analysis(grouped),
             "runs": {k: {kk: v[kk] for kk in ("label", "seconds", "cpu_s")} for k, v in curves.items()}}
 
 
@@ -542,6 +547,8 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(markdown_table(["run", "diff at the budget", "diff in AUC", "seed-paired AUC diff (sign-flip p)"],
                                     [[label, a["final"], a["area"], a.get("seed-paired area", "-")]
                                      for label, a in summary["ablations"].items()]))
+    if summary.get("preregistered"):
+        lines += ["", report(summary["preregistered"])]
     lines += ["", "Trust region: " + "; ".join(f"{k}: {m['trust_region']}" for k, m in summary["methods"].items())]
     if summary.get("not_run"):
         lines += ["", "Not run (the experiment was stopped at the session's CPU budget): "

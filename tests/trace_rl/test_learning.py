@@ -189,3 +189,36 @@ def test_a_killed_learning_curve_resumes_from_its_checkpoint_and_reuses_its_poin
     assert resumed.points[1].reward == -1.0
     assert resumed.points[2] == whole.points[2]  # the exact resume trains the same adapter
     assert len(resumed.train_metrics) == 2
+
+
+@pytest.mark.slow
+def test_a_resumed_experiment_run_counts_the_cpu_seconds_spent_before_its_checkpoint(
+        family_games: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from tracec.trace_rl.experiments.demo_settings import shipped_examples
+    from tracec.trace_rl.experiments.learning_curve import Setup
+    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
+
+    from bench.learning import _one_run
+
+    games = FAMILY.prepare(list(FAMILY.train_seeds), family_games)
+    policy = build_small_policy(vocabulary_texts(FAMILY, [games[s] for s in FAMILY.train_seeds]), tmp_path / "policy",
+                                hidden=32, layers=1)
+    setup = Setup(family=FAMILY, games=family_games, small_policy=policy,
+                  rubric=shipped_examples() / "textworld.rubric")
+    spec = RunSpec(method="grpo", model=str(policy), iterations=2, eval_every=1, group_size=2, groups_per_batch=1,
+                   eval_episodes=1, lr=2e-3)
+    whole = _one_run("grpo-s0", "sparse GRPO", spec, setup, tmp_path / "whole")
+    ledger = json.loads((tmp_path / "whole" / "runs" / "grpo-s0" / "cpu_seconds.json").read_text())
+    assert sorted(ledger) == ["1", "2"] and 0 < ledger["1"] <= ledger["2"] <= whole["cpu_s"]
+    # Killed during its second iteration, after a first that (say) took 1000 CPU seconds:
+    run = tmp_path / "killed" / "runs" / "grpo-s0"
+    shutil.copytree(tmp_path / "whole" / "runs" / "grpo-s0", run)
+    shutil.rmtree(run / "checkpoints" / "iter_000002")
+    (run / "points" / "iter_000002.json").unlink()
+    (run / "cpu_seconds.json").write_text(json.dumps({"1": 1000.0, "2": 5000.0}))  # "2": work lost with the kill
+    resumed = _one_run("grpo-s0", "sparse GRPO", spec, setup, tmp_path / "killed")
+    assert 1000.0 < resumed["cpu_s"] < 1000.0 + whole["cpu_s"]  # the first iteration's, then only the second's
+    assert 1000.0 < json.loads((run / "cpu_seconds.json").read_text())["2"] <= resumed["cpu_s"]  # redone, not 5000

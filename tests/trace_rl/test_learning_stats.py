@@ -12,12 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numerics import tolerance
 from tracec.trace_rl.experiments.learning_stats import (
+    area_over_cost,
     area_under_curve,
+    holm,
+    level_reaches,
     paired_auc,
     paired_difference,
     reach,
     reach_ratio,
     seed_paired_area,
+    seed_paired_cost_area,
     sign_flip_test,
     success_interval,
 )
@@ -125,3 +129,61 @@ def test_the_seed_paired_area_pairs_seed_i_with_seed_i() -> None:
     test = seed_paired_area(rollouts, a, b)
     assert test.differences == (0.0, 0.75, 0.75)  # b's fourth seed has no partner
     assert test.p_value == 0.5  # of the 8 sign assignments, those giving both .75 one sign reach the observed mean
+
+
+def _holm_rejections(p_values: list[float], alpha: float) -> set[int]:
+    """Holm's procedure as its paper states it: order the p-values, reject while p_(k) <= alpha / (m - k + 1)
+    (k from 1), stop at the first that is not."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = set()
+    for k, index in enumerate(order, start=1):
+        if p_values[index] > alpha / (len(p_values) - k + 1):
+            break
+        rejected.add(index)
+    return rejected
+
+
+@given(st.lists(st.integers(1, 1000), min_size=1, max_size=6), st.sampled_from([0.01, 0.05, 0.1]))
+def test_holm_adjusted_p_values_reject_what_holms_procedure_rejects(thousandths: list[int], alpha: float) -> None:
+    p_values = [t / 1000 for t in thousandths]
+    adjusted = holm(p_values)
+    # alpha / (m - k + 1) and p x (m - k + 1) round differently: compare away from the boundary
+    clear = [abs(a - alpha) > 1e-9 for a in adjusted]
+    rejected = _holm_rejections(p_values, alpha)
+    assert all((a <= alpha) == (i in rejected) for i, a in enumerate(adjusted) if clear[i])
+    assert all(p <= a <= 1.0 for p, a in zip(p_values, adjusted, strict=True))
+
+
+def test_holm_on_the_three_pre_registered_comparisons() -> None:
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06], abs=MEAN)  # 0.04 x 1 is held up to 0.06
+    assert holm([0.5]) == [0.5]
+
+
+def test_level_reaches_read_each_seeds_own_curve() -> None:
+    runs = np.zeros((2, 4, 1, 1))
+    runs[0, :, 0, 0] = [0.0, 0.2, 0.4, 0.6]
+    runs[1, :, 0, 0] = [0.0, 0.1, 0.1, 0.1]
+    found = level_reaches(ROLLOUTS, runs, 0.3)
+    assert found[0] == pytest.approx(150.0, abs=INTERPOLATED) and found[1] is None
+
+
+def test_the_area_over_cost_reads_the_curve_on_the_cpu_seconds_axis() -> None:
+    # the same curve in 300 s: over its first 150 s (its first 150 rollouts) the mean of a line from 0 to 0.15
+    line = [0.0, 0.1, 0.2, 0.3]
+    assert area_over_cost(ROLLOUTS, line, 300.0, 150.0) == pytest.approx(0.075, abs=MEAN)
+    # twice as slow a run: its first 150 s are its first 75 rollouts
+    assert area_over_cost(ROLLOUTS, line, 600.0, 150.0) == pytest.approx(0.0375, abs=MEAN)
+    assert area_over_cost(ROLLOUTS, line, 300.0, 300.0) == pytest.approx(area_under_curve(ROLLOUTS, line), abs=MEAN)
+    with pytest.raises(ValueError, match="horizon"):
+        area_over_cost(ROLLOUTS, line, 300.0, 301.0)
+
+
+def test_a_method_twice_as_costly_loses_its_lead_per_rollout_on_the_compute_matched_axis() -> None:
+    a, b = np.zeros((3, 4, 1, 1)), np.zeros((3, 4, 1, 1))
+    a[:, :, 0, 0] = [0.0, 0.1, 0.2, 0.3]  # A: 0.1 a 100 rollouts, 300 s a run
+    b[:, :, 0, 0] = [0.0, 0.15, 0.3, 0.45]  # B: 1.5x A per rollout, but 600 s a run
+    assert seed_paired_area(ROLLOUTS, a, b).mean > 0
+    test = seed_paired_cost_area(ROLLOUTS, a, [300.0] * 3, b, [600.0] * 3)
+    # over the first 300 s: A's mean 0.15; B reaches 150 rollouts (0.225) in them, its mean 0.1125
+    assert test.mean == pytest.approx(0.1125 - 0.15, abs=MEAN)
+    assert len(test.differences) == 3

@@ -13,8 +13,11 @@ the pairing) and each method's seeds (independently: the runs are independent). 
 - `seed_paired_area`: the pre-registered primary metric (docs/learning.md): per training seed, B's area minus A's
   (seed i of one method paired with seed i of the other: the same task stream and evaluation stream), their mean,
   and the two-sided p-value of the exact sign-flip permutation test (all 2^n sign assignments of the n
-  differences; no distribution assumed).
-Left out: multiple-comparison corrections (the primary metric is fixed in advance, the rest are secondary).
+  differences; no distribution assumed);
+- `holm`: Holm's step-down adjusted p-values, the pre-registered correction over TRCA's three comparisons;
+- `level_reaches`: each seed's rollouts to reach a fixed success level on its own curve (a secondary metric);
+- `seed_paired_cost_area`: the primary metric on the compute-matched axis: the area over the first CPU seconds
+  that every run of both methods spent, each run's seconds spread evenly over its rollouts.
 """
 
 from __future__ import annotations
@@ -187,3 +190,44 @@ def seed_paired_area(rollouts: Sequence[int], a: np.ndarray, b: np.ndarray) -> P
     seeds = min(a.shape[0], b.shape[0])
     return sign_flip_test([area_under_curve(rollouts, b[i].mean(axis=(1, 2)))
                            - area_under_curve(rollouts, a[i].mean(axis=(1, 2))) for i in range(seeds)])
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's adjusted p-values, in the given order: the k-th smallest (k from 0) times (m - k), kept from falling
+    below the one before it in that order, at most 1. A hypothesis is rejected at family-wise level alpha exactly
+    where its adjusted p-value is <= alpha."""
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, index in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def level_reaches(rollouts: Sequence[int], runs: np.ndarray, level: float) -> list[float | None]:
+    """Each seed's rollouts to reach success `level` on its own curve (`reach`; None: never). `runs`: (seeds, points,
+    games, episodes) wins."""
+    return [reach(rollouts, run.mean(axis=(1, 2)), level) for run in runs]
+
+
+def area_over_cost(rollouts: Sequence[int], success: Sequence[float], seconds: float, horizon: float) -> float:
+    """Mean success over a run's first `horizon` CPU seconds (0 < horizon <= seconds): its evaluated points placed at
+    `rollouts` x seconds / rollouts[-1] (every iteration the same work), piecewise linear between them."""
+    x = np.asarray(rollouts, dtype=float) * seconds / rollouts[-1]
+    y = np.asarray(success, dtype=float)
+    if not 0 < horizon <= x[-1] * (1 + 1e-12):
+        raise ValueError(f"area_over_cost: horizon {horizon} outside the run's (0, {x[-1]}] seconds")
+    inside = x < horizon
+    xs, ys = np.append(x[inside], horizon), np.append(y[inside], np.interp(horizon, x, y))
+    return float(np.sum((ys[1:] + ys[:-1]) / 2 * np.diff(xs)) / (horizon - x[0]))
+
+
+def seed_paired_cost_area(rollouts: Sequence[int], a: np.ndarray, a_seconds: Sequence[float], b: np.ndarray,
+                          b_seconds: Sequence[float]) -> PairedTest:
+    """`seed_paired_area` on the CPU-seconds axis: per seed, B's area minus A's over the first seconds that every run
+    of both spent (`area_over_cost`), tested by `sign_flip_test`."""
+    seeds = min(a.shape[0], b.shape[0])
+    horizon = min(*a_seconds[:seeds], *b_seconds[:seeds])
+    return sign_flip_test([area_over_cost(rollouts, b[i].mean(axis=(1, 2)), b_seconds[i], horizon)
+                           - area_over_cost(rollouts, a[i].mean(axis=(1, 2)), a_seconds[i], horizon)
+                           for i in range(seeds)])

@@ -19,6 +19,7 @@ from tracec.trace_rl.experiments.learning_curve import (
     Curve,
     CurvePoint,
     RunSpec,
+    Setup,
     curve_band,
     rollouts_to_reach,
     rubric_variant,
@@ -159,21 +160,28 @@ def test_a_curves_band_is_each_points_interval_over_seeds_and_games_as_the_table
     assert curve_band(bare) is None  # no wins recorded: no interval to draw
 
 
+def _tiny_setup(family_games: Path, tmp_path: Path) -> Setup:
+    """FAMILY's games and a one-layer small policy of their words: the smallest setup a learning curve trains on."""
+    from tracec.trace_rl.experiments.demo_settings import shipped_examples
+    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
+
+    games = FAMILY.prepare(list(FAMILY.train_seeds), family_games)
+    policy = build_small_policy(vocabulary_texts(FAMILY, [games[s] for s in FAMILY.train_seeds]), tmp_path / "policy",
+                                hidden=32, layers=1)
+    return Setup(family=FAMILY, games=family_games, small_policy=policy,
+                 rubric=shipped_examples() / "textworld.rubric")
+
+
 @pytest.mark.slow
 def test_a_killed_learning_curve_resumes_from_its_checkpoint_and_reuses_its_points(
         family_games: Path, tmp_path: Path) -> None:
     import json
     import shutil
 
-    from tracec.trace_rl.experiments.demo_settings import shipped_examples
-    from tracec.trace_rl.experiments.learning_curve import Setup, learning_curve
-    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
+    from tracec.trace_rl.experiments.learning_curve import learning_curve
 
-    games = FAMILY.prepare(list(FAMILY.train_seeds), family_games)
-    policy = build_small_policy(vocabulary_texts(FAMILY, [games[s] for s in FAMILY.train_seeds]), tmp_path / "policy",
-                                hidden=32, layers=1)
-    setup = Setup(family=FAMILY, games=family_games, small_policy=policy,
-                  rubric=shipped_examples() / "textworld.rubric")
+    setup = _tiny_setup(family_games, tmp_path)
+    policy = setup.small_policy
     spec = RunSpec(method="trca", model=str(policy), rubric=setup.rubric, iterations=2, eval_every=1, group_size=2,
                    groups_per_batch=1, eval_episodes=2, lr=2e-3)
     whole = learning_curve(setup, spec, tmp_path / "whole")
@@ -197,17 +205,10 @@ def test_a_resumed_experiment_run_counts_the_cpu_seconds_spent_before_its_checkp
     import json
     import shutil
 
-    from tracec.trace_rl.experiments.demo_settings import shipped_examples
-    from tracec.trace_rl.experiments.learning_curve import Setup
-    from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
-
     from bench.learning import _one_run
 
-    games = FAMILY.prepare(list(FAMILY.train_seeds), family_games)
-    policy = build_small_policy(vocabulary_texts(FAMILY, [games[s] for s in FAMILY.train_seeds]), tmp_path / "policy",
-                                hidden=32, layers=1)
-    setup = Setup(family=FAMILY, games=family_games, small_policy=policy,
-                  rubric=shipped_examples() / "textworld.rubric")
+    setup = _tiny_setup(family_games, tmp_path)
+    policy = setup.small_policy
     spec = RunSpec(method="grpo", model=str(policy), iterations=2, eval_every=1, group_size=2, groups_per_batch=1,
                    eval_episodes=1, lr=2e-3)
     whole = _one_run("grpo-s0", "sparse GRPO", spec, setup, tmp_path / "whole")

@@ -12,7 +12,7 @@ from tracec.trace_rl.envs.textworld.agents import RandomAgent, WalkthroughAgent
 from tracec.trace_rl.envs.textworld.family import FamilyEnvironment, TaskFamily
 from tracec.trace_rl.experiments.learning_curve import Setup
 from tracec.trace_rl.experiments.trace_conditions import NeedProbe, oracle_route, route, routed_wins
-from tracec.trace_rl.experiments.trace_experiment import TraceBudget, TraceExperiment, check_stage
+from tracec.trace_rl.experiments.trace_experiment import TraceBudget, TraceExperiment, check_stage, saved_by_key
 from tracec.trace_rl.experiments.trace_family import (
     CAPABILITIES,
     LabelledEpisode,
@@ -188,3 +188,16 @@ def test_an_experiment_refuses_a_workdir_whose_base_agent_was_trained_with_anoth
     with pytest.raises(ConfigError, match="group_size=8; this run asks group_size=4"):  # before any training
         TraceExperiment(setup, TraceBudget(group_size=4), tmp_path, split="validation")
     assert not (tmp_path / "base-agent-8" / "base_agent.json").exists()
+
+
+def test_a_value_saved_by_its_settings_is_read_back_for_the_same_settings_tuples_included(tmp_path: Path) -> None:
+    computed = []
+
+    def compute(value: str) -> str:
+        computed.append(value)
+        return value
+    path = tmp_path / "base-agent-8-calibration.json"
+    assert saved_by_key(path, {"pool_lengths": (1, 2), "env_turns": 4}, lambda: compute("four")) == "four"
+    assert saved_by_key(path, {"pool_lengths": (1, 2), "env_turns": 4}, lambda: compute("again")) == "four"
+    assert saved_by_key(path, {"pool_lengths": (1, 2), "env_turns": 8}, lambda: compute("eight")) == "eight"
+    assert computed == ["four", "eight"]  # the second call read the first's value back, not computing it again

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from multiprocessing import get_context
@@ -153,9 +154,9 @@ class TraceExperiment:
         """TRACE's calibration of each capability environment with the base agent, saved beside the base agent
         by the settings it depends on (the pool, the environments' games and turns): every split reads it."""
         key = _fields(self.budget, "pool_games", "pool_lengths", "env_games", "env_turns", "calibration_episodes")
-        saved = json.loads(self.calibration.read_text(encoding="utf-8")) if self.calibration.is_file() else []
-        if found := next((entry["report"] for entry in saved if entry["key"] == key), None):
-            return found
+        return saved_by_key(self.calibration, key, lambda: self._calibrate(policy, envs))
+
+    def _calibrate(self, policy: Policy, envs: dict[str, list[int]]) -> dict[str, Any]:
         report = {}
         for name, seeds in envs.items():
             if seeds:
@@ -166,7 +167,6 @@ class TraceExperiment:
                                             steps=e.turns, record=e.trajectory) for e in played])
                 report[name] = {"success": result.metrics["success_rate"], "ok": result.ok,
                                 "failures": list(result.failures)}
-        write_atomic(self.calibration, [json.dumps([*saved, {"key": key, "report": report}])])
         return report
 
     def _train_all(self, kept: list[str], unselected: str | None, envs: dict[str, list[int]]) -> dict[str, Any]:
@@ -249,10 +249,21 @@ def capability_pool(family: TaskFamily, budget: TraceBudget) -> TaskFamily:
                    train_seeds=tuple(range(POOL_FIRST, POOL_FIRST + budget.pool_games)))
 
 
+def saved_by_key(path: Path, key: dict[str, Any], compute: Callable[[], Any]) -> Any:
+    """The value saved in `path` (a JSON list of {key, value}) for the settings `key`, or `compute()`'s, added."""
+    key = _as_saved(key)
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    if found := next((entry for entry in saved if entry["key"] == key), None):
+        return found["value"]
+    value = compute()
+    write_atomic(path, [json.dumps([*saved, {"key": key, "value": value}])])
+    return value
+
+
 def check_stage(folder: Path, key: dict[str, Any]) -> None:
     """Refuse to reuse `folder`'s saved stages for other settings than they were made with (`folder/budget.json`,
     written by the first run); a rerun with the same settings reads them back."""
-    key = json.loads(json.dumps(key))
+    key = _as_saved(key)
     path = folder / "budget.json"
     if not path.is_file():
         write_atomic(path, [json.dumps(key, indent=2)])
@@ -268,6 +279,11 @@ def check_stage(folder: Path, key: dict[str, Any]) -> None:
 
 def _fields(budget: TraceBudget, *names: str) -> dict[str, Any]:
     return {name: getattr(budget, name) for name in names}
+
+
+def _as_saved(key: dict[str, Any]) -> dict[str, Any]:
+    """`key` as JSON reads it back (tuples as lists), so that a saved key and a fresh one compare equal."""
+    return json.loads(json.dumps(key))
 
 
 def _train_and_play(experiment: TraceExperiment, name: str, where: str, seeds: list[int], iterations: int,

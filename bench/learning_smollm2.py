@@ -184,6 +184,7 @@ def _report(summary: dict, args: argparse.Namespace) -> str:
                               "gain (paired)", "greedy", "training success by iteration", "minutes"], rows)
             + "\n\n" + trust)
 
+
 def summarize(workdir: Path) -> str:
     """One table of the runs summarized in `workdir` (`summary-*.json`), by method: before and after over seeds and
     games, the gain, and the difference from sparse GRPO's final paired over seeds and games (seeds in common)."""

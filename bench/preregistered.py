@@ -31,15 +31,16 @@ def analysis(grouped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The primary and secondary metrics of the runs in `grouped` (label -> runs in seed order, each with its
     `points` and `cpu_s`); comparisons whose methods were evaluated at other points are left out."""
     rollouts = {label: [p["rollouts"] for p in runs[0]["points"]] for label, runs in grouped.items()}
-    reaches = {label: {f"{level:.1f}": level_reaches(rollouts[label], wins_array(runs), level) for level in LEVELS}
-               for label, runs in grouped.items()}
+    wins = {label: wins_array(runs) for label, runs in grouped.items()}
+    reaches = {label: {f"{level:.1f}": level_reaches(rollouts[label], wins[label], level) for level in LEVELS}
+               for label in grouped}
     greedy = {label: wins_array(runs, "greedy_wins")[:, -1].mean(axis=(1, 2)).round(4).tolist()
               for label, runs in grouped.items()}
     comparisons: dict[str, dict[str, Any]] = {}
     if TRCA in grouped:
-        trca, axis = wins_array(grouped[TRCA]), rollouts[TRCA]
+        trca, axis = wins[TRCA], rollouts[TRCA]
         for label in [k for k in AGAINST if k in grouped and rollouts[k] == axis]:
-            other = wins_array(grouped[label])
+            other = wins[label]
             area = seed_paired_area(axis, other, trca)
             cost = seed_paired_cost_area(axis, other, [r["cpu_s"] for r in grouped[label]], trca,
                                          [r["cpu_s"] for r in grouped[TRCA]])

@@ -112,11 +112,11 @@ def reach_ratio(rollouts: Sequence[int], grpo: np.ndarray, trca: np.ndarray, *, 
         goal = share * grpo[seeds_g][:, -1][:, games].mean()
         with np.errstate(invalid="ignore", divide="ignore"):  # a goal at the start: 0 / 0, left out as not finite
             samples[r] = reaches(trca[seeds_t], games, goal).mean() / reaches(grpo[seeds_g], games, goal).mean()
-    per_seed = [[reach(rollouts, run.mean(axis=(1, 2)), target) for run in runs] for runs in (grpo, trca)]
+    per_seed = [level_reaches(rollouts, runs, target) for runs in (grpo, trca)]
     return Interval(float(estimate), *_percentiles(samples)), per_seed[0], per_seed[1]
 
 
-def area_under_curve(rollouts: Sequence[int], success: Sequence[float]) -> float:
+def area_under_curve(rollouts: Sequence[float], success: Sequence[float]) -> float:
     """Mean success over [0, budget] (trapezoids between the evaluated points)."""
     x, y = np.asarray(rollouts, dtype=float), np.asarray(success, dtype=float)
     return float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0]))
@@ -218,8 +218,8 @@ def area_over_cost(rollouts: Sequence[int], success: Sequence[float], seconds: f
     if not 0 < horizon <= x[-1] * (1 + 1e-12):
         raise ValueError(f"area_over_cost: horizon {horizon} outside the run's (0, {x[-1]}] seconds")
     inside = x < horizon
-    xs, ys = np.append(x[inside], horizon), np.append(y[inside], np.interp(horizon, x, y))
-    return float(np.sum((ys[1:] + ys[:-1]) / 2 * np.diff(xs)) / (horizon - x[0]))
+    return area_under_curve(np.append(x[inside], horizon).tolist(),
+                            np.append(y[inside], np.interp(horizon, x, y)).tolist())
 
 
 def seed_paired_cost_area(rollouts: Sequence[int], a: np.ndarray, a_seconds: Sequence[float], b: np.ndarray,

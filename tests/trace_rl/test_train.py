@@ -385,6 +385,21 @@ def test_resuming_over_an_unreadable_checkpoint_config_names_the_checkpoint(tmp_
         train(config, out=tmp_path, resume=True)
 
 
+def test_a_resumed_run_may_run_longer_and_keep_more_checkpoints_but_not_change_what_it_learns(
+        tmp_path: Path) -> None:
+    from tracec.trace_rl.grpo.config import save_config
+    from tracec.trace_rl.grpo.run_folder import check_run_dir
+
+    checkpoint = tmp_path / "checkpoints" / "iter_000002"
+    checkpoint.mkdir(parents=True)
+    save_config(_config(*LETTERS, "iterations=2", "run.keep_checkpoints=3"), checkpoint / "config.toml")
+    longer = _config(*LETTERS, "iterations=4", "run.keep_checkpoints=5")
+    assert check_run_dir(tmp_path, longer, resume=True) == checkpoint
+    with pytest.raises(ConfigError, match=r"the config differs from the run's .* in optim\.lr; only run\.iterations, "
+                                          r"run\.keep_checkpoints and run\.report_to may change"):
+        check_run_dir(tmp_path, _config(*LETTERS, "iterations=4", "optim.lr=1e-3"), resume=True)
+
+
 def test_resume_drops_a_metrics_line_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(*LETTERS, "iterations=1")
     train(config, out=tmp_path)

@@ -61,13 +61,14 @@ def check_run_dir(run_dir: Path, config: TrainConfig, resume: bool) -> Path | No
         reason = (str(error).partition(": error: ")[2] or str(error)).splitlines()[0]
         raise damaged_checkpoint(latest, f"its config.toml: {reason}") from None
     given = config_to_dict(config)
-    # A resumed run may run longer, and report elsewhere.
-    for key in ("iterations", "out", "report_to"):
+    # A resumed run may run longer (keeping as many more checkpoints), and report elsewhere.
+    for key in ("iterations", "keep_checkpoints", "out", "report_to"):
         saved["run"].pop(key, None), given["run"].pop(key, None)
     if saved != given:
         changed = sorted(_differences(saved, given))
         raise ConfigError(f"--resume: the config differs from the run's ({latest / 'config.toml'}) in "
-                          f"{', '.join(changed)}; only run.iterations and run.report_to may change when resuming")
+                          f"{', '.join(changed)}; only run.iterations, run.keep_checkpoints and run.report_to may "
+                          "change when resuming")
     return latest
 
 

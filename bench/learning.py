@@ -8,10 +8,11 @@ can tell them apart, after a learnability gate.
    with the oracle credit (+1 on the plan's next command, -1 elsewhere) at the comparison's budget
    (`--oracle-iterations`), and its variants tried to pass the gate (`GATE_VARIANTS`).
 2. The comparison: `--seeds` seeds each of sparse GRPO, GRPO + TRCA (examples/textworld.rubric), GiGPO and shaped
-   GRPO (the same rubric's return as the episode's reward: TRCA's shaping without its step credit), and the TRCA
-   ablations lambda = 0, lambda = 1, no context grouping and A_S mean-only (`step_scale none`; `--ablation-seeds`
-   each), every run on the same budget
-   and settings, the command-level loss of the admissible mode.
+   GRPO (the same rubric's return as the episode's reward: TRCA's shaping without its step credit), TRCA and shaped
+   GRPO again with examples/textworld_blind.rubric (which reads nothing of the objective), and the TRCA ablations
+   lambda = 0, lambda = 1, no context grouping and A_S mean-only (`step_scale none`; `--ablation-seeds` each), every
+   run on the same budget and settings, the command-level loss of the admissible mode, at `--lr` or each trainer
+   credit's own rate (`--lr-by-method`, chosen on validation runs by `bench/preregistered.py rates`).
 3. Evaluation: every checkpoint on the held-out games (fixed in `TaskFamily`, never trained on), `--eval-episodes`
    sampled episodes a game from one fixed stream plus one greedy episode a game. Statistics (`learning_stats`):
    each point's success with a 95% bootstrap interval over seeds and games; TRCA minus GRPO paired over games at
@@ -20,7 +21,9 @@ can tell them apart, after a learnability gate.
 Each run's curve is saved as JSON in the workdir and reused by a rerun with the same settings, and a run killed
 part way resumes from its last checkpoint with the points it had evaluated, so an interrupted experiment continues
 where it stopped. `--record` writes the "learning" section of bench/RESULTS.md and the PNGs
-beside it. Runs go `--jobs` at a time, one torch thread each.
+beside it. Runs go `--jobs` at a time, one torch thread each. `--extend-from DIR` makes a longer run (more
+`--iterations`) from DIR's finished run of the same seed and settings, training on from its last checkpoint: with a
+constant rate the first iterations of a longer run are the shorter run's, so they are not paid for twice.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.preregistered import analysis, report, wins_array
 from bench.results import markdown_table, record
 from tracec.atomic import atomic_open, write_atomic
+from tracec.config_io import ConfigError
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 # The held-out games' first seed by split: `heldout` is what every recorded section so far evaluated on (and was
@@ -69,6 +73,8 @@ def main() -> None:
                         eval_seeds=tuple(range(EVAL_SPLITS[args.eval_split],
                                                EVAL_SPLITS[args.eval_split] + args.eval_games)))
     setup = prepare_setup(args.workdir, family, hidden=args.hidden, layers=args.layers, rubric=args.rubric)
+    if args.extend_from:  # the continued runs' policy is the one they began with, where they began
+        setup = replace(setup, small_policy=_extended_policy(args.extend_from, setup.small_policy.name))
     runs = {name: run for name, run in _runs(args, setup).items()
             if not args.only or name.rsplit("-s", 1)[0] in args.only}
     with ThreadPoolExecutor(max_workers=1) as side:  # the gate in this process while the pool trains
@@ -123,6 +129,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr-by-method", type=_rates, default={},
+                        help="each trainer credit's rate, e.g. grpo=2e-3,trca=5e-3 (its ablations and rubric variants "
+                             "take it too; a credit not named takes --lr)")
+    parser.add_argument("--extend-from", type=Path,
+                        help="a workdir whose finished runs of the same seeds and settings, with fewer iterations, "
+                             "these runs continue")
     parser.add_argument("--clip-eps", type=float, default=0.28)
     parser.add_argument("--target-kl", type=float, default=0.05)
     parser.add_argument("--eval-episodes", type=int, default=8, help="sampled episodes a held-out game")
@@ -140,10 +152,13 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
+BLIND_RUBRIC = "textworld_blind.rubric"  # shipped beside textworld.rubric; reads nothing of the objective
 METHODS = (("grpo", "sparse GRPO", {"method": "grpo"}),
            ("trca", "GRPO + TRCA", {"method": "trca"}),
            ("gigpo", "GiGPO", {"method": "gigpo"}),  # the paper's closest relative: anchor-state step groups
-           ("shaped", "shaped GRPO", {"method": "shaped"}))  # TRCA's rubric return, at the episode level only
+           ("shaped", "shaped GRPO", {"method": "shaped"}),  # TRCA's rubric return, at the episode level only
+           ("trca-blind", "GRPO + TRCA, blind rubric", {"method": "trca", "rubric": BLIND_RUBRIC}),
+           ("shaped-blind", "shaped GRPO, blind rubric", {"method": "shaped", "rubric": BLIND_RUBRIC}))
 ABLATIONS = (("trca-lam0", "TRCA, lambda = 0", {"method": "trca", "lam": 0.0}),
              ("trca-lam1", "TRCA, lambda = 1", {"method": "trca", "lam": 1.0}),
              ("trca-nocontext", "TRCA, no context grouping", {"method": "trca", "context_grouping": False}),
@@ -161,7 +176,13 @@ GATE_VARIANTS = (("oracle-imitation", "oracle credit, imitation-weighted (gate)"
 
 def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
     """Every training run of the experiment by name: (label, spec)."""
+    from tracec.trace_rl.experiments.demo_settings import shipped_examples
     from tracec.trace_rl.experiments.learning_curve import RunSpec
+
+    def settings(extra: dict[str, Any]) -> dict[str, Any]:
+        """A run's own settings: its shipped rubric by path, its credit's rate where `--lr-by-method` names one."""
+        own = extra | ({"rubric": shipped_examples() / extra["rubric"]} if "rubric" in extra else {})
+        return own | ({"lr": args.lr_by_method[own["method"]]} if own["method"] in args.lr_by_method else {})
 
     common = {"model": str(setup.small_policy), "rubric": setup.rubric, "iterations": args.iterations,
               "eval_every": args.eval_every, "groups_per_batch": args.groups, "group_size": args.group_size,
@@ -177,8 +198,24 @@ def _runs(args: argparse.Namespace, setup: Any) -> dict[str, tuple[str, Any]]:
     order = sorted(((tier, seed, index, run) for index, (tier, run, seeds) in enumerate(plan)
                     for seed in range(args.first_seed, args.first_seed + seeds)),
                    key=lambda item: item[:3])
-    return {f"{key}-s{seed}": (label, RunSpec(**common | extra, seed=seed))
+    return {f"{key}-s{seed}": (label, RunSpec(**common | settings(extra), seed=seed))
             for _, seed, _, (key, label, extra) in order}
+
+
+def _rates(text: str) -> dict[str, float]:
+    """`--lr-by-method`'s value: credit=rate pairs, each credit one the trainer has."""
+    from tracec.trace_rl.experiments.learning_curve import METHODS as CREDITS
+
+    rates = {}
+    for pair in text.split(","):
+        credit, _, rate = pair.partition("=")
+        if credit not in CREDITS:
+            raise argparse.ArgumentTypeError(f"{credit!r} is not a trainer credit ({', '.join(CREDITS)})")
+        try:
+            rates[credit] = float(rate)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{credit}'s rate {rate!r} is not a number") from None
+    return rates
 
 
 def _cached(path: Path, key: dict[str, Any], compute: Any) -> dict[str, Any]:
@@ -273,17 +310,23 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
         return done
     print(f"{len(done)} runs saved, {len(todo)} to run, {args.jobs} at a time", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir): name for name in todo}
+        futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir, args.extend_from): name
+                   for name in todo}
         for future in as_completed(futures):
             name = futures[future]
-            done[name] = future.result()
+            try:
+                done[name] = future.result()
+            except ConfigError as error:  # e.g. a run folder holding another config's run: the user's to settle
+                pool.shutdown(wait=False, cancel_futures=True)  # no new run starts; those running finish and save
+                sys.exit(f"learning.py: error: {name}: {error}")
             last = done[name]["points"][-1]
             print(f"{name}: held-out success {last['success']:.3f} after {last['rollouts']} rollouts, "
                   f"{done[name]['seconds']:.0f} s", file=sys.stderr, flush=True)
     return {name: done[name] for name in runs}
 
 
-def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dict[str, Any]:
+def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path, extend_from: Path | None = None
+             ) -> dict[str, Any]:
     import shutil
 
     from tracec.trace_rl.experiments.learning_curve import learning_curve
@@ -295,6 +338,12 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     out, key = workdir / "runs" / name, _spec_key(spec, setup.family)
     marker = out / "spec.json"  # whose run the folder holds: a killed run of the same spec resumes
     resume = marker.is_file() and json.loads(marker.read_text()) == key and latest_checkpoint(out) is not None
+    shorter = _shorter_run(extend_from / "runs" / name, key) if extend_from is not None and not resume else None
+    if shorter is not None:  # its checkpoints, points and CPU ledger are this run's first iterations
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(shorter, out)
+        marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
+        resume = True
     if not resume:
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
@@ -323,6 +372,31 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path) -> dic
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     tmp.replace(saved)
     return result
+
+
+def _extended_policy(extend_from: Path, name: str) -> Path:
+    policy = extend_from / name
+    if not (policy / "config.json").is_file():
+        sys.exit(f"learning.py: error: --extend-from {extend_from}: it holds no small policy {name} (no runs of this "
+                 "family and width were made there)")
+    return policy
+
+
+def _shorter_run(folder: Path, key: dict[str, Any]) -> Path | None:
+    """`folder`, if it holds a run of `key` in all but fewer iterations that reached its last one."""
+    from tracec.trace_rl.experiments.learning_curve import RunSpec
+    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
+
+    marker = folder / "spec.json"
+    if not marker.is_file():
+        return None
+    saved = json.loads(marker.read_text(encoding="utf-8"))
+    default = next(f.default for f in fields(RunSpec) if f.name == "iterations")  # a key holds only what differs
+    had, wants = saved.get("iterations", default), key.get("iterations", default)
+    same = {k: v for k, v in saved.items() if k != "iterations"} == {k: v for k, v in key.items() if k != "iterations"}
+    done = latest_checkpoint(folder)
+    finished = done is not None and int(done.name[len("iter_"):]) == had
+    return folder if same and finished and had < wants else None
 
 
 def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -501,7 +575,7 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
              f"{summary['max_turns']} turns); small policy hidden {args.hidden}, {args.layers} layers, LoRA r16 on "
              "every linear layer; "
              f"{args.iterations} iterations of {args.groups} x {args.group_size} episodes "
-             f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {args.lr:g}, clip eps "
+             f"({args.iterations * args.groups * args.group_size} rollouts a run), lr {_rates_text(args)}, clip eps "
              f"{args.clip_eps:g}, target KL {args.target_kl:g}, 2 mini-batches; command-level loss. Each point: "
              f"{args.eval_games} held-out games x {args.eval_episodes} sampled episodes (and one greedy episode a "
              "game); intervals are 95% bootstrap over seeds and games."), "",
@@ -554,6 +628,12 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
         lines += ["", "Not run (the experiment was stopped at the session's CPU budget): "
                   + ", ".join(summary["not_run"])]
     return "\n".join(lines)
+
+
+def _rates_text(args: argparse.Namespace) -> str:
+    by_credit = "".join(f", {credit} {rate:g}" for credit, rate in args.lr_by_method.items())
+    return f"{args.lr:g}" + (f" (by credit{by_credit}; ablations and blind variants at their credit's)"
+                             if by_credit else "")
 
 
 def _slug(section: str) -> str:

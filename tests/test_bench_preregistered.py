@@ -1,13 +1,19 @@
-"""bench/preregistered.py: the pre-registered comparisons are TRCA minus each baseline, Holm-adjusted together."""
+"""bench/preregistered.py: the pre-registered comparisons are TRCA minus each baseline, Holm-adjusted within each
+rubric's three; the claims follow from them by rule; each method's rate is chosen on validation runs by rule."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tracec.trace_rl.experiments.learning_stats import holm, seed_paired_area, seed_paired_cost_area
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tracec.trace_rl.experiments.learning_stats import area_under_curve, holm, seed_paired_area, seed_paired_cost_area
 
-from bench.preregistered import analysis, report
+from bench.preregistered import TIE, analysis, chosen_rate, rates_report, report, validation_areas
 
 ROLLOUTS = [0, 64, 128]
 
@@ -39,3 +45,87 @@ def test_each_baseline_is_subtracted_from_trca_and_the_p_values_are_adjusted_tog
     assert [c["holm_p"] for c in result["comparisons"].values()] == holm(p_values)
     assert result["greedy_final"]["GiGPO"] == [0.25] * 4
     assert "| TRCA - GiGPO | 4 |" in report(result)
+
+
+def test_each_rubric_is_its_own_holm_family_and_the_claims_follow_the_rule() -> None:
+    rng = np.random.default_rng(2)
+    grouped = {"sparse GRPO": _runs([[0.0, 0.1, 0.2]] * 6, 100.0, rng),
+               "GRPO + TRCA": _runs([[0.0, 0.8, 0.9]] * 6, 100.0, rng),
+               "shaped GRPO": _runs([[0.0, 0.8, 0.9]] * 6, 100.0, rng),  # as good as TRCA: no step credit shown
+               "GiGPO": _runs([[0.0, 0.1, 0.2]] * 6, 100.0, rng),
+               "GRPO + TRCA, blind rubric": _runs([[0.0, 0.9, 1.0]] * 6, 100.0, rng),
+               "shaped GRPO, blind rubric": _runs([[0.0, 0.1, 0.1]] * 6, 100.0, rng)}
+    result = analysis(grouped)
+    named = ["TRCA - sparse GRPO", "TRCA - shaped GRPO", "TRCA - GiGPO"]
+    blind = ["TRCA blind - sparse GRPO", "TRCA blind - shaped GRPO, blind rubric", "TRCA blind - GiGPO"]
+    assert list(result["comparisons"]) == named + blind
+    for family in (named, blind):  # adjusted over its own three, not over all six
+        entries = [result["comparisons"][name] for name in family]
+        assert [e["holm_p"] for e in entries] == holm([e["p"] for e in entries])
+    # six seeds all ahead: the exact sign-flip p is 2 / 64, Holm's smallest of three 3 x that = 0.09375 > 0.05
+    assert result["comparisons"]["TRCA blind - sparse GRPO"]["p"] == pytest.approx(2 / 64)
+    assert result["claims"] == {"per-step credit beyond shaping (objective-reading rubric)": False,
+                                "per-step credit beyond shaping (blind rubric)": False,
+                                "a gain that does not come from reading the plan": False}
+
+
+def test_a_claim_is_made_when_its_comparison_survives_holm_and_left_open_when_not_run() -> None:
+    rng = np.random.default_rng(3)
+    grouped = {"sparse GRPO": _runs([[0.0, 0.0, 0.1]] * 10, 100.0, rng),
+               "GRPO + TRCA, blind rubric": _runs([[0.0, 0.9, 1.0]] * 10, 100.0, rng),
+               "shaped GRPO, blind rubric": _runs([[0.0, 0.0, 0.0]] * 10, 100.0, rng)}
+    result = analysis(grouped)
+    # ten seeds all ahead: p = 2 / 1024, Holm's x2 (two comparisons run) still under 0.05
+    assert result["comparisons"]["TRCA blind - sparse GRPO"]["holm_p"] == pytest.approx(2 * 2 / 1024)
+    assert result["claims"] == {"per-step credit beyond shaping (objective-reading rubric)": None,
+                                "per-step credit beyond shaping (blind rubric)": True,
+                                "a gain that does not come from reading the plan": True}
+    assert "a gain that does not come from reading the plan: shown" in report(result)
+    assert "(objective-reading rubric): not run" in report(result)
+
+
+@given(st.dictionaries(st.sampled_from([1e-3, 2e-3, 5e-3, 1e-2]),
+                       st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4), min_size=1))
+def test_the_chosen_rate_is_the_best_mean_area_or_the_smallest_rate_tying_with_it(
+        areas: dict[float, list[float]]) -> None:
+    rate = chosen_rate(areas)
+    means = {r: sum(v) / len(v) for r, v in areas.items()}
+    assert means[rate] >= max(means.values()) - TIE  # the best, or within the tie of it
+    assert all(r >= rate for r, m in means.items() if m >= max(means.values()) - TIE)  # and the smallest such
+
+
+def test_a_tie_goes_to_the_smaller_rate_and_a_clear_gap_to_the_better_one() -> None:
+    assert chosen_rate({1e-3: [0.300], 2e-3: [0.304], 5e-3: [0.20]}) == 1e-3
+    assert chosen_rate({1e-3: [0.30], 2e-3: [0.31], 5e-3: [0.20, 0.44]}) == 5e-3  # a mean of 0.32
+
+
+def _saved_curve(workdir: Path, method: str, lr: float, seed: int, success: list[float], **settings: Any) -> None:
+    curves = workdir / "curves"
+    curves.mkdir(parents=True, exist_ok=True)
+    spec = {"method": method.split("-")[0], "lr": lr, "seed": seed, "iterations": 2, "quest_lengths": [2, 3, 4]}
+    points = [{"rollouts": 64 * k, "success": value} for k, value in enumerate(success)]
+    (curves / f"{method}-s{seed}.json").write_text(json.dumps({"name": f"{method}-s{seed}",
+                                                                "spec": spec | settings, "points": points}))
+
+
+def test_the_rates_are_chosen_from_each_methods_validation_areas_once_every_rate_has_the_same_seeds(
+        tmp_path: Path) -> None:
+    for rate, workdir in ((1e-3, tmp_path / "low"), (5e-3, tmp_path / "high")):
+        for seed in (500, 501):
+            _saved_curve(workdir, "grpo", rate, seed, [0.0, 0.2, 0.4 if rate == 5e-3 else 0.3])
+            _saved_curve(workdir, "trca-lam0", rate, seed, [0.0, 0.9, 0.9])  # an ablation: not tuned
+        _saved_curve(workdir, "trca", rate, 500, [0.0, 0.5, 0.5])
+    _saved_curve(tmp_path / "high", "trca", 5e-3, 501, [0.0, 0.5, 0.5])  # a seed the low rate has not run yet
+    areas = validation_areas([tmp_path / "low", tmp_path / "high"])
+    assert set(areas) == {"grpo", "trca"}
+    assert areas["grpo"][5e-3][501] == area_under_curve([0, 64, 128], [0.0, 0.2, 0.4])
+    table, chosen = rates_report(areas)
+    assert chosen == {"grpo": 5e-3}
+    assert "| trca | 0.3750 (1 seeds) | 0.3750 (2 seeds) | not yet" in table
+
+
+def test_runs_of_another_family_are_refused_by_name(tmp_path: Path) -> None:
+    _saved_curve(tmp_path / "a", "grpo", 1e-3, 500, [0.0, 0.1, 0.2])
+    _saved_curve(tmp_path / "b", "grpo", 2e-3, 500, [0.0, 0.1, 0.2], quest_lengths=[3, 4, 5, 6])
+    with pytest.raises(ValueError, match="differ in quest_lengths"):
+        validation_areas([tmp_path / "a", tmp_path / "b"])

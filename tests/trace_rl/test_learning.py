@@ -223,3 +223,37 @@ def test_a_resumed_experiment_run_counts_the_cpu_seconds_spent_before_its_checkp
     resumed = _one_run("grpo-s0", "sparse GRPO", spec, setup, tmp_path / "killed")
     assert 1000.0 < resumed["cpu_s"] < 1000.0 + whole["cpu_s"]  # the first iteration's, then only the second's
     assert 1000.0 < json.loads((run / "cpu_seconds.json").read_text())["2"] <= resumed["cpu_s"]  # redone, not 5000
+
+
+@pytest.mark.slow
+def test_a_longer_run_made_from_a_finished_shorter_one_is_the_run_made_from_the_start(
+        family_games: Path, tmp_path: Path) -> None:
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from bench.learning import _one_run, _shorter_run, _spec_key
+
+    setup = _tiny_setup(family_games, tmp_path)
+
+    def spec(iterations: int, lr: float = 2e-3) -> RunSpec:
+        return RunSpec(method="trca", model=str(setup.small_policy), rubric=setup.rubric, iterations=iterations,
+                       eval_every=1, group_size=2, groups_per_batch=1, eval_episodes=2, lr=lr)
+
+    fresh = _one_run("trca-s0", "GRPO + TRCA", spec(4), setup, tmp_path / "fresh")
+    short = _one_run("trca-s0", "GRPO + TRCA", spec(2), setup, tmp_path / "short")
+    longer = _one_run("trca-s0", "GRPO + TRCA", spec(4), setup, tmp_path / "long", tmp_path / "short")
+    assert longer["points"] == fresh["points"] and longer["train"] == fresh["train"]
+    assert longer["points"][:3] == short["points"]
+    adapter = "runs/trca-s0/checkpoints/iter_000004/adapter/adapter_model.safetensors"
+    ours, theirs = load_file(str(tmp_path / "long" / adapter)), load_file(str(tmp_path / "fresh" / adapter))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    ledger = json.loads((tmp_path / "long" / "runs" / "trca-s0" / "cpu_seconds.json").read_text())
+    assert sorted(ledger, key=int) == ["1", "2", "3", "4"]  # the shorter run's CPU seconds, then its own
+    assert not (tmp_path / "short" / "runs" / "trca-s0" / "checkpoints" / "iter_000003").exists()  # left as it was
+    # only a shorter run of the same settings is continued
+    short_run = tmp_path / "short" / "runs" / "trca-s0"
+    assert _shorter_run(short_run, _spec_key(spec(4), setup.family)) == short_run
+    assert _shorter_run(short_run, _spec_key(spec(4, lr=5e-3), setup.family)) is None
+    assert _shorter_run(short_run, _spec_key(spec(2), setup.family)) is None

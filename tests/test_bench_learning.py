@@ -1,0 +1,49 @@
+"""bench/learning.py's plan of runs: every method of the pre-registered comparison, blind-rubric variants included,
+each at its credit's chosen rate; `--lr-by-method` refuses what the trainer does not have."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from tracec.trace_rl.experiments.demo_settings import shipped_examples
+
+from bench.learning import _arguments, _runs
+
+
+def _plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, tuple[str, object]]:
+    monkeypatch.setattr(sys, "argv", ["learning.py", *argv])
+    setup = SimpleNamespace(small_policy=Path("policy"), rubric=shipped_examples() / "textworld.rubric")
+    return _runs(_arguments(), setup)
+
+
+def test_the_blind_variants_read_the_blind_rubric_and_every_run_takes_its_credits_rate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _plan(monkeypatch, "--seeds", "2", "--first-seed", "1000", "--ablation-seeds", "1", "--oracle-seeds", "0",
+                 "--lr", "2e-3", "--lr-by-method", "trca=5e-3,shaped=1e-3")
+    specs = {name: spec for name, (_, spec) in runs.items()}
+    assert {name.rsplit("-s", 1)[0] for name in specs} == {"grpo", "trca", "gigpo", "shaped", "trca-blind",
+                                                           "shaped-blind", "trca-lam0", "trca-lam1",
+                                                           "trca-nocontext", "trca-meanonly"}
+    assert specs["trca-blind-s1001"].rubric == shipped_examples() / "textworld_blind.rubric"
+    assert specs["shaped-blind-s1000"].rubric.name == "textworld_blind.rubric"
+    assert specs["trca-s1000"].rubric.name == specs["shaped-s1000"].rubric.name == "textworld.rubric"
+    rates = {name.rsplit("-s", 1)[0]: spec.lr for name, spec in specs.items()}
+    assert rates == {"grpo": 2e-3, "gigpo": 2e-3, "trca": 5e-3, "trca-blind": 5e-3, "trca-lam0": 5e-3,
+                     "trca-lam1": 5e-3, "trca-nocontext": 5e-3, "trca-meanonly": 5e-3, "shaped": 1e-3,
+                     "shaped-blind": 1e-3}
+    # seeds interleaved across methods, the comparison's before the ablations
+    names = list(specs)
+    assert names.index("shaped-blind-s1000") < names.index("grpo-s1001") < names.index("trca-lam0-s1000")
+
+
+@pytest.mark.parametrize(("value", "message"), [("reinforce=1e-3", "'reinforce' is not a trainer credit"),
+                                                ("trca=fast", "trca's rate 'fast' is not a number")])
+def test_a_wrong_rate_is_refused_with_its_reason(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                                 value: str, message: str) -> None:
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--lr-by-method", value])
+    with pytest.raises(SystemExit) as exit_info:
+        _arguments()
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -15,7 +15,8 @@ over games of after minus before (one seed: the spread over training seeds is no
 tokens a turn, the admissible commands listed in the observation), the loss on its tokens. `--summarize` reads every
 run's summary in the workdir and writes one table: each method's held-out success before and after over its seeds
 and the games, and its difference from sparse GRPO's, paired over seeds and games; runs of unequal episodes or modes
-are refused. Left out: vLLM (the admissible mode scores commands with the transformers sampler).
+are refused. A run killed part way (a CPU run can outlast a session) resumes from its last checkpoint when called
+again with the same settings. Left out: vLLM (the admissible mode scores commands with the transformers sampler).
 """
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ def main() -> None:
         probe, fitted = _fit_iterations(setup, spec, args.workdir / f"probe-{name}", args.minutes * 60, began)
         spec = replace(spec, iterations=fitted, eval_every=fitted)
         args.iterations, args.minutes = fitted, None  # the record's command reruns this run, not the fitting
-    shutil.rmtree(out, ignore_errors=True)
-    curve = learning_curve(setup, spec, out)
+    curve = learning_curve(setup, spec, out, resume=start_folder(out, spec))
     before, after = curve.points[0], curve.points[-1]
     wins = [np.asarray(p.wins, dtype=float)[None] for p in (before, after)]
     gain = paired_difference(*wins)
@@ -98,6 +98,20 @@ def main() -> None:
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
             if k not in ("record", "workdir", "section", "summarize") and v is not None)
         record(args.section, text, command + " --record")
+
+
+def start_folder(out: Path, spec: RunSpec) -> bool:
+    """Whether `out` holds a killed run of `spec` to resume (a CPU run outlasts a session); otherwise it is emptied
+    and marked as `spec`'s."""
+    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
+
+    marker, key = out / "spec.json", json.dumps(asdict(spec), default=str, sort_keys=True)
+    if marker.is_file() and marker.read_text(encoding="utf-8") == key and latest_checkpoint(out) is not None:
+        return True
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    marker.write_text(key, encoding="utf-8")
+    return False
 
 
 class _ProbeDone(Exception):

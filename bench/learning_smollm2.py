@@ -69,7 +69,8 @@ def main() -> None:
     spec = RunSpec(method=args.method, model=SMOLLM2, rubric=setup.rubric, lora=LoraSection(rank=16, alpha=32.0),
                    iterations=args.iterations, eval_every=args.iterations, groups_per_batch=args.groups,
                    group_size=args.group_size, lr=args.lr, clip_eps=CLIP_EPS, target_kl=args.target_kl,
-                   eval_episodes=args.eval_episodes, eval_greedy=True, threads=args.threads, device=args.device,
+                   eval_episodes=args.eval_episodes, eval_greedy=True, eval_batch=args.eval_batch,
+                   threads=args.threads, device=args.device,
                    action_mode=args.action_mode, seed=args.seed)
     name = args.method if args.seed == 0 else f"{args.method}-s{args.seed}"
     out = args.workdir / f"run-{name}"
@@ -161,6 +162,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--train-games", type=int, default=64)
     parser.add_argument("--eval-games", type=int, default=32)
     parser.add_argument("--eval-episodes", type=int, default=2, help="sampled episodes a held-out game")
+    parser.add_argument("--eval-batch", type=int, default=32,
+                        help="most held-out episodes played at once: all 96 of the free-text evaluation at once "
+                             "held ~22 GB of caches on the CPU and was killed for memory")
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)

@@ -173,6 +173,26 @@ def _tiny_setup(family_games: Path, tmp_path: Path) -> Setup:
 
 
 @pytest.mark.slow
+def test_evaluating_a_few_games_at_a_time_plays_the_same_episodes(family_games: Path, tmp_path: Path) -> None:
+    from tracec.trace_rl.experiments.learning_curve import EVAL_STREAM, SMALL_LORA, play
+    from tracec.trace_rl.policy.model import Policy
+
+    setup = _tiny_setup(family_games, tmp_path)
+    policy = Policy.load(str(setup.small_policy), SMALL_LORA, seed=0)
+    games = list(FAMILY.train_seeds)  # three games
+    whole = RunSpec(method="grpo", model=str(setup.small_policy), eval_episodes=3)
+
+    def commands(spec: RunSpec) -> list[tuple[str, list[str]]]:  # each episode's game and the commands it drew
+        episodes = play(policy, setup, spec, games, episodes=3, stream=EVAL_STREAM)
+        return [(e.trajectory["task"], [a["text"] for a in e.trajectory["actions"]]) for e in episodes]
+
+    at_once = commands(whole)
+    assert len(at_once) == 9 and len({tuple(c) for _, c in at_once}) > 3  # sampled: the episodes differ
+    for batch in (1, 3, 5):  # a game at a time (below one game's episodes), one game, and one and a bit
+        assert commands(dataclasses.replace(whole, eval_batch=batch)) == at_once
+
+
+@pytest.mark.slow
 def test_a_killed_learning_curve_resumes_from_its_checkpoint_and_reuses_its_points(
         family_games: Path, tmp_path: Path) -> None:
     import json

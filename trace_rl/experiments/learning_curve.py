@@ -90,6 +90,7 @@ class RunSpec:
     max_context_tokens: int = 2048
     eval_episodes: int = 2  # a held-out seed, sampled
     eval_greedy: bool = False  # also one greedy episode a held-out seed
+    eval_batch: int = 0  # most episodes evaluated at once (0: all): a large model's caches must fit in memory
     threads: int = 1  # torch threads (0: torch's default)
     device: str = "cpu"
     backend: str = "transformers"  # the training rollouts' sampler (rollout.backend); evaluation uses the KV-cache one
@@ -99,8 +100,8 @@ class RunSpec:
             raise ValueError(f"RunSpec: method={self.method!r} must be one of {', '.join(METHODS)}")
         if self.method in RUBRIC_CREDITS and self.rubric is None:
             raise ValueError(f"RunSpec: {self.method} needs a rubric")
-        if self.iterations < 1 or self.eval_every < 1 or self.eval_episodes < 1:
-            raise ValueError("RunSpec: iterations, eval_every and eval_episodes must be >= 1")
+        if self.iterations < 1 or self.eval_every < 1 or self.eval_episodes < 1 or self.eval_batch < 0:
+            raise ValueError("RunSpec: iterations, eval_every and eval_episodes must be >= 1, eval_batch >= 0")
 
     @property
     def rollouts_per_iteration(self) -> int:
@@ -279,7 +280,8 @@ def play(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int], *, epis
          greedy: bool = False, make_env: Callable[[], Any] | None = None) -> list[EpisodeRollout]:
     """`episodes` episodes of each game in `seeds` (game by game) with `policy`'s trained adapter folded in,
     sampled at temperature 1 from random stream `stream`, or greedily; `make_env` plays other games than the
-    family's (the family's environment by default)."""
+    family's (the family's environment by default). At most `spec.eval_batch` episodes run at once (whole games;
+    each episode's random stream is its game's index and its own, whatever the batch)."""
     template = TurnTemplate(policy.tokenizer)
     pad = policy.tokenizer.pad_token_id
     sampler = KVCacheSampler(policy.model, temperature=1.0, end_of_turn_ids=template.end_of_turn_ids,
@@ -288,10 +290,13 @@ def play(policy: Any, setup: Setup, spec: RunSpec, seeds: Sequence[int], *, epis
                              action_mode=spec.action_mode)
     engine = RolloutEngine(sampler, template, make_env or (lambda: _environment(setup, spec)), rollout,
                            max_turns=setup.family.max_turns)
+    tasks = [GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)]
+    games_at_once = max(1, spec.eval_batch // episodes if spec.eval_batch else len(tasks))
     policy.model.eval()
     with torch.no_grad(), policy.merged():
-        return engine.run([GroupTask(group=i, seed=seed) for i, seed in enumerate(seeds)],
-                          group_size=episodes, seed=stream, iteration=0)
+        return [rollout for start in range(0, len(tasks), games_at_once)
+                for rollout in engine.run(tasks[start:start + games_at_once], group_size=episodes, seed=stream,
+                                          iteration=0)]
 
 
 def rollouts_to_reach(curve: Curve, target: float) -> int | None:

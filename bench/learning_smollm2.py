@@ -49,6 +49,7 @@ def main() -> None:
     args = _arguments()
     from tracec.trace_rl.experiments.learning_curve import RunSpec, learning_curve, prepare_setup
     from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
+    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
     from tracec.trace_rl.policy.catalog import ModelError, require_device
     from tracec.trace_rl.policy.lora import LoraSection
 
@@ -80,12 +81,17 @@ def main() -> None:
         probe, fitted = _fit_iterations(setup, spec, args.workdir / f"probe-{name}", args.minutes * 60, began)
         spec = replace(spec, iterations=fitted, eval_every=fitted)
         args.iterations, args.minutes = fitted, None  # the record's command reruns this run, not the fitting
-    curve = learning_curve(setup, spec, out, resume=start_folder(out, spec))
+    resume = start_folder(out, spec)
+    checkpoint = latest_checkpoint(out) if resume else None
+    done_before = int(checkpoint.name[len("iter_"):]) if checkpoint else 0  # iterations an earlier call trained
+    curve = learning_curve(setup, spec, out, resume=resume)
+    # a resumed run's seconds: this call's, and the training an earlier call did (its evaluations were lost with it)
+    earlier = sum(m["time_total"] for m in curve.train_metrics if m["iteration"] <= done_before)
     before, after = curve.points[0], curve.points[-1]
     wins = [np.asarray(p.wins, dtype=float)[None] for p in (before, after)]
     gain = paired_difference(*wins)
-    summary = {"settings": vars(args) | {"workdir": str(args.workdir)}, "seconds": time.perf_counter() - began,
-               "probe_seconds": probe,
+    summary = {"settings": vars(args) | {"workdir": str(args.workdir)},
+               "seconds": time.perf_counter() - began + earlier, "probe_seconds": probe,
                "before": success_interval(wins[0]).level(), "after": success_interval(wins[1]).level(),
                "gain": str(gain), "greedy": [before.greedy, after.greedy], "points": [asdict(p) for p in curve.points],
                "train": [{k: m.get(k) for k in ("success_rate", "ratio_p99", "approx_kl", "optimizer_steps",

@@ -327,33 +327,22 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
 
 def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path, extend_from: Path | None = None
              ) -> dict[str, Any]:
-    import shutil
-
-    from tracec.trace_rl.experiments.learning_curve import learning_curve
-    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
+    from tracec.trace_rl.experiments.learning_curve import learning_curve, start_run_folder
+    from tracec.trace_rl.grpo.run_folder import checkpoint_iteration
 
     from tracec.quiet import quiet_libraries
 
     quiet_libraries()
     out, key = workdir / "runs" / name, _spec_key(spec, setup.family)
-    marker = out / "spec.json"  # whose run the folder holds: a killed run of the same spec resumes
-    resume = marker.is_file() and json.loads(marker.read_text()) == key and latest_checkpoint(out) is not None
-    shorter = _shorter_run(extend_from / "runs" / name, key) if extend_from is not None and not resume else None
-    if shorter is not None:  # its checkpoints, points and CPU ledger are this run's first iterations
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(shorter, out)
-        marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
-        resume = True
-    if not resume:
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
+    # a shorter run's checkpoints, points and CPU ledger are this run's first iterations
+    shorter = _shorter_run(extend_from / "runs" / name, key) if extend_from is not None else None
+    checkpoint = start_run_folder(out, key, continue_from=shorter)
+    resume = checkpoint is not None
     # CPU seconds spent by the end of each iteration, kept in the run folder: a resumed run adds what it spent up
     # to the checkpoint it resumes from (the work after it, redone, counts once)
     ledger = out / "cpu_seconds.json"
     spent = json.loads(ledger.read_text(encoding="utf-8")) if resume and ledger.is_file() else {}
-    checkpoint = latest_checkpoint(out) if resume else None
-    before = float(spent.get(str(int(checkpoint.name[5:])), 0.0)) if checkpoint else 0.0
+    before = float(spent.get(str(checkpoint_iteration(checkpoint)), 0.0)) if checkpoint else 0.0
     started = time.process_time()
 
     def account(metrics: dict[str, Any]) -> None:
@@ -385,7 +374,7 @@ def _extended_policy(extend_from: Path, name: str) -> Path:
 def _shorter_run(folder: Path, key: dict[str, Any]) -> Path | None:
     """`folder`, if it holds a run of `key` in all but fewer iterations that reached its last one."""
     from tracec.trace_rl.experiments.learning_curve import RunSpec
-    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
+    from tracec.trace_rl.grpo.run_folder import checkpoint_iteration, latest_checkpoint
 
     marker = folder / "spec.json"
     if not marker.is_file():
@@ -395,7 +384,7 @@ def _shorter_run(folder: Path, key: dict[str, Any]) -> Path | None:
     had, wants = saved.get("iterations", default), key.get("iterations", default)
     same = {k: v for k, v in saved.items() if k != "iterations"} == {k: v for k, v in key.items() if k != "iterations"}
     done = latest_checkpoint(folder)
-    finished = done is not None and int(done.name[len("iter_"):]) == had
+    finished = done is not None and checkpoint_iteration(done) == had
     return folder if same and finished and had < wants else None
 
 

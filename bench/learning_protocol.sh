@@ -32,6 +32,9 @@ if [[ ${PROTOCOL_SMOKE:-0} == 1 ]]; then
   VAL_SEEDS=1 TEST_SEEDS=2 ABLATION_SEEDS=1 LONG_SEEDS=1
   record=()
 fi
+val_dir() { echo "$OUT/val-$1-q24"; }  # a rate's validation workdir
+VALIDATION_DIRS=()
+for rate in "${RATES[@]}"; do VALIDATION_DIRS+=("$(val_dir "$rate")"); done
 learn() { nice -n 19 "$PY" bench/learning.py "${FAMILY[@]}" --jobs 2 "$@"; }
 objective() { [[ $1 == goal ]] && echo "--objective goal" || true; }
 
@@ -40,15 +43,13 @@ validation() {
   for ((seed = 500; seed < 500 + VAL_SEEDS; seed++)); do  # seeds outermost: a stopped stage holds equal seeds
     for rate in "${RATES[@]}"; do
       learn "${budget[@]}" --eval-split validation --first-seed "$seed" --seeds 1 --ablation-seeds 0 \
-        --oracle-seeds 0 --lr "$rate" --only "$CREDITS" --workdir "$OUT/val-$rate-q24"
+        --oracle-seeds 0 --lr "$rate" --only "$CREDITS" --workdir "$(val_dir "$rate")"
     done
   done
 }
 
 chosen_rates() {  # the --lr-by-method argument, or nothing while a credit's rates are unequally seeded
-  local dirs=() rate
-  for rate in "${RATES[@]}"; do dirs+=("$OUT/val-$rate-q24"); done
-  "$PY" bench/preregistered.py rates "${dirs[@]}" | sed -n 's/^--lr-by-method //p'
+  "$PY" bench/preregistered.py rates "${VALIDATION_DIRS[@]}" | sed -n 's/^--lr-by-method //p'
 }
 
 require_rates() {
@@ -101,7 +102,7 @@ report() {
   local rates rate family
   for rate in "${RATES[@]}"; do
     learn "${budget[@]}" --eval-split validation --first-seed 500 --seeds "$VAL_SEEDS" --ablation-seeds 0 \
-      --oracle-seeds 0 --lr "$rate" --only "$CREDITS" --workdir "$OUT/val-$rate-q24" --saved-only \
+      --oracle-seeds 0 --lr "$rate" --only "$CREDITS" --workdir "$(val_dir "$rate")" --saved-only \
       "${record[@]}" ${record:+--section "learning, validation, lr $rate"}
   done
   rates=$(require_rates)
@@ -119,8 +120,7 @@ report() {
 
 case ${1:-} in
   validation) validation ;;
-  rates) dirs=(); for rate in "${RATES[@]}"; do dirs+=("$OUT/val-$rate-q24"); done
-         "$PY" bench/preregistered.py rates "${dirs[@]}" ;;
+  rates) "$PY" bench/preregistered.py rates "${VALIDATION_DIRS[@]}" ;;
   test) test_stage ;;
   long) long_stage ;;
   report) report ;;

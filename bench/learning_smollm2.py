@@ -47,9 +47,9 @@ CLIP_EPS = 0.28
 
 def main() -> None:
     args = _arguments()
-    from tracec.trace_rl.experiments.learning_curve import RunSpec, learning_curve, prepare_setup
+    from tracec.trace_rl.experiments.learning_curve import RunSpec, learning_curve, prepare_setup, start_run_folder
     from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
-    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
+    from tracec.trace_rl.grpo.run_folder import checkpoint_iteration
     from tracec.trace_rl.policy.catalog import ModelError, require_device
     from tracec.trace_rl.policy.lora import LoraSection
 
@@ -81,10 +81,9 @@ def main() -> None:
         probe, fitted = _fit_iterations(setup, spec, args.workdir / f"probe-{name}", args.minutes * 60, began)
         spec = replace(spec, iterations=fitted, eval_every=fitted)
         args.iterations, args.minutes = fitted, None  # the record's command reruns this run, not the fitting
-    resume = start_folder(out, spec)
-    checkpoint = latest_checkpoint(out) if resume else None
-    done_before = int(checkpoint.name[len("iter_"):]) if checkpoint else 0  # iterations an earlier call trained
-    curve = learning_curve(setup, spec, out, resume=resume)
+    checkpoint = start_run_folder(out, asdict(spec))  # a CPU run can outlast a session: a killed one resumes
+    done_before = checkpoint_iteration(checkpoint) if checkpoint else 0  # iterations an earlier call trained
+    curve = learning_curve(setup, spec, out, resume=checkpoint is not None)
     # a resumed run's seconds: this call's, and the training an earlier call did (its evaluations were lost with it)
     earlier = sum(m["time_total"] for m in curve.train_metrics if m["iteration"] <= done_before)
     before, after = curve.points[0], curve.points[-1]
@@ -105,20 +104,6 @@ def main() -> None:
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
             if k not in ("record", "workdir", "section", "summarize") and v is not None)
         record(args.section, text, command + " --record")
-
-
-def start_folder(out: Path, spec: RunSpec) -> bool:
-    """Whether `out` holds a killed run of `spec` to resume (a CPU run outlasts a session); otherwise it is emptied
-    and marked as `spec`'s."""
-    from tracec.trace_rl.grpo.run_folder import latest_checkpoint
-
-    marker, key = out / "spec.json", json.dumps(asdict(spec), default=str, sort_keys=True)
-    if marker.is_file() and marker.read_text(encoding="utf-8") == key and latest_checkpoint(out) is not None:
-        return True
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    marker.write_text(key, encoding="utf-8")
-    return False
 
 
 class _ProbeDone(Exception):

@@ -102,18 +102,17 @@ def validation_areas(workdirs: list[Path]) -> dict[str, dict[float, dict[int, fl
     """Each tuned method's area under the validation success curve by rate and seed, from the saved curves of
     `bench/learning.py` workdirs (one rate each, or several)."""
     areas: dict[str, dict[float, dict[int, float]]] = {}
-    settings: dict[str, str] = {}  # every run's settings but its method, rate and seed: one family, one budget
+    first: tuple[dict[str, Any], Path] | None = None  # the settings every run shares but its method, rate and seed
     for workdir in workdirs:
         for path in sorted((workdir / "curves").glob("*.json")):
             run = json.loads(path.read_text(encoding="utf-8"))
             method = run["name"].rsplit("-s", 1)[0]
             if method in TUNED:
                 shared = {k: v for k, v in run["spec"].items() if k not in ("method", "lr", "seed")}
-                settings.setdefault(json.dumps(shared, sort_keys=True), str(path))
-                if len(settings) > 1:
-                    first, other = (json.loads(text) for text in settings)
-                    differing = sorted(k for k in first.keys() | other.keys() if first.get(k) != other.get(k))
-                    raise ValueError(f"{path} was run with other settings than {next(iter(settings.values()))} "
+                first = first or (shared, path)
+                if shared != first[0]:
+                    differing = sorted(k for k in shared.keys() | first[0].keys() if shared.get(k) != first[0].get(k))
+                    raise ValueError(f"{path} was run with other settings than {first[1]} "
                                      f"(they differ in {', '.join(differing)}): one family and budget at a time")
                 curve = [(p["rollouts"], p["success"]) for p in run["points"]]
                 area = area_under_curve(*zip(*curve, strict=True))

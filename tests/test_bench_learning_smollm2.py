@@ -1,5 +1,5 @@
 """bench/learning_smollm2.py's one table of a workdir's runs: each method against sparse GRPO on the seeds they share,
-and runs of another budget refused; a killed run's folder is resumed only by the same settings."""
+and runs of another budget refused."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tracec.trace_rl.experiments.learning_curve import RunSpec
 from tracec.trace_rl.experiments.learning_stats import paired_difference, success_interval
 
-from bench.learning_smollm2 import start_folder, summarize
+from bench.learning_smollm2 import summarize
 
 
 def _write_run(workdir: Path, method: str, seed: int, before: np.ndarray, after: np.ndarray, *,
@@ -54,13 +53,3 @@ def test_runs_of_unequal_episodes_are_refused(tmp_path: Path) -> None:
                                          r"\(768, 'generate', 4\)\]"):
         summarize(tmp_path)
 
-
-def test_a_killed_runs_folder_is_resumed_by_the_same_settings_and_emptied_for_others(tmp_path: Path) -> None:
-    spec = RunSpec(method="trca", model="smollm2-135m-instruct", rubric=Path("textworld.rubric"), iterations=10,
-                   action_mode="generate")
-    out = tmp_path / "run-trca"
-    assert start_folder(out, spec) is False  # a fresh folder, marked as this spec's
-    (out / "checkpoints" / "iter_000003").mkdir(parents=True)  # killed after its third iteration
-    assert start_folder(out, spec) is True and (out / "checkpoints" / "iter_000003").is_dir()
-    assert start_folder(out, RunSpec(**{**spec.__dict__, "lr": 5e-3})) is False  # another run: started afresh
-    assert not (out / "checkpoints").exists() and (out / "spec.json").is_file()

@@ -24,6 +24,7 @@ from tracec.trace_rl.experiments.learning_curve import (
     rollouts_to_reach,
     rubric_variant,
     run_config,
+    start_run_folder,
 )
 from tracec.trace_rl.experiments.learning_stats import success_interval
 from tracec.trace_rl.experiments.small_policy import build_word_tokenizer, unknown_share
@@ -158,6 +159,28 @@ def test_a_curves_band_is_each_points_interval_over_seeds_and_games_as_the_table
     assert band[0][0] < band[1][0] < band[0][1]  # the two points' intervals here do not overlap
     bare = [Curve(spec=RunSpec(method="grpo", model="tiny"), points=[CurvePoint(0, 0.1, 0.0)])]
     assert curve_band(bare) is None  # no wins recorded: no interval to draw
+
+
+def test_a_run_folder_is_resumed_by_its_own_settings_continued_from_a_shorter_run_or_emptied(
+        tmp_path: Path) -> None:
+    spec = RunSpec(method="trca", model="smollm2-135m-instruct", rubric=Path("textworld.rubric"), iterations=10,
+                   action_mode="generate")
+    key = dataclasses.asdict(spec)  # any settings: paths are saved as text
+    out = tmp_path / "run"
+    assert start_run_folder(out, key) is None and (out / "spec.json").is_file()  # fresh, marked as this run's
+    (out / "metrics.jsonl").write_text("{}\n")  # killed before its first checkpoint: nothing to resume
+    assert start_run_folder(out, key) is None and not (out / "metrics.jsonl").exists()
+    (out / "checkpoints" / "iter_000003").mkdir(parents=True)  # killed after its third iteration
+    assert start_run_folder(out, key) == out / "checkpoints" / "iter_000003"
+    other = dataclasses.asdict(dataclasses.replace(spec, lr=5e-3))
+    assert start_run_folder(out, other) is None and not (out / "checkpoints").exists()  # another run: afresh
+    shorter = tmp_path / "shorter"
+    (shorter / "checkpoints" / "iter_000002").mkdir(parents=True)
+    (shorter / "points").mkdir()
+    assert start_run_folder(out, key, continue_from=shorter) == out / "checkpoints" / "iter_000002"
+    assert (out / "points").is_dir() and (shorter / "checkpoints" / "iter_000002").is_dir()  # copied, left as it was
+    (out / "checkpoints" / "iter_000004").mkdir()  # trained on: its own run now, the shorter one not copied again
+    assert start_run_folder(out, key, continue_from=shorter) == out / "checkpoints" / "iter_000004"
 
 
 def _tiny_setup(family_games: Path, tmp_path: Path) -> Setup:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,6 +42,7 @@ from tracec.trace_rl.experiments.demo_settings import shipped_examples
 from tracec.trace_rl.experiments.learning_stats import success_interval
 from tracec.trace_rl.experiments.small_policy import build_small_policy, vocabulary_texts
 from tracec.trace_rl.grpo.config import RUBRIC_CREDITS, TrainConfig, config_from_dict
+from tracec.trace_rl.grpo.run_folder import latest_checkpoint
 from tracec.trace_rl.grpo.train import train
 from tracec.trace_rl.policy.lora import LoraSection
 from tracec.trace_rl.policy.model import Policy
@@ -231,6 +233,23 @@ def learning_curve(setup: Setup, spec: RunSpec, out: Path, *, resume: bool = Fal
             on_evaluation(point)
     curve.seconds = time.perf_counter() - started
     return curve
+
+
+def start_run_folder(out: Path, key: dict[str, Any], *, continue_from: Path | None = None) -> Path | None:
+    """The checkpoint the run in `out` resumes from: `out`'s own, if it holds a killed run of `key` (its
+    `spec.json`); else `continue_from`'s last, a finished shorter run of the same settings copied in to train on;
+    else None, `out` emptied. `out` is then marked as `key`'s (any JSON-able settings)."""
+    marker, key = out / "spec.json", json.loads(json.dumps(key, default=str))
+    if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")) == key and \
+            (checkpoint := latest_checkpoint(out)) is not None:
+        return checkpoint
+    shutil.rmtree(out, ignore_errors=True)
+    if continue_from is None:
+        out.mkdir(parents=True)
+    else:
+        shutil.copytree(continue_from, out)
+    marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
+    return latest_checkpoint(out)
 
 
 def _evaluate_point(policy: Any, setup: Setup, spec: RunSpec, iteration: int) -> CurvePoint:

@@ -26,7 +26,12 @@ def run_started(run_dir: Path) -> bool:
 def checkpoints(run_dir: Path) -> list[Path]:
     """The run's published checkpoint folders, oldest first (staging folders and strays left out)."""
     folders = [p for p in checkpoint_dir(run_dir).glob("iter_*") if _NAME.fullmatch(p.name) and p.is_dir()]
-    return sorted(folders, key=lambda p: int(p.name[5:]))
+    return sorted(folders, key=checkpoint_iteration)
+
+
+def checkpoint_iteration(folder: Path) -> int:
+    """The iteration a checkpoint folder (`iter_000010`) was saved after."""
+    return int(folder.name[len("iter_"):])
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -658,13 +658,21 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
             f"{d['random_success']:.0%}). " + _credit_text(d["credit_on_random_play"]) + "\n\n"
             + " ".join(f"![{n}]({n})" for n in names)
             + ("\n\n" + args.notes.read_text(encoding="utf-8").strip() if args.notes else ""))
+    record(args.section, body, reproduce_command(args))
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    """The command that makes these runs again: every setting as the flag that reads it."""
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None:
+        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None or value == {}:
             continue
-        text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)  # --only, --quest-lengths
+        if isinstance(value, dict):  # --lr-by-method, in the syntax it reads
+            text = ",".join(f"{credit}={rate:g}" for credit, rate in value.items())
+        else:
+            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)  # --only, ...
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(text)}"))
-    record(args.section, body, "python bench/learning.py " + " ".join(flags) + " --record")
+    return "python bench/learning.py " + " ".join(flags) + " --record"
 
 
 def _credit_text(c: dict[str, Any]) -> str:

@@ -1,8 +1,10 @@
 """bench/learning.py's plan of runs: every method of the pre-registered comparison, blind-rubric variants included,
-each at its credit's chosen rate; `--lr-by-method` refuses what the trainer does not have."""
+each at its credit's chosen rate; `--lr-by-method` refuses what the trainer does not have; the recorded command
+makes the same runs again."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
-from bench.learning import _arguments, _runs
+from bench.learning import _arguments, _runs, reproduce_command
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, tuple[str, object]]:
@@ -47,3 +49,17 @@ def test_a_wrong_rate_is_refused_with_its_reason(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(SystemExit) as exit_info:
         _arguments()
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rates", [[], ["--lr-by-method", "grpo=0.002,trca=5e-3"]])
+def test_the_recorded_command_reads_back_as_the_same_settings(monkeypatch: pytest.MonkeyPatch,
+                                                              rates: list[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--seeds", "3", "--ablation-seeds", "0", "--only", "grpo,trca",
+                                      "--quest-lengths", "2,3,4", "--section", "learning, a 'quoted' name", *rates])
+    args = _arguments()
+    command = shlex.split(reproduce_command(args))
+    assert command[:2] == ["python", "bench/learning.py"]
+    monkeypatch.setattr(sys, "argv", ["learning.py", *command[2:]])
+    again = vars(_arguments())
+    assert again.pop("record") is True
+    assert again == {key: value for key, value in vars(args).items() if key != "record"}

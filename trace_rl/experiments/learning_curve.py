@@ -248,7 +248,7 @@ def start_run_folder(out: Path, key: dict[str, Any], *, continue_from: Path | No
         out.mkdir(parents=True)
     else:
         shutil.copytree(continue_from, out)
-    marker.write_text(json.dumps(key) + "\n", encoding="utf-8")
+    write_atomic(marker, [json.dumps(key) + "\n"])  # a kill mid-write leaves no half marker to stop the next start
     return latest_checkpoint(out)
 
 

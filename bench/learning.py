@@ -668,7 +668,7 @@ def reproduce_command(args: argparse.Namespace) -> str:
         if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None or value == {}:
             continue
         if isinstance(value, dict):  # --lr-by-method, in the syntax it reads
-            text = ",".join(f"{credit}={rate:g}" for credit, rate in value.items())
+            text = ",".join(f"{credit}={rate}" for credit, rate in value.items())  # str: the exact float
         else:
             text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)  # --only, ...
         flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {shlex.quote(text)}"))

@@ -51,7 +51,7 @@ def test_a_wrong_rate_is_refused_with_its_reason(monkeypatch: pytest.MonkeyPatch
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("rates", [[], ["--lr-by-method", "grpo=0.002,trca=5e-3"]])
+@pytest.mark.parametrize("rates", [[], ["--lr-by-method", "grpo=0.002,trca=1.2345678e-3"]])
 def test_the_recorded_command_reads_back_as_the_same_settings(monkeypatch: pytest.MonkeyPatch,
                                                               rates: list[str]) -> None:
     monkeypatch.setattr(sys, "argv", ["learning.py", "--seeds", "3", "--ablation-seeds", "0", "--only", "grpo,trca",

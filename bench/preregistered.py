@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -98,25 +99,32 @@ def chosen_rate(areas: dict[float, list[float]]) -> float:
     return min(rate for rate, mean in means.items() if mean >= best - TIE)
 
 
-def validation_areas(workdirs: list[Path]) -> dict[str, dict[float, dict[int, float]]]:
-    """Each tuned method's area under the validation success curve by rate and seed, from the saved curves of
-    `bench/learning.py` workdirs (one rate each, or several)."""
+def saved_runs(source: Path) -> list[tuple[dict[str, Any], str]]:
+    """The runs of a `bench/learning.py` workdir (its saved curves) or of a curve archive (bench/learning_curves/
+    *.json.gz, a recorded section's), each with where it was read."""
+    if source.is_dir():
+        return [(json.loads(path.read_text(encoding="utf-8")), str(path))
+                for path in sorted((source / "curves").glob("*.json"))]
+    return [(run, f"{source}: {run['name']}") for run in json.loads(gzip.decompress(source.read_bytes()))]
+
+
+def validation_areas(runs: list[tuple[dict[str, Any], str]]) -> dict[str, dict[float, dict[int, float]]]:
+    """Each tuned method's area under the validation success curve by rate and seed, from `saved_runs` (one rate's
+    each, or several)."""
     areas: dict[str, dict[float, dict[int, float]]] = {}
-    first: tuple[dict[str, Any], Path] | None = None  # the settings every run shares but its method, rate and seed
-    for workdir in workdirs:
-        for path in sorted((workdir / "curves").glob("*.json")):
-            run = json.loads(path.read_text(encoding="utf-8"))
-            method = run["name"].rsplit("-s", 1)[0]
-            if method in TUNED:
-                shared = {k: v for k, v in run["spec"].items() if k not in ("method", "lr", "seed")}
-                first = first or (shared, path)
-                if shared != first[0]:
-                    differing = sorted(k for k in shared.keys() | first[0].keys() if shared.get(k) != first[0].get(k))
-                    raise ValueError(f"{path} was run with other settings than {first[1]} "
-                                     f"(they differ in {', '.join(differing)}): one family and budget at a time")
-                curve = [(p["rollouts"], p["success"]) for p in run["points"]]
-                area = area_under_curve(*zip(*curve, strict=True))
-                areas.setdefault(method, {}).setdefault(float(run["spec"]["lr"]), {})[int(run["spec"]["seed"])] = area
+    first: tuple[dict[str, Any], str] | None = None  # the settings every run shares but its method, rate and seed
+    for run, path in runs:
+        method = run["name"].rsplit("-s", 1)[0]
+        if method in TUNED:
+            shared = {k: v for k, v in run["spec"].items() if k not in ("method", "lr", "seed")}
+            first = first or (shared, path)
+            if shared != first[0]:
+                differing = sorted(k for k in shared.keys() | first[0].keys() if shared.get(k) != first[0].get(k))
+                raise ValueError(f"{path} was run with other settings than {first[1]} "
+                                 f"(they differ in {', '.join(differing)}): one family and budget at a time")
+            curve = [(p["rollouts"], p["success"]) for p in run["points"]]
+            area = area_under_curve(*zip(*curve, strict=True))
+            areas.setdefault(method, {}).setdefault(float(run["spec"]["lr"]), {})[int(run["spec"]["seed"])] = area
     return areas
 
 
@@ -169,14 +177,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="The learning rate of each method, chosen on the validation runs "
                                                  "by the pre-registered rule")
     parser.add_argument("command", choices=("rates",))
-    parser.add_argument("workdirs", nargs="+", type=Path, help="bench/learning.py workdirs of the validation runs")
+    parser.add_argument("sources", nargs="+", type=Path,
+                        help="the validation runs: bench/learning.py workdirs, or their recorded sections' archives "
+                             "(bench/learning_curves/*.json.gz)")
     args = parser.parse_args()
-    missing = [str(w) for w in args.workdirs if not (w / "curves").is_dir()]
+    missing = [str(s) for s in args.sources if not ((s / "curves").is_dir() or s.is_file())]
     if missing:
         parser.error(f"no saved curves in {', '.join(missing)}")
     try:
-        areas = validation_areas(args.workdirs)
-    except ValueError as error:
+        areas = validation_areas([run for source in args.sources for run in saved_runs(source)])
+    except (ValueError, OSError, KeyError) as error:
         parser.error(str(error))
     table, chosen = rates_report(areas)
     print(table)

@@ -3,6 +3,7 @@ rubric's three; the claims follow from them by rule; each method's rate is chose
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tracec.trace_rl.experiments.learning_stats import area_under_curve, holm, seed_paired_area, seed_paired_cost_area
 
-from bench.preregistered import TIE, analysis, chosen_rate, rates_report, report, validation_areas
+from bench.preregistered import TIE, analysis, chosen_rate, rates_report, report, saved_runs, validation_areas
 
 ROLLOUTS = [0, 64, 128]
 
@@ -116,7 +117,11 @@ def test_the_rates_are_chosen_from_each_methods_validation_areas_once_every_rate
             _saved_curve(workdir, "trca-lam0", rate, seed, [0.0, 0.9, 0.9])  # an ablation: not tuned
         _saved_curve(workdir, "trca", rate, 500, [0.0, 0.5, 0.5])
     _saved_curve(tmp_path / "high", "trca", 5e-3, 501, [0.0, 0.5, 0.5])  # a seed the low rate has not run yet
-    areas = validation_areas([tmp_path / "low", tmp_path / "high"])
+    areas = validation_areas([*saved_runs(tmp_path / "low"), *saved_runs(tmp_path / "high")])
+    # a recorded section's archive holds the same runs once its workdir has gone
+    archive = tmp_path / "high.json.gz"
+    archive.write_bytes(gzip.compress(json.dumps([run for run, _ in saved_runs(tmp_path / "high")]).encode()))
+    assert validation_areas([*saved_runs(tmp_path / "low"), *saved_runs(archive)]) == areas
     assert set(areas) == {"grpo", "trca"}
     assert areas["grpo"][5e-3][501] == area_under_curve([0, 64, 128], [0.0, 0.2, 0.4])
     table, chosen = rates_report(areas)
@@ -128,4 +133,4 @@ def test_runs_of_another_family_are_refused_by_name(tmp_path: Path) -> None:
     _saved_curve(tmp_path / "a", "grpo", 1e-3, 500, [0.0, 0.1, 0.2])
     _saved_curve(tmp_path / "b", "grpo", 2e-3, 500, [0.0, 0.1, 0.2], quest_lengths=[3, 4, 5, 6])
     with pytest.raises(ValueError, match="differ in quest_lengths"):
-        validation_areas([tmp_path / "a", tmp_path / "b"])
+        validation_areas([*saved_runs(tmp_path / "a"), *saved_runs(tmp_path / "b")])

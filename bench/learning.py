@@ -23,7 +23,9 @@ part way resumes from its last checkpoint with the points it had evaluated, so a
 where it stopped. `--record` writes the "learning" section of bench/RESULTS.md and the PNGs
 beside it. Runs go `--jobs` at a time, one torch thread each. `--extend-from DIR` makes a longer run (more
 `--iterations`) from DIR's finished run of the same seed and settings, training on from its last checkpoint: with a
-constant rate the first iterations of a longer run are the shorter run's, so they are not paid for twice.
+constant rate the first iterations of a longer run are the shorter run's, so they are not paid for twice; for the same
+reason a run is read off a longer saved one's first half (`prefix_curve`). `--archive` keeps each finished run in the
+section's archive (bench/learning_curves), where a rerun with the same settings finds it after its workdir has gone.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each reco
 # runs are evaluated once on `test`, games no run had played before.
 EVAL_SPLITS = {"heldout": 100_000, "validation": 200_000, "test": 300_000}
 DIAGNOSED_GAMES = 32  # the rubric's diagnostics play each of the first training games 9 times
+TRAIN_METRICS = ("success_rate", "steps", "early_stopped", "entropy", "constant_fraction")  # kept an iteration
 FAMILY_SHAPE = ("rooms", "objects", "quest_lengths", "max_turns", "objective")  # what a run or the gate is keyed by
 
 
@@ -148,6 +151,9 @@ def _arguments() -> argparse.Namespace:
                         help="report the runs already saved with these settings, run none (an interrupted experiment)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md's section (--section)")
     parser.add_argument("--section", default="learning", help="the section of bench/RESULTS.md to write")
+    parser.add_argument("--archive", action="store_true",
+                        help="keep each run in the section's curve archive (bench/learning_curves) as it finishes, "
+                             "so that a later session or clone whose workdir has gone reuses it")
     parser.add_argument("--notes", type=Path, help="a Markdown file of findings to append to the section")
     return parser.parse_args()
 
@@ -298,16 +304,19 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
     recorded = _recorded_curves()
     for name, (label, spec) in runs.items():
         path, key = args.workdir / "curves" / f"{name}.json", _spec_key(spec, setup.family)
-        saved = json.loads(path.read_text()) if path.is_file() else None
-        if saved is not None and saved["spec"] == key:
-            done[name] = saved
-        elif found := next((c for c in recorded if c["name"] == name and c["spec"] == key), None):
+        saved = [json.loads(path.read_text())] if path.is_file() else []
+        kept = [c for c in [*saved, *recorded] if c["name"] == name]
+        if found := next((c for c in kept if c["spec"] == key), None):
             done[name] = found
+        elif found := next((p for c in kept if (p := prefix_curve(c, key)) is not None), None):
+            done[name] = found | {"label": label}
         else:
             todo[name] = (label, spec)
     if args.saved_only:
         print(f"{len(done)} runs saved; not run: {', '.join(todo) or 'none'}", file=sys.stderr, flush=True)
         return done
+    if args.archive and done:
+        _archive(done, args.section)
     print(f"{len(done)} runs saved, {len(todo)} to run, {args.jobs} at a time", file=sys.stderr, flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
         futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir, args.extend_from): name
@@ -319,6 +328,8 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
             except ConfigError as error:  # e.g. a run folder holding another config's run: the user's to settle
                 pool.shutdown(wait=False, cancel_futures=True)  # no new run starts; those running finish and save
                 sys.exit(f"learning.py: error: {name}: {error}")
+            if args.archive:
+                _archive(done, args.section)
             last = done[name]["points"][-1]
             print(f"{name}: held-out success {last['success']:.3f} after {last['rollouts']} rollouts, "
                   f"{done[name]['seconds']:.0f} s", file=sys.stderr, flush=True)
@@ -352,15 +363,37 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path, extend
     curve = learning_curve(setup, spec, out, resume=resume, on_iteration=account)
     result = {"name": name, "label": label, "spec": key, "points": [asdict(p) for p in curve.points],
               "constant_fraction": curve.constant_fraction(), "seconds": curve.seconds,
-              "cpu_s": before + time.process_time() - started,
-              "train": [{k: m.get(k) for k in ("success_rate", "steps", "early_stopped", "entropy")}
-                        for m in curve.train_metrics]}
+              "cpu_s": before + time.process_time() - started, "cpu_s_by_iteration": spent,
+              "train": [{k: m.get(k) for k in TRAIN_METRICS} for m in curve.train_metrics]}
     saved = workdir / "curves" / f"{name}.json"
     saved.parent.mkdir(parents=True, exist_ok=True)
     tmp = saved.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     tmp.replace(saved)
     return result
+
+
+def prefix_curve(curve: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] | None:
+    """The run of `key` read off `curve`, a longer run of the same settings and seed, or None: with a constant rate
+    a run's first iterations do not depend on how many follow (`--extend-from` relies on the same), so its curve up to
+    `key`'s iterations is the shorter run's. Its wall seconds were not measured apart (None); its CPU seconds are the
+    longer run's ledger at that iteration."""
+    from tracec.trace_rl.experiments.learning_curve import RunSpec
+
+    default: dict[str, Any] = {f.name: f.default for f in fields(RunSpec) if f.name in ("iterations", "eval_every")}
+    spec = default | curve["spec"]
+    wants, every = (default | key)["iterations"], spec["eval_every"]
+    ledger = curve.get("cpu_s_by_iteration", {})
+    same = {k: v for k, v in curve["spec"].items() if k != "iterations"} == \
+        {k: v for k, v in key.items() if k != "iterations"}
+    if not same or spec["iterations"] <= wants or wants % every or str(wants) not in ledger:
+        return None
+    train = curve["train"][:wants]
+    fractions = [m["constant_fraction"] for m in train if m.get("constant_fraction") is not None]
+    return curve | {"spec": key, "points": curve["points"][:wants // every + 1], "train": train,
+                    "constant_fraction": float(np.mean(fractions)) if fractions else float("nan"), "seconds": None,
+                    "cpu_s": ledger[str(wants)],
+                    "cpu_s_by_iteration": {i: s for i, s in ledger.items() if int(i) <= wants}}
 
 
 def _extended_policy(extend_from: Path, name: str) -> Path:
@@ -638,6 +671,19 @@ def _recorded_curves() -> list[dict[str, Any]]:
     return curves
 
 
+def _archive(curves: dict[str, dict[str, Any]], section: str) -> None:
+    """`curves` into the section's archive, merged by name with what it holds: a run kept there is reused by a later
+    session or clone (`_recorded_curves`) whose workdir has gone."""
+    path = CURVE_ARCHIVE / f"{_slug(section)}.json.gz"
+    kept = {c["name"]: c for c in json.loads(gzip.decompress(path.read_bytes()))} if path.is_file() else {}
+    _write_archive(path, kept | curves)
+
+
+def _write_archive(path: Path, curves: dict[str, dict[str, Any]]) -> None:
+    with atomic_open(path, "wb") as archive:
+        archive.write(gzip.compress(json.dumps(list(curves.values()), separators=(",", ":")).encode(), mtime=0))
+
+
 def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures: list[Path],
             args: argparse.Namespace) -> None:
     import shutil
@@ -648,8 +694,7 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
         name = slug + figure.name.removeprefix("learning")
         shutil.copyfile(figure, bench / name)
         names.append(name)
-    with atomic_open(CURVE_ARCHIVE / f"{slug}.json.gz", "wb") as archive:
-        archive.write(gzip.compress(json.dumps(list(curves.values()), separators=(",", ":")).encode(), mtime=0))
+    _write_archive(CURVE_ARCHIVE / f"{slug}.json.gz", curves)
     d = summary["diagnostics"]
     body = (_report(summary, args) + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the "
             f"walkthrough wins {d['walkthrough_success']:.0%}; {d['walkthrough_steps_rewarded']:.0%} of its steps fire "
@@ -661,11 +706,14 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
     record(args.section, body, reproduce_command(args))
 
 
+NOT_SETTINGS = ("record", "archive", "workdir", "notes", "saved_only")  # where the runs go, not what they are
+
+
 def reproduce_command(args: argparse.Namespace) -> str:
     """The command that makes these runs again: every setting as the flag that reads it."""
     flags = []
     for key, value in vars(args).items():
-        if key in ("record", "workdir", "notes", "saved_only") or value is False or value is None or value == {}:
+        if key in NOT_SETTINGS or value is False or value is None or value == {}:
             continue
         if isinstance(value, dict):  # --lr-by-method, in the syntax it reads
             text = ",".join(f"{credit}={rate}" for credit, rate in value.items())  # str: the exact float

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Issue 35's pre-registered comparison (docs/learning.md, "The next comparison, pre-registered"), stage by stage.
 # Every stage can be killed and called again: each run resumes from its last checkpoint and a finished one is read
-# back, and the seeds go in an order that leaves a stopped stage with as many seeds of each method.
+# back, and the seeds go in an order that leaves a stopped stage with as many seeds of each method. The test stage
+# keeps each finished run in its section's archive (bench/learning_curves, committed), so a later session or clone,
+# whose out/ has gone, goes on from there.
 #   bench/learning_protocol.sh validation  # the four credits at each rate in RATES, seeds 500.., validation games
 #   bench/learning_protocol.sh rates       # each credit's rate by the pre-registered rule (refuses a partial table)
 #   bench/learning_protocol.sh test        # both families on the test games, fresh seeds 1000.. of the six methods
-#                                          # (TRCA and shaped GRPO with both rubrics), then the ablations
-#   bench/learning_protocol.sh long        # the first LONG_SEEDS test seeds of the six to twice the budget, each
-#                                          # continuing its test run (bench/learning.py --extend-from)
+#                                          # (TRCA and shaped GRPO with both rubrics), then the ablations; the first
+#                                          # LONG_SEEDS seeds of the six run to twice the budget, and their test runs
+#                                          # are those runs' first half (bench/learning.py's prefix_curve)
 #   bench/learning_protocol.sh report      # each stage's table into bench/RESULTS.md from what is saved
 # OUT (default out) holds the workdirs. PROTOCOL_SMOKE=1 runs the same path at a toy budget into out/protocol-smoke,
 # recording nothing.
@@ -22,7 +24,7 @@ SIX=grpo,trca,gigpo,shaped,trca-blind,shaped-blind
 budget=(--iterations 32 --eval-every 4)
 long=(--iterations 64 --eval-every 4)
 VAL_SEEDS=3 TEST_SEEDS=10 ABLATION_SEEDS=3 LONG_SEEDS=5
-record=(--record)
+record=(--record) archive=(--archive)
 if [[ ${PROTOCOL_SMOKE:-0} == 1 ]]; then
   OUT=out/protocol-smoke
   RATES=(1e-3 2e-3)
@@ -30,11 +32,17 @@ if [[ ${PROTOCOL_SMOKE:-0} == 1 ]]; then
   budget=(--iterations 2 --eval-every 1 "${toy[@]}")
   long=(--iterations 3 --eval-every 1 "${toy[@]}")
   VAL_SEEDS=1 TEST_SEEDS=2 ABLATION_SEEDS=1 LONG_SEEDS=1
-  record=()
+  record=() archive=()
 fi
 val_dir() { echo "$OUT/val-$1-q24"; }  # a rate's validation workdir
-VALIDATION_DIRS=()
-for rate in "${RATES[@]}"; do VALIDATION_DIRS+=("$(val_dir "$rate")"); done
+val_section() { echo "learning, validation, lr $1"; }
+test_section() { echo "learning, pre-registered, $1 family"; }
+long_section() { echo "learning, pre-registered, twice the budget, $1 family"; }
+VALIDATION_RUNS=()  # each rate's validation runs: its workdir, or, once that has gone, its recorded section's archive
+for rate in "${RATES[@]}"; do
+  if [[ -d $(val_dir "$rate")/curves ]]; then VALIDATION_RUNS+=("$(val_dir "$rate")")
+  else VALIDATION_RUNS+=("bench/learning_curves/$(val_section "$rate" | sed 's/[^a-z0-9.]\{1,\}/-/g').json.gz"); fi
+done
 learn() { nice -n 19 "$PY" bench/learning.py "${FAMILY[@]}" --jobs 2 "$@"; }
 objective() { [[ $1 == goal ]] && echo "--objective goal" || true; }
 
@@ -49,7 +57,7 @@ validation() {
 }
 
 chosen_rates() {  # the --lr-by-method argument, or nothing while a credit's rates are unequally seeded
-  "$PY" bench/preregistered.py rates "${VALIDATION_DIRS[@]}" | sed -n 's/^--lr-by-method //p'
+  "$PY" bench/preregistered.py rates "${VALIDATION_RUNS[@]}" | sed -n 's/^--lr-by-method //p'
 }
 
 require_rates() {
@@ -64,37 +72,38 @@ require_rates() {
 }
 
 test_stage() {
-  local rates seed family
+  local rates seed family seeds longer
   rates=$(require_rates)
   for ((seed = 1000; seed < 1000 + TEST_SEEDS; seed += 2)); do  # two seeds a call, the families alternating
+    seeds=$((seed + 2 <= 1000 + TEST_SEEDS ? 2 : 1))
+    longer=$((1000 + LONG_SEEDS - seed < seeds ? 1000 + LONG_SEEDS - seed : seeds))
     for family in steps goal; do
-      # shellcheck disable=SC2046  # objective() is empty or two words
-      learn "${budget[@]}" $(objective "$family") --eval-split test --first-seed "$seed" \
-        --seeds $((seed + 2 <= 1000 + TEST_SEEDS ? 2 : 1)) --ablation-seeds 0 --oracle-seeds 0 \
-        --lr-by-method "$rates" --only "$SIX" --workdir "$OUT/test-$family"
+      if ((longer > 0)); then  # the first LONG_SEEDS seeds at twice the budget: their test runs are its first half
+        # shellcheck disable=SC2046  # objective() is empty or two words
+        learn "${long[@]}" $(objective "$family") --eval-split test --first-seed "$seed" --seeds "$longer" \
+          --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$SIX" --workdir "$OUT/long-$family" \
+          --section "$(long_section "$family")" "${archive[@]}"
+        share_cached "$OUT/long-$family" "$OUT/test-$family"
+      fi
+      # shellcheck disable=SC2046
+      learn "${budget[@]}" $(objective "$family") --eval-split test --first-seed "$seed" --seeds "$seeds" \
+        --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$SIX" --workdir "$OUT/test-$family" \
+        --section "$(test_section "$family")" "${archive[@]}"
     done
   done
   for family in steps goal; do  # the ablations, once the comparison's seeds are all in
     # shellcheck disable=SC2046
     learn "${budget[@]}" $(objective "$family") --eval-split test --first-seed 1000 --seeds "$TEST_SEEDS" \
-      --ablation-seeds "$ABLATION_SEEDS" --oracle-seeds 0 --lr-by-method "$rates" --workdir "$OUT/test-$family"
+      --ablation-seeds "$ABLATION_SEEDS" --oracle-seeds 0 --lr-by-method "$rates" --workdir "$OUT/test-$family" \
+      --section "$(test_section "$family")" "${archive[@]}"
   done
 }
 
-long_stage() {
-  local rates family cached
-  rates=$(require_rates)
-  for family in steps goal; do
-    mkdir -p "$OUT/long-$family"
-    for cached in gate.json diagnostics.json; do  # the same games' gate and rubric diagnostics, not made again
-      if [[ -f $OUT/test-$family/$cached && ! -f $OUT/long-$family/$cached ]]; then
-        cp "$OUT/test-$family/$cached" "$OUT/long-$family/"
-      fi
-    done
-    # shellcheck disable=SC2046
-    learn "${long[@]}" $(objective "$family") --eval-split test --first-seed 1000 --seeds "$LONG_SEEDS" \
-      --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$SIX" \
-      --extend-from "$OUT/test-$family" --workdir "$OUT/long-$family"
+share_cached() {  # the same games' gate and rubric diagnostics, made once for both budgets
+  local cached
+  mkdir -p "$2"
+  for cached in gate.json diagnostics.json; do
+    if [[ -f $1/$cached && ! -f $2/$cached ]]; then cp "$1/$cached" "$2/"; fi
   done
 }
 
@@ -103,26 +112,25 @@ report() {
   for rate in "${RATES[@]}"; do
     learn "${budget[@]}" --eval-split validation --first-seed 500 --seeds "$VAL_SEEDS" --ablation-seeds 0 \
       --oracle-seeds 0 --lr "$rate" --only "$CREDITS" --workdir "$(val_dir "$rate")" --saved-only \
-      "${record[@]}" ${record:+--section "learning, validation, lr $rate"}
+      --section "$(val_section "$rate")" "${record[@]}"
   done
   rates=$(require_rates)
   for family in steps goal; do
     # shellcheck disable=SC2046
     learn "${budget[@]}" $(objective "$family") --eval-split test --first-seed 1000 --seeds "$TEST_SEEDS" \
       --ablation-seeds "$ABLATION_SEEDS" --oracle-seeds 0 --lr-by-method "$rates" --workdir "$OUT/test-$family" \
-      --saved-only "${record[@]}" ${record:+--section "learning, pre-registered, $family family"}
+      --saved-only --section "$(test_section "$family")" "${record[@]}"
     # shellcheck disable=SC2046
     learn "${long[@]}" $(objective "$family") --eval-split test --first-seed 1000 --seeds "$LONG_SEEDS" \
       --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$SIX" --workdir "$OUT/long-$family" \
-      --saved-only "${record[@]}" ${record:+--section "learning, pre-registered, twice the budget, $family family"}
+      --saved-only --section "$(long_section "$family")" "${record[@]}"
   done
 }
 
 case ${1:-} in
   validation) validation ;;
-  rates) "$PY" bench/preregistered.py rates "${VALIDATION_DIRS[@]}" ;;
+  rates) "$PY" bench/preregistered.py rates "${VALIDATION_RUNS[@]}" ;;
   test) test_stage ;;
-  long) long_stage ;;
   report) report ;;
-  *) echo "usage: bench/learning_protocol.sh validation|rates|test|long|report" >&2; exit 2 ;;
+  *) echo "usage: bench/learning_protocol.sh validation|rates|test|report" >&2; exit 2 ;;
 esac

@@ -1,9 +1,11 @@
 """bench/learning.py's plan of runs: every method of the pre-registered comparison, blind-rubric variants included,
 each at its credit's chosen rate; `--lr-by-method` refuses what the trainer does not have; the recorded command
-makes the same runs again."""
+makes the same runs again; a run kept in a curve archive is reused where its workdir has gone."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -12,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
-from bench.learning import _arguments, _runs, reproduce_command
+from bench import learning
+from bench.learning import _arguments, _run_all, _runs, _spec_key, reproduce_command
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, tuple[str, object]]:
@@ -63,3 +66,37 @@ def test_the_recorded_command_reads_back_as_the_same_settings(monkeypatch: pytes
     again = vars(_arguments())
     assert again.pop("record") is True
     assert again == {key: value for key, value in vars(args).items() if key != "record"}
+
+
+def test_a_run_kept_in_an_archive_is_reused_by_a_fresh_workdir_whole_or_as_a_longer_runs_first_half(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tracec.trace_rl.envs.textworld.family import TaskFamily
+
+    monkeypatch.setattr(learning, "CURVE_ARCHIVE", tmp_path / "archive")
+    (tmp_path / "archive").mkdir()
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--seeds", "2", "--first-seed", "1000", "--ablation-seeds", "0",
+                                      "--oracle-seeds", "0", "--only", "grpo", "--iterations", "2", "--eval-every",
+                                      "1", "--workdir", str(tmp_path / "fresh"), "--section", "learning, kept",
+                                      "--archive"])
+    args = _arguments()
+    setup = SimpleNamespace(small_policy=Path("policy"), rubric=shipped_examples() / "textworld.rubric",
+                            family=TaskFamily())
+    runs = {name: run for name, run in _runs(args, setup).items() if name.startswith("grpo-")}
+    keys = {name: _spec_key(spec, setup.family) for name, (_, spec) in runs.items()}
+
+    def curve(name: str, iterations: int) -> dict[str, object]:
+        return {"name": name, "label": "sparse GRPO", "spec": keys[name] | {"iterations": iterations},
+                "points": [{"rollouts": 64 * i, "success": i / 10} for i in range(iterations + 1)],
+                "train": [{"constant_fraction": i / 8} for i in range(iterations)], "constant_fraction": 0.0,
+                "seconds": 9.0, "cpu_s": float(iterations),
+                "cpu_s_by_iteration": {str(i): float(i) for i in range(1, iterations + 1)}}
+
+    longer, exact = curve("grpo-s1000", 4), curve("grpo-s1001", 2)
+    learning._write_archive(tmp_path / "archive" / "another-section.json.gz", {"a": longer, "b": exact})
+    done = _run_all(runs, setup, args)  # nothing left to train: both are read back
+    assert done["grpo-s1001"] == exact
+    half = done["grpo-s1000"]
+    assert half["spec"] == keys["grpo-s1000"] and half["points"] == longer["points"][:3]
+    assert half["cpu_s"] == 2.0 and half["constant_fraction"] == 1 / 16 and half["seconds"] is None
+    kept = json.loads(gzip.decompress((tmp_path / "archive" / "learning-kept.json.gz").read_bytes()))
+    assert {c["name"]: c["spec"]["iterations"] for c in kept} == {"grpo-s1000": 2, "grpo-s1001": 2}

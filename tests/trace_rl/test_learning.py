@@ -276,7 +276,7 @@ def test_a_longer_run_made_from_a_finished_shorter_one_is_the_run_made_from_the_
     import torch
     from safetensors.torch import load_file
 
-    from bench.learning import _one_run, _shorter_run, _spec_key
+    from bench.learning import _one_run, _shorter_run, _spec_key, prefix_curve
 
     setup = _tiny_setup(family_games, tmp_path)
 
@@ -300,3 +300,10 @@ def test_a_longer_run_made_from_a_finished_shorter_one_is_the_run_made_from_the_
     assert _shorter_run(short_run, _spec_key(spec(4), setup.family)) == short_run
     assert _shorter_run(short_run, _spec_key(spec(4, lr=5e-3), setup.family)) is None
     assert _shorter_run(short_run, _spec_key(spec(2), setup.family)) is None
+    # and the shorter run is read off the longer one's first half, which a later session finds in an archive
+    half = prefix_curve(fresh, short["spec"])
+    assert half is not None and half["spec"] == short["spec"]
+    assert half["points"] == short["points"] and half["train"] == short["train"]
+    assert half["cpu_s"] == fresh["cpu_s_by_iteration"]["2"] and half["constant_fraction"] == short["constant_fraction"]
+    assert prefix_curve(fresh, _spec_key(spec(2, lr=5e-3), setup.family)) is None  # other settings
+    assert prefix_curve(short, fresh["spec"]) is None  # a shorter run holds no longer one

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.preregistered import analysis, report, wins_array
+from bench.preregistered import analysis, report, training_cpu_s, wins_array
 from bench.results import markdown_table, record
 from tracec.atomic import atomic_open, write_atomic
 from tracec.config_io import ConfigError
@@ -376,8 +376,8 @@ def _one_run(name: str, label: str, spec: Any, setup: Any, workdir: Path, extend
 def prefix_curve(curve: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] | None:
     """The run of `key` read off `curve`, a longer run of the same settings and seed, or None: with a constant rate
     a run's first iterations do not depend on how many follow (`--extend-from` relies on the same), so its curve up to
-    `key`'s iterations is the shorter run's. Its wall seconds were not measured apart (None); its CPU seconds are the
-    longer run's ledger at that iteration."""
+    `key`'s iterations is the shorter run's. Its wall and total CPU seconds were not measured apart (None); its
+    training CPU seconds are the longer run's ledger up to that iteration (`training_cpu_s`)."""
     from tracec.trace_rl.experiments.learning_curve import RunSpec
 
     default: dict[str, Any] = {f.name: f.default for f in fields(RunSpec) if f.name in ("iterations", "eval_every")}
@@ -392,8 +392,7 @@ def prefix_curve(curve: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] |
     fractions = [m["constant_fraction"] for m in train if m.get("constant_fraction") is not None]
     return curve | {"spec": key, "points": curve["points"][:wants // every + 1], "train": train,
                     "constant_fraction": float(np.mean(fractions)) if fractions else float("nan"), "seconds": None,
-                    "cpu_s": ledger[str(wants)],
-                    "cpu_s_by_iteration": {i: s for i, s in ledger.items() if int(i) <= wants}}
+                    "cpu_s": None, "cpu_s_by_iteration": {i: s for i, s in ledger.items() if int(i) <= wants}}
 
 
 def _extended_policy(extend_from: Path, name: str) -> Path:
@@ -455,7 +454,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
             "ratio_p99_max": max((s["ratio_p99"] for s in steps), default=1.0),
             "ratio_p99_median": float(np.median([s["ratio_p99"] for s in steps if s["ratio_p99"] != 1.0] or [1.0])),
             "trust_region": trust_region_summary([m for run in runs for m in run["train"]]),
-            "cpu_s": float(sum(r["cpu_s"] for r in runs))}
+            "cpu_s": float(sum(training_cpu_s(r) for r in runs))}
     comparison: dict[str, Any] = {}
     if "sparse GRPO" in grouped:
         grpo = wins_array(grouped["sparse GRPO"])
@@ -623,7 +622,7 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
             for label, m in summary["methods"].items()]
     lines += ["", markdown_table(["method", "seeds", "held-out success (mean) at each evaluation", "final [95% CI]",
                                  "final greedy", "final per seed", "train success, last 4 it.", "constant groups",
-                                 "ratio p99 median / max", "CPU min"], rows)]
+                                 "ratio p99 median / max", "training CPU min"], rows)]
     if summary["comparison"]:
         lines += ["", ("**Against sparse GRPO** (difference in held-out success, paired over games, 95% CI; reach: "
                       "rollouts to reach 50% / 100% of GRPO's final mean success, as a ratio to GRPO's own):"), ""]

@@ -45,6 +45,14 @@ TIE = 0.005  # validation areas closer than this are a tie, which the smaller ra
 TUNED = ("grpo", "trca", "gigpo", "shaped")  # the runs whose rates are chosen: each trainer credit, plainly run
 
 
+def training_cpu_s(run: dict[str, Any]) -> float:
+    """The CPU seconds `run` spent training, the compute-matched axis: its ledger's total at its last iteration where
+    it kept one (runs saved from 2026-12-06's seventh session on, a longer run's first half included), else its saved
+    total (older runs, their evaluation included: compare them only with each other)."""
+    ledger = run.get("cpu_s_by_iteration")
+    return float(ledger[max(ledger, key=int)]) if ledger else float(run["cpu_s"])
+
+
 def wins_array(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
     """(seeds, points, games, episodes) sampled wins, or (seeds, points, games, 1) greedy ones."""
     if key == "greedy_wins":
@@ -54,7 +62,8 @@ def wins_array(runs: list[dict[str, Any]], key: str = "wins") -> np.ndarray:
 
 def analysis(grouped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The primary and secondary metrics of the runs in `grouped` (label -> runs in seed order, each with its
-    `points` and `cpu_s`); comparisons whose methods were evaluated at other points are left out."""
+    `points` and CPU seconds, `training_cpu_s`); comparisons whose methods were evaluated at other points are left
+    out."""
     rollouts = {label: [p["rollouts"] for p in runs[0]["points"]] for label, runs in grouped.items()}
     wins = {label: wins_array(runs) for label, runs in grouped.items()}
     reaches = {label: {f"{level:.1f}": level_reaches(rollouts[label], wins[label], level) for level in LEVELS}
@@ -69,8 +78,8 @@ def analysis(grouped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         for label in [k for k in against if k in grouped and rollouts[k] == axis]:
             other = wins[label]
             area = seed_paired_area(axis, other, trca)
-            cost = seed_paired_cost_area(axis, other, [r["cpu_s"] for r in grouped[label]], trca,
-                                         [r["cpu_s"] for r in grouped[trca_label]])
+            cost = seed_paired_cost_area(axis, other, [training_cpu_s(r) for r in grouped[label]], trca,
+                                         [training_cpu_s(r) for r in grouped[trca_label]])
             family[f"{short} - {label}"] = {"area": area.mean, "p": area.p_value, "seeds": len(area.differences),
                                             "cpu_area": cost.mean, "cpu_p": cost.p_value}
         for entry, adjusted in zip(family.values(), holm([c["p"] for c in family.values()]), strict=True):

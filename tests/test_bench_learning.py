@@ -16,6 +16,7 @@ from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
 from bench import learning
 from bench.learning import _arguments, _run_all, _runs, _spec_key, reproduce_command
+from bench.preregistered import training_cpu_s
 
 
 def _plan(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, tuple[str, object]]:
@@ -97,6 +98,7 @@ def test_a_run_kept_in_an_archive_is_reused_by_a_fresh_workdir_whole_or_as_a_lon
     assert done["grpo-s1001"] == exact
     half = done["grpo-s1000"]
     assert half["spec"] == keys["grpo-s1000"] and half["points"] == longer["points"][:3]
-    assert half["cpu_s"] == 2.0 and half["constant_fraction"] == 1 / 16 and half["seconds"] is None
+    assert training_cpu_s(half) == 2.0 and half["constant_fraction"] == 1 / 16
+    assert half["cpu_s"] is None and half["seconds"] is None  # the first half's totals were not measured apart
     kept = json.loads(gzip.decompress((tmp_path / "archive" / "learning-kept.json.gz").read_bytes()))
     assert {c["name"]: c["spec"]["iterations"] for c in kept} == {"grpo-s1000": 2, "grpo-s1001": 2}

@@ -14,7 +14,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tracec.trace_rl.experiments.learning_stats import area_under_curve, holm, seed_paired_area, seed_paired_cost_area
 
-from bench.preregistered import TIE, analysis, chosen_rate, rates_report, report, saved_runs, validation_areas
+from bench.preregistered import (
+    TIE,
+    analysis,
+    chosen_rate,
+    rates_report,
+    report,
+    saved_runs,
+    training_cpu_s,
+    validation_areas,
+)
 
 ROLLOUTS = [0, 64, 128]
 
@@ -134,3 +143,9 @@ def test_runs_of_another_family_are_refused_by_name(tmp_path: Path) -> None:
     _saved_curve(tmp_path / "b", "grpo", 2e-3, 500, [0.0, 0.1, 0.2], quest_lengths=[3, 4, 5, 6])
     with pytest.raises(ValueError, match="differ in quest_lengths"):
         validation_areas([*saved_runs(tmp_path / "a"), *saved_runs(tmp_path / "b")])
+
+
+def test_the_compute_matched_axis_is_training_cpu_by_the_ledger_where_a_run_kept_one() -> None:
+    ledger = {str(i): 10.0 * i for i in range(1, 11)}  # iteration 10 after 9: the last by number, not by text
+    assert training_cpu_s({"cpu_s": 500.0, "cpu_s_by_iteration": ledger}) == 100.0  # evaluation not counted
+    assert training_cpu_s({"cpu_s": 500.0}) == 500.0  # an older run: its saved total

@@ -378,15 +378,10 @@ def prefix_curve(curve: dict[str, Any], key: dict[str, Any]) -> dict[str, Any] |
     a run's first iterations do not depend on how many follow (`--extend-from` relies on the same), so its curve up to
     `key`'s iterations is the shorter run's. Its wall and total CPU seconds were not measured apart (None); its
     training CPU seconds are the longer run's ledger up to that iteration (`training_cpu_s`)."""
-    from tracec.trace_rl.experiments.learning_curve import RunSpec
-
-    default: dict[str, Any] = {f.name: f.default for f in fields(RunSpec) if f.name in ("iterations", "eval_every")}
-    spec = default | curve["spec"]
-    wants, every = (default | key)["iterations"], spec["eval_every"]
+    wants, every = _setting(key, "iterations"), _setting(curve["spec"], "eval_every")
     ledger = curve.get("cpu_s_by_iteration", {})
-    same = {k: v for k, v in curve["spec"].items() if k != "iterations"} == \
-        {k: v for k, v in key.items() if k != "iterations"}
-    if not same or spec["iterations"] <= wants or wants % every or str(wants) not in ledger:
+    if not _same_but_iterations(curve["spec"], key) or _setting(curve["spec"], "iterations") <= wants or \
+            wants % every or str(wants) not in ledger:
         return None
     train = curve["train"][:wants]
     fractions = [m["constant_fraction"] for m in train if m.get("constant_fraction") is not None]
@@ -405,19 +400,27 @@ def _extended_policy(extend_from: Path, name: str) -> Path:
 
 def _shorter_run(folder: Path, key: dict[str, Any]) -> Path | None:
     """`folder`, if it holds a run of `key` in all but fewer iterations that reached its last one."""
-    from tracec.trace_rl.experiments.learning_curve import RunSpec
     from tracec.trace_rl.grpo.run_folder import checkpoint_iteration, latest_checkpoint
 
     marker = folder / "spec.json"
     if not marker.is_file():
         return None
     saved = json.loads(marker.read_text(encoding="utf-8"))
-    default = next(f.default for f in fields(RunSpec) if f.name == "iterations")  # a key holds only what differs
-    had, wants = saved.get("iterations", default), key.get("iterations", default)
-    same = {k: v for k, v in saved.items() if k != "iterations"} == {k: v for k, v in key.items() if k != "iterations"}
+    had, wants = _setting(saved, "iterations"), _setting(key, "iterations")
     done = latest_checkpoint(folder)
     finished = done is not None and checkpoint_iteration(done) == had
-    return folder if same and finished and had < wants else None
+    return folder if _same_but_iterations(saved, key) and finished and had < wants else None
+
+
+def _setting(key: dict[str, Any], name: str) -> Any:
+    """A run key's setting, RunSpec's default where the key leaves it out (a key holds only what differs)."""
+    from tracec.trace_rl.experiments.learning_curve import RunSpec
+
+    return key[name] if name in key else next(f.default for f in fields(RunSpec) if f.name == name)
+
+
+def _same_but_iterations(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return {k: v for k, v in a.items() if k != "iterations"} == {k: v for k, v in b.items() if k != "iterations"}
 
 
 def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -666,15 +669,19 @@ def _recorded_curves() -> list[dict[str, Any]]:
     them, so a later session adds seeds or methods without training the rest again."""
     curves = []
     for archive in sorted(CURVE_ARCHIVE.glob("*.json.gz")):
-        curves += json.loads(gzip.decompress(archive.read_bytes()))
+        curves += _read_archive(archive)
     return curves
+
+
+def _read_archive(path: Path) -> list[dict[str, Any]]:
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def _archive(curves: dict[str, dict[str, Any]], section: str) -> None:
     """`curves` into the section's archive, merged by name with what it holds: a run kept there is reused by a later
     session or clone (`_recorded_curves`) whose workdir has gone."""
     path = CURVE_ARCHIVE / f"{_slug(section)}.json.gz"
-    kept = {c["name"]: c for c in json.loads(gzip.decompress(path.read_bytes()))} if path.is_file() else {}
+    kept = {c["name"]: c for c in _read_archive(path)} if path.is_file() else {}
     _write_archive(path, kept | curves)
 
 

@@ -664,6 +664,11 @@ def _slug(section: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", section.lower()).strip("-")
 
 
+def archive_path(section: str) -> Path:
+    """Where a section's runs are kept (`--archive`, `--record`): bench/learning_curves/<its slug>.json.gz."""
+    return CURVE_ARCHIVE / f"{_slug(section)}.json.gz"
+
+
 def _recorded_curves() -> list[dict[str, Any]]:
     """Every run a recorded section kept (bench/learning_curves/*.json.gz): a rerun with the same settings reuses
     them, so a later session adds seeds or methods without training the rest again."""
@@ -680,7 +685,7 @@ def _read_archive(path: Path) -> list[dict[str, Any]]:
 def _archive(curves: dict[str, dict[str, Any]], section: str) -> None:
     """`curves` into the section's archive, merged by name with what it holds: a run kept there is reused by a later
     session or clone (`_recorded_curves`) whose workdir has gone."""
-    path = CURVE_ARCHIVE / f"{_slug(section)}.json.gz"
+    path = archive_path(section)
     kept = {c["name"]: c for c in _read_archive(path)} if path.is_file() else {}
     _write_archive(path, kept | curves)
 
@@ -700,7 +705,7 @@ def _record(summary: dict[str, Any], curves: dict[str, dict[str, Any]], figures:
         name = slug + figure.name.removeprefix("learning")
         shutil.copyfile(figure, bench / name)
         names.append(name)
-    _write_archive(CURVE_ARCHIVE / f"{slug}.json.gz", curves)
+    _write_archive(archive_path(args.section), curves)
     d = summary["diagnostics"]
     body = (_report(summary, args) + f"\n\nRubric diagnostics on the {d['walkthrough_games']} training games: the "
             f"walkthrough wins {d['walkthrough_success']:.0%}; {d['walkthrough_steps_rewarded']:.0%} of its steps fire "

@@ -38,10 +38,13 @@ val_dir() { echo "$OUT/val-$1-q24"; }  # a rate's validation workdir
 val_section() { echo "learning, validation, lr $1"; }
 test_section() { echo "learning, pre-registered, $1 family"; }
 long_section() { echo "learning, pre-registered, twice the budget, $1 family"; }
+section_archive() {  # where bench/learning.py keeps a section's runs
+  "$PY" -c 'import sys; from bench.learning import archive_path; print(archive_path(sys.argv[1]))' "$1"
+}
 VALIDATION_RUNS=()  # each rate's validation runs: its workdir, or, once that has gone, its recorded section's archive
 for rate in "${RATES[@]}"; do
   if [[ -d $(val_dir "$rate")/curves ]]; then VALIDATION_RUNS+=("$(val_dir "$rate")")
-  else VALIDATION_RUNS+=("bench/learning_curves/$(val_section "$rate" | sed 's/[^a-z0-9.]\{1,\}/-/g').json.gz"); fi
+  else VALIDATION_RUNS+=("$(section_archive "$(val_section "$rate")")"); fi
 done
 learn() { nice -n 19 "$PY" bench/learning.py "${FAMILY[@]}" --jobs 2 "$@"; }
 objective() { [[ $1 == goal ]] && echo "--objective goal" || true; }

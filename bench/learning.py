@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.preregistered import analysis, report, training_cpu_s, wins_array
+from bench.preregistered import analysis, read_archive, report, training_cpu_s, wins_array
 from bench.results import markdown_table, record
 from tracec.atomic import atomic_open, write_atomic
 from tracec.config_io import ConfigError
@@ -674,19 +674,15 @@ def _recorded_curves() -> list[dict[str, Any]]:
     them, so a later session adds seeds or methods without training the rest again."""
     curves = []
     for archive in sorted(CURVE_ARCHIVE.glob("*.json.gz")):
-        curves += _read_archive(archive)
+        curves += read_archive(archive)
     return curves
-
-
-def _read_archive(path: Path) -> list[dict[str, Any]]:
-    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def _archive(curves: dict[str, dict[str, Any]], section: str) -> None:
     """`curves` into the section's archive, merged by name with what it holds: a run kept there is reused by a later
     session or clone (`_recorded_curves`) whose workdir has gone."""
     path = archive_path(section)
-    kept = {c["name"]: c for c in _read_archive(path)} if path.is_file() else {}
+    kept = {c["name"]: c for c in read_archive(path)} if path.is_file() else {}
     _write_archive(path, kept | curves)
 
 

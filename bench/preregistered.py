@@ -114,7 +114,12 @@ def saved_runs(source: Path) -> list[tuple[dict[str, Any], str]]:
     if source.is_dir():
         return [(json.loads(path.read_text(encoding="utf-8")), str(path))
                 for path in sorted((source / "curves").glob("*.json"))]
-    return [(run, f"{source}: {run['name']}") for run in json.loads(gzip.decompress(source.read_bytes()))]
+    return [(run, f"{source}: {run['name']}") for run in read_archive(source)]
+
+
+def read_archive(path: Path) -> list[dict[str, Any]]:
+    """The runs a curve archive holds (bench/learning.py writes them: gzip of a JSON list of curves)."""
+    return json.loads(gzip.decompress(path.read_bytes()))
 
 
 def validation_areas(runs: list[tuple[dict[str, Any], str]]) -> dict[str, dict[float, dict[int, float]]]:

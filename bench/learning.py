@@ -37,9 +37,8 @@ import re
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import MISSING, asdict, fields, is_dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from bench.preregistered import analysis, read_archive, report, training_cpu_s, 
 from bench.results import markdown_table, record
 from tracec.atomic import atomic_open, write_atomic
 from tracec.config_io import ConfigError
+from tracec.worker_pool import worker_pool
 
 CURVE_ARCHIVE = Path(__file__).resolve().parent / "learning_curves"  # each recorded section's runs
 # The held-out games' first seed by split: `heldout` is what every recorded section so far evaluated on (and was
@@ -318,7 +318,7 @@ def _run_all(runs: dict[str, tuple[str, Any]], setup: Any, args: argparse.Namesp
     if args.archive and done:
         _archive(done, args.section)
     print(f"{len(done)} runs saved, {len(todo)} to run, {args.jobs} at a time", file=sys.stderr, flush=True)
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+    with worker_pool(args.jobs) as pool:
         futures = {pool.submit(_one_run, name, *todo[name], setup, args.workdir, args.extend_from): name
                    for name in todo}
         for future in as_completed(futures):

@@ -21,9 +21,8 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from tracec.trace_rl.targeting.synth.rollouts import Rollout
 from tracec.atomic import write_atomic
 from tracec.config_io import ConfigError
 from tracec.quiet import quiet_libraries
+from tracec.worker_pool import worker_pool
 
 POOL_FIRST = 400_000  # capability environments' games: a range no target split uses
 GRPO_TARGET = "GRPO on the target"
@@ -185,7 +185,7 @@ class TraceExperiment:
                 if (path := self.folder / "results" / f"{name}.json").is_file()}
         todo = {name: job for name, job in jobs.items() if name not in done}
         print(f"  {len(done)} trainings saved, {len(todo)} to run", file=sys.stderr, flush=True)
-        with ProcessPoolExecutor(max_workers=budget.jobs, mp_context=get_context("spawn")) as workers:
+        with worker_pool(budget.jobs) as workers:
             futures = {workers.submit(_train_and_play, self, name, *job): name for name, job in todo.items()}
             for future in as_completed(futures):
                 name = futures[future]

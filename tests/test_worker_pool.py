@@ -55,6 +55,7 @@ def test_a_killed_parents_workers_end(tmp_path: Path, kill: signal.Signals) -> N
     script, where = tmp_path / "parent.py", tmp_path / "worker.pid"
     script.write_text(PARENT)
     parent = subprocess.Popen([sys.executable, str(script), str(where)], cwd=tmp_path)
+    worker = None
     try:
         assert _wait_for(lambda: where.is_file() and where.read_text(), 60), "the pool's task never started"
         worker = int(where.read_text())
@@ -64,8 +65,8 @@ def test_a_killed_parents_workers_end(tmp_path: Path, kill: signal.Signals) -> N
         assert _wait_for(lambda: _ended(worker), 30), "the worker outlived its parent"
     finally:
         parent.kill()
-        if where.is_file() and where.read_text() and not _ended(int(where.read_text())):
-            os.kill(int(where.read_text()), signal.SIGKILL)
+        if worker is not None and not _ended(worker):
+            os.kill(worker, signal.SIGKILL)
 
 
 def _double(value: int) -> int:

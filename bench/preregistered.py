@@ -1,8 +1,9 @@
 """The pre-registered comparison's analysis (docs/learning.md, "The next comparison, pre-registered"), read from a
 `bench/learning.py` experiment's runs grouped by method label:
 - primary: GRPO + TRCA minus each of sparse GRPO, shaped GRPO (the same rubric's) and GiGPO in the seed-paired area
-  under the held-out success curve, the exact sign-flip p-value and Holm's adjustment over the comparisons of a
-  rubric (the objective-reading one and the blind one, each its own family of three);
+  under the held-out success curve (with its 95% bootstrap interval over seeds and games), the exact sign-flip
+  p-value and Holm's adjustment over the comparisons of a rubric (the objective-reading one and the blind one, each
+  its own family of three);
 - the claims that follow from it, decided by rule (`claims`);
 - secondary: the same difference on the CPU-seconds axis (compute-matched: over the first CPU seconds every run of
   both spent), each method's per-seed rollouts to reach success 0.2, 0.3 and 0.4, and the greedy final;
@@ -28,6 +29,7 @@ from tracec.trace_rl.experiments.learning_stats import (
     area_under_curve,
     holm,
     level_reaches,
+    paired_auc,
     seed_paired_area,
     seed_paired_cost_area,
 )
@@ -74,13 +76,16 @@ def analysis(grouped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for trca_label, short, against in FAMILIES:
         if trca_label not in grouped:
             continue
-        trca, axis, family = wins[trca_label], rollouts[trca_label], {}
+        trca, axis = wins[trca_label], rollouts[trca_label]
+        family: dict[str, dict[str, Any]] = {}
         for label in [k for k in against if k in grouped and rollouts[k] == axis]:
             other = wins[label]
             area = seed_paired_area(axis, other, trca)
+            interval = paired_auc(axis, other, trca)  # 95% bootstrap over seeds and games, beside the test
             cost = seed_paired_cost_area(axis, other, [training_cpu_s(r) for r in grouped[label]], trca,
                                          [training_cpu_s(r) for r in grouped[trca_label]])
-            family[f"{short} - {label}"] = {"area": area.mean, "p": area.p_value, "seeds": len(area.differences),
+            family[f"{short} - {label}"] = {"area": area.mean, "area_interval": [interval.low, interval.high],
+                                            "p": area.p_value, "seeds": len(area.differences),
                                             "cpu_area": cost.mean, "cpu_p": cost.p_value}
         for entry, adjusted in zip(family.values(), holm([c["p"] for c in family.values()]), strict=True):
             entry["holm_p"] = adjusted
@@ -164,10 +169,14 @@ def report(result: dict[str, Any]) -> str:
     lines = []
     if result["comparisons"]:
         lines += [("**Pre-registered** (docs/learning.md): the seed-paired difference in area under the held-out "
-                   "success curve, exact sign-flip p, Holm-adjusted over the comparisons shown (alpha 0.05); the "
-                   "same over the first CPU seconds every run of both spent:"), "",
-                  markdown_table(["comparison", "seeds", "area diff", "p", "Holm p", "CPU-seconds area diff", "p"],
-                                 [[name, c["seeds"], f"{c['area']:+.3f}", f"{c['p']:.4f}", f"{c['holm_p']:.4f}",
+                   "success curve (its 95% bootstrap interval over seeds and games), exact sign-flip p, "
+                   "Holm-adjusted over the comparisons shown (alpha 0.05); the same over the first CPU seconds every "
+                   "run of both spent:"), "",
+                  markdown_table(["comparison", "seeds", "area diff [95% CI]", "p", "Holm p", "CPU-seconds area diff",
+                                  "p"],
+                                 [[name, c["seeds"], "{:+.3f} [{:+.3f}, {:+.3f}]".format(c["area"],
+                                                                                          *c["area_interval"]),
+                                   f"{c['p']:.4f}", f"{c['holm_p']:.4f}",
                                    f"{c['cpu_area']:+.3f}", f"{c['cpu_p']:.4f}"]
                                   for name, c in result["comparisons"].items()]), ""]
         lines += ["Pre-registered claims: " + "; ".join(

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tracec.trace_rl.experiments.learning_stats import area_under_curve, holm, seed_paired_area, seed_paired_cost_area
+from tracec.trace_rl.experiments.learning_stats import (
+    area_under_curve,
+    holm,
+    paired_auc,
+    seed_paired_area,
+    seed_paired_cost_area,
+)
 
 from bench.preregistered import (
     TIE,
@@ -49,6 +55,9 @@ def test_each_baseline_is_subtracted_from_trca_and_the_p_values_are_adjusted_tog
     for label in ("sparse GRPO", "GiGPO"):
         entry = result["comparisons"][f"TRCA - {label}"]
         assert entry["area"] == seed_paired_area(ROLLOUTS, wins(label), trca).mean > 0
+        interval = paired_auc(ROLLOUTS, wins(label), trca)
+        assert entry["area_interval"] == [interval.low, interval.high]
+        assert interval.low <= entry["area"] <= interval.high
         assert entry["cpu_area"] == seed_paired_cost_area(ROLLOUTS, wins(label), [r["cpu_s"] for r in grouped[label]],
                                                           trca, [150.0] * 4).mean
     p_values = [c["p"] for c in result["comparisons"].values()]

@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracec.trace_rl.experiments.learning_stats import (
+    Interval,
     area_under_curve,
     holm,
     level_reaches,
@@ -174,8 +175,7 @@ def report(result: dict[str, Any]) -> str:
                    "run of both spent:"), "",
                   markdown_table(["comparison", "seeds", "area diff [95% CI]", "p", "Holm p", "CPU-seconds area diff",
                                   "p"],
-                                 [[name, c["seeds"], "{:+.3f} [{:+.3f}, {:+.3f}]".format(c["area"],
-                                                                                          *c["area_interval"]),
+                                 [[name, c["seeds"], str(Interval(c["area"], *c["area_interval"])),
                                    f"{c['p']:.4f}", f"{c['holm_p']:.4f}",
                                    f"{c['cpu_area']:+.3f}", f"{c['cpu_p']:.4f}"]
                                   for name, c in result["comparisons"].items()]), ""]

@@ -431,6 +431,19 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     return {label: sorted(runs, key=lambda run: int(run["spec"].get("seed", 0))) for label, runs in grouped.items()}
 
 
+def against_full_trca(rollouts: list[int], trca: np.ndarray, other: np.ndarray) -> dict[str, str]:
+    """`other` minus full TRCA at the budget and in area (each (seeds, points, games, episodes) wins), on the seeds
+    both ran: an ablation runs TRCA's first few seeds, so its intervals and the seed-paired test read the same runs
+    (against all of TRCA's seeds its interval would centre on another estimate than the test's)."""
+    from tracec.trace_rl.experiments.learning_stats import paired_auc, paired_difference, seed_paired_area
+
+    seeds = min(len(trca), len(other))
+    trca, other = trca[:seeds], other[:seeds]
+    return {"final": str(paired_difference(trca[:, -1], other[:, -1])),
+            "area": str(paired_auc(rollouts, trca, other)),
+            "seed-paired area": str(seed_paired_area(rollouts, trca, other))}
+
+
 def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from tracec.trace_rl.experiments.demo import trust_region_summary
     from tracec.trace_rl.experiments.learning_stats import (
@@ -482,10 +495,7 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         rollouts = methods["GRPO + TRCA"]["rollouts"]
         against = [k for k in grouped if k.startswith("TRCA,") or k in ("shaped GRPO", "GiGPO")]  # the mechanism
         for label in [k for k in against if methods[k]["rollouts"] == rollouts]:
-            other = wins_array(grouped[label])
-            ablated[label] = {"final": str(paired_difference(trca[:, -1], other[:, -1])),
-                              "area": str(paired_auc(rollouts, trca, other)),
-                              "seed-paired area": str(seed_paired_area(rollouts, trca, other))}
+            ablated[label] = against_full_trca(rollouts, trca, wins_array(grouped[label]))
     cloned = np.array(gate["cloned"]["wins"], dtype=float)[None]
     prior = np.array(gate["verb_prior"]["wins"], dtype=float)[None]
     untrained = np.array(gate["untrained"]["wins"], dtype=float)[None]
@@ -639,9 +649,9 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
                                      "seed-paired AUC diff (sign-flip p)", "reach ratio 50%", "reach ratio 100%"],
                                     rows))
     if summary.get("ablations"):
-        lines += ["", ("**Against full TRCA** (an ablation, shaped GRPO or GiGPO minus GRPO + TRCA, paired over "
-                       "games, 95% CI; a negative difference is what TRCA's removed or replaced part was worth; shaped "
-                       "GRPO is TRCA without its step credit):"), ""]
+        lines += ["", ("**Against full TRCA** (an ablation, shaped GRPO or GiGPO minus GRPO + TRCA on the seeds both "
+                       "ran, paired over games, 95% CI; a negative difference is what TRCA's removed or replaced part "
+                       "was worth; shaped GRPO is TRCA without its step credit):"), ""]
         lines.append(markdown_table(["run", "diff at the budget", "diff in AUC", "seed-paired AUC diff (sign-flip p)"],
                                     [[label, a["final"], a["area"], a.get("seed-paired area", "-")]
                                      for label, a in summary["ablations"].items()]))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from tracec.trace_rl.experiments.demo_settings import shipped_examples
 
@@ -102,3 +103,26 @@ def test_a_run_kept_in_an_archive_is_reused_by_a_fresh_workdir_whole_or_as_a_lon
     assert half["cpu_s"] is None and half["seconds"] is None  # the first half's totals were not measured apart
     kept = json.loads(gzip.decompress((tmp_path / "archive" / "learning-kept.json.gz").read_bytes()))
     assert {c["name"]: c["spec"]["iterations"] for c in kept} == {"grpo-s1000": 2, "grpo-s1001": 2}
+
+
+def test_an_ablation_is_compared_with_full_trca_on_the_seeds_both_ran() -> None:
+    # TRCA at 4 seeds, an ablation at its first 2: the interval must centre on the seed-paired difference, the mean
+    # over those 2 seeds of (ablation's area - TRCA's), and not on TRCA's 4-seed mean
+    rng = np.random.default_rng(7)
+    rollouts = [0, 64, 128, 256]
+    trca = (rng.random((4, 4, 6, 3)) < np.linspace(0.1, 0.9, 4)[None, :, None, None]).astype(float)
+    trca[2:] = 1.0  # seeds the ablation did not run, far from its first two: mixing them in would move the estimate
+    ablation = (rng.random((2, 4, 6, 3)) < 0.4).astype(float)
+
+    def area(run: np.ndarray) -> float:
+        success = run.mean(axis=(1, 2))
+        return float(sum((b - a) * (s + t) / 2 for a, b, s, t in
+                         zip(rollouts, rollouts[1:], success, success[1:], strict=False)) / rollouts[-1])
+
+    expected = np.mean([area(ablation[i]) - area(trca[i]) for i in range(2)])
+    final = np.mean(ablation[:, -1]) - np.mean(trca[:2, -1])
+    found = learning.against_full_trca(rollouts, trca, ablation)
+    assert float(found["area"].split()[0]) == pytest.approx(expected, abs=5e-4)
+    assert float(found["seed-paired area"].split()[0]) == pytest.approx(expected, abs=5e-4)
+    assert found["seed-paired area"].endswith("n = 2)")
+    assert float(found["final"].split()[0]) == pytest.approx(final, abs=5e-4)

@@ -46,6 +46,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tracec.trace_rl.experiments.learning_stats import (
+    paired_auc,
+    paired_difference,
+    reach_ratio,
+    seed_paired_area,
+    success_interval,
+)
+
 from bench.preregistered import analysis, read_archive, report, training_cpu_s, wins_array
 from bench.results import markdown_table, record
 from tracec.atomic import atomic_open, write_atomic
@@ -431,14 +439,35 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     return {label: sorted(runs, key=lambda run: int(run["spec"].get("seed", 0))) for label, runs in grouped.items()}
 
 
+def seeds_both_ran(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two methods' wins ((seeds, ...), each in seed order from the same first seed) on the seeds both ran: a method
+    run at fewer seeds (an ablation, the gate's oracle) runs the others' first few, so its intervals read the runs the
+    seed-paired test reads (against all of the other's seeds they would centre on another estimate than the test's)."""
+    seeds = min(len(a), len(b))
+    return a[:seeds], b[:seeds]
+
+
+def against_sparse_grpo(rollouts: list[int], grpo: np.ndarray, other: np.ndarray) -> dict[str, Any]:
+    """`other` minus sparse GRPO (each (seeds, points, games, episodes) wins over `rollouts`) at a quarter, half and
+    all of the budget and in area, and `other`'s rollouts to reach half and all of GRPO's final, on the seeds both
+    ran."""
+    grpo, other = seeds_both_ran(grpo, other)
+    points = len(rollouts) - 1
+    entry: dict[str, Any] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
+                             for k in sorted({max(1, points // 4), max(1, points // 2), points})}
+    entry["area"] = str(paired_auc(rollouts, grpo, other))
+    entry["seed-paired area"] = str(seed_paired_area(rollouts, grpo, other))  # the pre-registered primary
+    for share in (0.5, 1.0):
+        ratio, grpo_seeds, other_seeds = reach_ratio(rollouts, grpo, other, share=share)
+        entry[f"reach {share:.0%}"] = {"ratio": f"{ratio.estimate:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]",
+                                       "grpo_per_seed": grpo_seeds, "per_seed": other_seeds}
+    return entry
+
+
 def against_full_trca(rollouts: list[int], trca: np.ndarray, other: np.ndarray) -> dict[str, str]:
     """`other` minus full TRCA at the budget and in area (each (seeds, points, games, episodes) wins), on the seeds
-    both ran: an ablation runs TRCA's first few seeds, so its intervals and the seed-paired test read the same runs
-    (against all of TRCA's seeds its interval would centre on another estimate than the test's)."""
-    from tracec.trace_rl.experiments.learning_stats import paired_auc, paired_difference, seed_paired_area
-
-    seeds = min(len(trca), len(other))
-    trca, other = trca[:seeds], other[:seeds]
+    both ran."""
+    trca, other = seeds_both_ran(trca, other)
     return {"final": str(paired_difference(trca[:, -1], other[:, -1])),
             "area": str(paired_auc(rollouts, trca, other)),
             "seed-paired area": str(seed_paired_area(rollouts, trca, other))}
@@ -446,13 +475,6 @@ def against_full_trca(rollouts: list[int], trca: np.ndarray, other: np.ndarray) 
 
 def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from tracec.trace_rl.experiments.demo import trust_region_summary
-    from tracec.trace_rl.experiments.learning_stats import (
-        paired_auc,
-        paired_difference,
-        reach_ratio,
-        seed_paired_area,
-        success_interval,
-    )
 
     grouped = _by_label(curves)
     methods = {}
@@ -475,20 +497,11 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
     if "sparse GRPO" in grouped:
         grpo = wins_array(grouped["sparse GRPO"])
         rollouts = methods["sparse GRPO"]["rollouts"]
-        points = len(rollouts) - 1
         for label in [k for k in grouped if k != "sparse GRPO"]:
             if methods[label]["rollouts"][:len(rollouts)] != rollouts:
                 continue  # evaluated at other points: nothing to pair
-            other = wins_array(grouped[label])[:, :len(rollouts)]  # a longer run over the common budget
-            entry: dict[str, object] = {f"at {rollouts[k]}": str(paired_difference(grpo[:, k], other[:, k]))
-                     for k in sorted({max(1, points // 4), max(1, points // 2), points})}
-            entry["area"] = str(paired_auc(rollouts, grpo, other))
-            entry["seed-paired area"] = str(seed_paired_area(rollouts, grpo, other))  # the pre-registered primary
-            for share in (0.5, 1.0):
-                ratio, grpo_seeds, other_seeds = reach_ratio(rollouts, grpo, other, share=share)
-                entry[f"reach {share:.0%}"] = {"ratio": f"{ratio.estimate:.2f} [{ratio.low:.2f}, {ratio.high:.2f}]",
-                                               "grpo_per_seed": grpo_seeds, "per_seed": other_seeds}
-            comparison[label] = entry
+            # a longer run over the common budget
+            comparison[label] = against_sparse_grpo(rollouts, grpo, wins_array(grouped[label])[:, :len(rollouts)])
     ablated: dict[str, Any] = {}  # each ablation against full TRCA: what removing its component costs
     if "GRPO + TRCA" in grouped:
         trca = wins_array(grouped["GRPO + TRCA"])
@@ -637,8 +650,9 @@ def _report(summary: dict[str, Any], args: argparse.Namespace) -> str:
                                  "final greedy", "final per seed", "train success, last 4 it.", "constant groups",
                                  "ratio p99 median / max", "training CPU min"], rows)]
     if summary["comparison"]:
-        lines += ["", ("**Against sparse GRPO** (difference in held-out success, paired over games, 95% CI; reach: "
-                      "rollouts to reach 50% / 100% of GRPO's final mean success, as a ratio to GRPO's own):"), ""]
+        lines += ["", ("**Against sparse GRPO** (difference in held-out success on the seeds both ran, paired over "
+                      "games, 95% CI; reach: rollouts to reach 50% / 100% of GRPO's final mean success, as a ratio to "
+                      "GRPO's own):"), ""]
         rows = []
         for label, c in summary["comparison"].items():
             points = [v for k, v in c.items() if k.startswith("at ")]

@@ -1,6 +1,7 @@
 """bench/learning.py's plan of runs: every method of the pre-registered comparison, blind-rubric variants included,
 each at its credit's chosen rate; `--lr-by-method` refuses what the trainer does not have; the recorded command
-makes the same runs again; a run kept in a curve archive is reused where its workdir has gone."""
+makes the same runs again; a run kept in a curve archive is reused where its workdir has gone; a method run at fewer
+seeds is compared with sparse GRPO and full TRCA on the seeds both ran."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import gzip
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -105,13 +108,16 @@ def test_a_run_kept_in_an_archive_is_reused_by_a_fresh_workdir_whole_or_as_a_lon
     assert {c["name"]: c["spec"]["iterations"] for c in kept} == {"grpo-s1000": 2, "grpo-s1001": 2}
 
 
-def test_an_ablation_is_compared_with_full_trca_on_the_seeds_both_ran() -> None:
-    # TRCA at 4 seeds, an ablation at its first 2: the interval must centre on the seed-paired difference, the mean
-    # over those 2 seeds of (ablation's area - TRCA's), and not on TRCA's 4-seed mean
+@pytest.mark.parametrize(("compare", "at_the_budget"), [(learning.against_full_trca, "final"),
+                                                        (learning.against_sparse_grpo, "at 256")])
+def test_a_method_run_at_fewer_seeds_is_compared_on_the_seeds_both_ran(
+        compare: Callable[[list[int], np.ndarray, np.ndarray], dict[str, Any]], at_the_budget: str) -> None:
+    # the baseline at 4 seeds, an ablation at its first 2: the interval must centre on the seed-paired difference, the
+    # mean over those 2 seeds of (ablation's area - baseline's), and not on the baseline's 4-seed mean
     rng = np.random.default_rng(7)
     rollouts = [0, 64, 128, 256]
-    trca = (rng.random((4, 4, 6, 3)) < np.linspace(0.1, 0.9, 4)[None, :, None, None]).astype(float)
-    trca[2:] = 1.0  # seeds the ablation did not run, far from its first two: mixing them in would move the estimate
+    baseline = (rng.random((4, 4, 6, 3)) < np.linspace(0.1, 0.9, 4)[None, :, None, None]).astype(float)
+    baseline[2:] = 1.0  # seeds the ablation did not run, far from its first two: mixing them in would move the estimate
     ablation = (rng.random((2, 4, 6, 3)) < 0.4).astype(float)
 
     def area(run: np.ndarray) -> float:
@@ -119,10 +125,10 @@ def test_an_ablation_is_compared_with_full_trca_on_the_seeds_both_ran() -> None:
         return float(sum((b - a) * (s + t) / 2 for a, b, s, t in
                          zip(rollouts, rollouts[1:], success, success[1:], strict=False)) / rollouts[-1])
 
-    expected = np.mean([area(ablation[i]) - area(trca[i]) for i in range(2)])
-    final = np.mean(ablation[:, -1]) - np.mean(trca[:2, -1])
-    found = learning.against_full_trca(rollouts, trca, ablation)
+    expected = np.mean([area(ablation[i]) - area(baseline[i]) for i in range(2)])
+    final = np.mean(ablation[:, -1]) - np.mean(baseline[:2, -1])
+    found = compare(rollouts, baseline, ablation)
     assert float(found["area"].split()[0]) == pytest.approx(expected, abs=5e-4)
     assert float(found["seed-paired area"].split()[0]) == pytest.approx(expected, abs=5e-4)
     assert found["seed-paired area"].endswith("n = 2)")
-    assert float(found["final"].split()[0]) == pytest.approx(final, abs=5e-4)
+    assert float(found[at_the_budget].split()[0]) == pytest.approx(final, abs=5e-4)

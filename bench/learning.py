@@ -51,6 +51,7 @@ from tracec.trace_rl.experiments.learning_stats import (
     paired_difference,
     reach_ratio,
     seed_paired_area,
+    seeds_both_ran,
     success_interval,
 )
 
@@ -439,14 +440,6 @@ def _by_label(curves: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any
     return {label: sorted(runs, key=lambda run: int(run["spec"].get("seed", 0))) for label, runs in grouped.items()}
 
 
-def seeds_both_ran(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two methods' wins ((seeds, ...), each in seed order from the same first seed) on the seeds both ran: a method
-    run at fewer seeds (an ablation, the gate's oracle) runs the others' first few, so its intervals read the runs the
-    seed-paired test reads (against all of the other's seeds they would centre on another estimate than the test's)."""
-    seeds = min(len(a), len(b))
-    return a[:seeds], b[:seeds]
-
-
 def against_sparse_grpo(rollouts: list[int], grpo: np.ndarray, other: np.ndarray) -> dict[str, Any]:
     """`other` minus sparse GRPO (each (seeds, points, games, episodes) wins over `rollouts`) at a quarter, half and
     all of the budget and in area, and `other`'s rollouts to reach half and all of GRPO's final, on the seeds both
@@ -500,8 +493,8 @@ def _summarize(curves: dict[str, dict[str, Any]], gate: dict[str, Any], args: ar
         for label in [k for k in grouped if k != "sparse GRPO"]:
             if methods[label]["rollouts"][:len(rollouts)] != rollouts:
                 continue  # evaluated at other points: nothing to pair
-            # a longer run over the common budget
-            comparison[label] = against_sparse_grpo(rollouts, grpo, wins_array(grouped[label])[:, :len(rollouts)])
+            other = wins_array(grouped[label])[:, :len(rollouts)]  # a longer run over the common budget
+            comparison[label] = against_sparse_grpo(rollouts, grpo, other)
     ablated: dict[str, Any] = {}  # each ablation against full TRCA: what removing its component costs
     if "GRPO + TRCA" in grouped:
         trca = wins_array(grouped["GRPO + TRCA"])

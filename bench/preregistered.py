@@ -33,6 +33,7 @@ from tracec.trace_rl.experiments.learning_stats import (
     paired_auc,
     seed_paired_area,
     seed_paired_cost_area,
+    seeds_both_ran,
 )
 
 from bench.results import markdown_table
@@ -82,7 +83,7 @@ def analysis(grouped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         for label in [k for k in against if k in grouped and rollouts[k] == axis]:
             other = wins[label]
             area = seed_paired_area(axis, other, trca)
-            interval = paired_auc(axis, other, trca)  # 95% bootstrap over seeds and games, beside the test
+            interval = paired_auc(axis, *seeds_both_ran(other, trca))  # over seeds and games, beside the test
             cost = seed_paired_cost_area(axis, other, [training_cpu_s(r) for r in grouped[label]], trca,
                                          [training_cpu_s(r) for r in grouped[trca_label]])
             family[f"{short} - {label}"] = {"area": area.mean, "area_interval": [interval.low, interval.high],

@@ -66,6 +66,22 @@ def test_each_baseline_is_subtracted_from_trca_and_the_p_values_are_adjusted_tog
     assert "| TRCA - GiGPO | 4 |" in report(result)
 
 
+def test_a_baseline_run_at_fewer_seeds_is_compared_on_the_seeds_both_ran() -> None:
+    # GiGPO at 2 seeds, TRCA at 4 whose last two win everything: the interval must come from TRCA's first two, as the
+    # seed-paired test does, or it would not even hold the test's difference
+    rng = np.random.default_rng(3)
+    grouped = {"GRPO + TRCA": _runs([[0.0, 0.3, 0.5]] * 2 + [[1.0, 1.0, 1.0]] * 2, 150.0, rng),
+               "GiGPO": _runs([[0.0, 0.3, 0.5]] * 2, 120.0, rng)}
+    entry = analysis(grouped)["comparisons"]["TRCA - GiGPO"]
+
+    def wins(label: str) -> np.ndarray:
+        return np.array([[p["wins"] for p in run["points"]] for run in grouped[label]])
+    interval = paired_auc(ROLLOUTS, wins("GiGPO"), wins("GRPO + TRCA")[:2])
+    assert entry["seeds"] == 2
+    assert entry["area"] == pytest.approx(interval.estimate)
+    assert entry["area_interval"] == [interval.low, interval.high]
+
+
 def test_each_rubric_is_its_own_holm_family_and_the_claims_follow_the_rule() -> None:
     rng = np.random.default_rng(2)
     grouped = {"sparse GRPO": _runs([[0.0, 0.1, 0.2]] * 6, 100.0, rng),

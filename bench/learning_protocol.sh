@@ -10,6 +10,8 @@
 #                                          # (TRCA and shaped GRPO with both rubrics), then the ablations; the first
 #                                          # LONG_SEEDS seeds of the six run to twice the budget, and their test runs
 #                                          # are those runs' first half (bench/learning.py's prefix_curve)
+#   bench/learning_protocol.sh replicate   # the goal family's blind-rubric TRCA and shaped GRPO at fresh seeds 1010..,
+#                                          # the one claim of per-step credit beyond shaping tested again
 #   bench/learning_protocol.sh report      # each stage's table into bench/RESULTS.md from what is saved
 # OUT (default out) holds the workdirs. PROTOCOL_SMOKE=1 runs the same path at a toy budget into out/protocol-smoke,
 # recording nothing.
@@ -23,7 +25,8 @@ CREDITS=grpo,trca,gigpo,shaped
 SIX=grpo,trca,gigpo,shaped,trca-blind,shaped-blind
 budget=(--iterations 32 --eval-every 4)
 long=(--iterations 64 --eval-every 4)
-VAL_SEEDS=3 TEST_SEEDS=10 ABLATION_SEEDS=3 LONG_SEEDS=5
+REPLICATED=trca-blind,shaped-blind
+VAL_SEEDS=3 TEST_SEEDS=10 ABLATION_SEEDS=3 LONG_SEEDS=5 REPLICATION_SEEDS=10
 record=(--record) archive=(--archive)
 if [[ ${PROTOCOL_SMOKE:-0} == 1 ]]; then
   OUT=out/protocol-smoke
@@ -31,13 +34,14 @@ if [[ ${PROTOCOL_SMOKE:-0} == 1 ]]; then
   toy=(--groups 1 --group-size 2 --train-games 2 --eval-games 2 --eval-episodes 1 --bc-epochs 1 --hidden 32)
   budget=(--iterations 2 --eval-every 1 "${toy[@]}")
   long=(--iterations 3 --eval-every 1 "${toy[@]}")
-  VAL_SEEDS=1 TEST_SEEDS=2 ABLATION_SEEDS=1 LONG_SEEDS=1
+  VAL_SEEDS=1 TEST_SEEDS=2 ABLATION_SEEDS=1 LONG_SEEDS=1 REPLICATION_SEEDS=2
   record=() archive=()
 fi
 val_dir() { echo "$OUT/val-$1-q24"; }  # a rate's validation workdir
 val_section() { echo "learning, validation, lr $1"; }
 test_section() { echo "learning, pre-registered, $1 family"; }
 long_section() { echo "learning, pre-registered, twice the budget, $1 family"; }
+REPLICATION_SECTION="learning, replication, blind rubric, goal family"
 section_archive() {  # where bench/learning.py keeps a section's runs
   "$PY" -c 'import sys; from bench.learning import archive_path; print(archive_path(sys.argv[1]))' "$1"
 }
@@ -102,6 +106,17 @@ test_stage() {
   done
 }
 
+replicate() {
+  local rates seed seeds
+  rates=$(require_rates)
+  for ((seed = 1010; seed < 1010 + REPLICATION_SEEDS; seed += 2)); do  # two seeds a call: a stopped stage is balanced
+    seeds=$((seed + 2 <= 1010 + REPLICATION_SEEDS ? 2 : 1))
+    learn "${budget[@]}" --objective goal --eval-split test --first-seed "$seed" --seeds "$seeds" --ablation-seeds 0 \
+      --oracle-seeds 0 --lr-by-method "$rates" --only "$REPLICATED" --workdir "$OUT/replicate-goal" \
+      --section "$REPLICATION_SECTION" "${archive[@]}"
+  done
+}
+
 share_cached() {  # the same games' gate and rubric diagnostics, made once for both budgets
   local cached
   mkdir -p "$2"
@@ -128,12 +143,16 @@ report() {
       --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$SIX" --workdir "$OUT/long-$family" \
       --saved-only --section "$(long_section "$family")" "${record[@]}"
   done
+  learn "${budget[@]}" --objective goal --eval-split test --first-seed 1010 --seeds "$REPLICATION_SEEDS" \
+    --ablation-seeds 0 --oracle-seeds 0 --lr-by-method "$rates" --only "$REPLICATED" --workdir "$OUT/replicate-goal" \
+    --saved-only --section "$REPLICATION_SECTION" "${record[@]}"
 }
 
 case ${1:-} in
   validation) validation ;;
   rates) "$PY" bench/preregistered.py rates "${VALIDATION_RUNS[@]}" ;;
   test) test_stage ;;
+  replicate) replicate ;;
   report) report ;;
-  *) echo "usage: bench/learning_protocol.sh validation|rates|test|report" >&2; exit 2 ;;
+  *) echo "usage: bench/learning_protocol.sh validation|rates|test|replicate|report" >&2; exit 2 ;;
 esac
